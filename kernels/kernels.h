@@ -1,0 +1,129 @@
+// brigade's raw ops: non-differentiable, dispatched on the device of their inputs.
+//
+// Each op checks its inputs (same device — never a silent copy —, matching dtypes, compatible shapes) and
+// throws a typed error naming the op and what it found, allocates its output on the inputs' device, and
+// runs the CPU reference (kernels/cpu/) or the hand-written CUDA kernel (kernels/cuda/) on the device's
+// current stream. The differentiable versions live in autograd/ops.h and call these.
+//
+// Conventions
+//  - Floating ops accept float32, bfloat16 and float64 (float64 on the CPU only); bfloat16 math and
+//    accumulation happen in float32.
+//  - Inputs may be any strided view; outputs are new, contiguous tensors.
+//  - Comparisons return the input dtype holding 1 or 0; `where`/`masked_fill` treat non-zero as true.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+
+namespace brigade::kernels {
+
+// ---- elementwise (kernels/elementwise.cpp, cpu/elementwise.cpp, cuda/elementwise.cu) ------------------
+enum class UnaryOp { Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs };
+/// "neg", "exp", ... "gelu" (tanh form), "abs".
+const char* unary_op_name(UnaryOp op);
+Tensor unary(UnaryOp op, const Tensor& x);
+/// dL/dx of y = op(x) given dL/dy, the input x and the output y (each formula uses whichever is cheaper).
+Tensor unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y);
+
+enum class BinaryOp { Add, Sub, Mul, Div, Maximum, Pow, Eq, Ne, Lt, Le, Gt, Ge };
+const char* binary_op_name(BinaryOp op);
+/// a op b with NumPy broadcasting; a and b must have the same dtype and device.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+/// a op scalar.
+Tensor binary(BinaryOp op, const Tensor& a, double scalar);
+/// scalar op b (for 1 - x, 1 / x, 2 ^ x).
+Tensor binary(BinaryOp op, double scalar, const Tensor& b);
+/// dst += src in place (src broadcast to dst's shape). Used for gradient accumulation.
+void add_(const Tensor& dst, const Tensor& src);
+/// dst *= scalar in place.
+void mul_(const Tensor& dst, double scalar);
+/// cond ? a : b, all three broadcast together; cond may have any dtype (non-zero is true).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// x with `value` where mask (broadcast to x) is non-zero.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions (reduce.cpp, cpu/reduce.cpp, cuda/reduce.cu) ------------------------------------------
+/// Sum over `dims` (empty: all dims). keepdim leaves size-1 dims in place.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+/// Index (int64) of the first maximum along `dim`.
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+/// Sums a broadcast result back to `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- matmul (matmul.cpp, cpu/matmul.cpp, cuda/matmul.cu) ------------------------------------------------
+/// Which implementation CUDA matmuls use: brigade's own kernel or cuBLAS (a baseline, for comparison).
+enum class MatmulBackend { Native, Cublas };
+void set_matmul_backend(MatmulBackend backend);
+MatmulBackend matmul_backend();
+/// op(a) @ op(b) where op transposes the last two dims when the flag is set.
+/// Shapes: a [M,K] or [B,M,K]; b [K,N] or [B,K,N] (a 2-d operand is broadcast over the batch).
+/// Operands whose last two dims are row- or column-major views are used without copying.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+// ---- softmax (softmax.cpp, cpu/softmax.cpp, cuda/softmax.cu) -------------------------------------------
+/// Softmax over the last dim (numerically stable: subtracts the row max).
+Tensor softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+/// dx = y * (dy - sum(dy * y)) with y = softmax(x).
+Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);
+/// dx = dy - softmax(x) * sum(dy) with y = log_softmax(x).
+Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y);
+
+// ---- layernorm (layernorm.cpp, cpu/layernorm.cpp, cuda/layernorm.cu) -----------------------------------
+struct LayerNormOutput {
+  Tensor y;     ///< same shape as x
+  Tensor mean;  ///< x.shape without the last dim, float32 (float64 for float64 input)
+  Tensor rstd;  ///< 1 / sqrt(var + eps), same shape as mean
+};
+/// Normalises over the last dim, then y = xhat * weight + bias (weight/bias [C]; either may be undefined).
+LayerNormOutput layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+struct LayerNormGrads {
+  Tensor dx;
+  Tensor dweight;  ///< undefined when weight is
+  Tensor dbias;    ///< undefined when bias was (pass has_bias)
+};
+LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd, bool has_bias);
+
+// ---- embedding (embedding.cpp, cpu/embedding.cpp, cuda/embedding.cu) -----------------------------------
+/// weight [V, C] gathered at ids (int32/int64, any shape) -> [..., C]. Throws ValueError for an id
+/// outside [0, V), naming the id and V.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+/// Scatter-add of grad_out [..., C] into a [V, C] gradient at ids.
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num_embeddings);
+
+// ---- loss (loss.cpp, cpu/loss.cpp, cuda/loss.cu) ------------------------------------------------------
+struct CrossEntropyOutput {
+  Tensor loss;         ///< 0-d float32 (float64 for float64 logits): mean over non-ignored targets
+  Tensor grad_logits;  ///< d(loss)/d(logits), logits' shape and dtype (undefined unless asked for)
+  int64_t count = 0;   ///< targets not equal to ignore_index
+};
+/// Cross-entropy of logits [N, V] against targets [N] (int32/int64), fused with log-softmax. Targets equal
+/// to ignore_index contribute nothing; others must lie in [0, V) (ValueError otherwise).
+CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                                 bool compute_grad = true);
+
+// ---- random, masks (random.cpp, cpu/random.cpp, cuda/random.cu) -----------------------------------------
+/// x * mask / (1 - p) where mask[i] = uniform(state, i) >= p. The same state always gives the same mask,
+/// on CPU and CUDA, so backward (and recomputation) regenerates it instead of storing it.
+Tensor dropout(const Tensor& x, double p, const GeneratorState& state);
+/// [T, T] with 1 above the diagonal (positions a query must not see) and 0 elsewhere.
+Tensor causal_mask(int64_t T, TensorOptions options = {});
+
+// ---- optimizer math (optim.cpp, cpu/optim.cpp, cuda/optim.cu) -------------------------------------------
+struct AdamWStep {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t step = 1;  ///< 1-based, for bias correction
+};
+/// One AdamW update in place: param, m, v (same shape/device; param may be bf16 with float32 m and v).
+/// p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)   (decoupled decay)
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s);
+/// sqrt(sum over tensors of sum(x^2)), accumulated in double on the host side of the last reduction.
+double global_l2_norm(const std::vector<Tensor>& tensors);
+
+}  // namespace brigade::kernels
