@@ -36,16 +36,19 @@ class Stream {
   void wait(const Event& event) const;
   /// Makes later work on this stream wait for all work queued so far on `other`.
   void wait(const Stream& other) const;
+  /// A small number naming the stream in traces: 0 for a device's default stream, then 1, 2, ... in
+  /// creation order (per process).
+  int id() const;
 
   friend bool operator==(const Stream& a, const Stream& b) {
-    return a.device_ == b.device_ && a.native_handle() == b.native_handle();
+    return a.device_ == b.device_ && a.handle_ == b.handle_;
   }
   friend bool operator!=(const Stream& a, const Stream& b) { return !(a == b); }
 
  private:
   struct Handle;
   Device device_;
-  std::shared_ptr<Handle> handle_;  // null for default / CPU streams
+  std::shared_ptr<Handle> handle_;  // null for a device's default stream
 };
 
 /// Sets the current stream of the stream's device for this thread until destroyed.
