@@ -1,0 +1,143 @@
+// kernels::matmul: validation, layout normalisation and dispatch to cpu::gemm / cuda::gemm.
+//
+// Layouts. A GEMM backend reads a matrix through (pointer, leading dim, trans flag). An operand whose last
+// two dims are row-major (unit stride along the last dim) is passed as it is; one that is column-major
+// (unit stride along the second-to-last dim, e.g. x.transpose(-2, -1) of a contiguous x) is the row-major
+// storage of its transpose, so it is passed with its trans flag flipped — no copy either way. Anything
+// else (e.g. a slice with step 2 along the last dim) is made contiguous first.
+//
+// The matmul backend switch (Native | Cublas) is one process-wide atomic; it only changes what CUDA
+// matmuls run (the CPU has one implementation). Its initial value comes from the environment variable
+//   BRIGADE_MATMUL_BACKEND=native|cublas   (unset: native)
+// read once, on first use.
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/kernels.h"
+
+namespace brigade::kernels {
+namespace {
+
+MatmulBackend backend_from_environment() {
+  const char* value = std::getenv("BRIGADE_MATMUL_BACKEND");
+  if (value == nullptr || *value == '\0') return MatmulBackend::Native;
+  std::string text(value);
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (text == "native") return MatmulBackend::Native;
+  if (text == "cublas") return MatmulBackend::Cublas;
+  BRIGADE_THROW(ValueError, "BRIGADE_MATMUL_BACKEND: expected 'native' or 'cublas', found '", value, "'");
+}
+
+std::atomic<MatmulBackend>& backend_slot() {
+  static std::atomic<MatmulBackend> slot{backend_from_environment()};
+  return slot;
+}
+
+/// One operand as a backend sees it: the (batched) storage of op(X) in BLAS terms.
+struct GemmOperand {
+  Tensor storage;  // keeps a contiguous copy alive when one was needed
+  const void* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  int64_t batch_stride = 0;
+};
+
+// `x` is [R, C] or [B, R, C] and is used as op(x) = trans ? x^T : x.
+GemmOperand normalise(const Tensor& x, bool trans) {
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  const int64_t row_stride = x.stride(-2), col_stride = x.stride(-1);
+  // The stride of a size-1 dim never moves the pointer, so such a dim fits any layout; its leading
+  // dimension is then reported as the smallest legal one (BLAS requires ld >= the row length, >= 1).
+  const bool row_major = (cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1));
+  const bool col_major = (rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1));
+  GemmOperand out;
+  if (row_major) {
+    out.storage = x;
+    out.ld = rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    out.trans = trans;
+  } else if (col_major) {
+    out.storage = x;  // x is the row-major storage of x^T ([C, R], leading dim col_stride)
+    out.ld = cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    out.trans = !trans;
+  } else {
+    out.storage = x.contiguous();
+    out.ld = std::max<int64_t>(cols, 1);
+    out.trans = trans;
+  }
+  out.data = out.storage.data_ptr();
+  out.batch_stride = x.dim() == 3 ? out.storage.stride(0) : 0;
+  return out;
+}
+
+}  // namespace
+
+void set_matmul_backend(MatmulBackend backend) { backend_slot().store(backend); }
+
+MatmulBackend matmul_backend() { return backend_slot().load(); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  BRIGADE_CHECK_VALUE(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
+  BRIGADE_CHECK_SHAPE((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
+                      "matmul: expected 2-d or 3-d operands, found a ", shape_str(a.shape()), " and b ",
+                      shape_str(b.shape()));
+  BRIGADE_CHECK_DTYPE(a.dtype() == b.dtype(), "matmul: operands must share a dtype, found a ",
+                      dtype_name(a.dtype()), " and b ", dtype_name(b.dtype()));
+  BRIGADE_CHECK_DTYPE(is_floating(a.dtype()), "matmul: expected float32, bfloat16 or float64, found ",
+                      dtype_name(a.dtype()));
+  BRIGADE_CHECK_DEVICE(a.device() == b.device(), "matmul: operands must be on one device, found a on ",
+                       a.device().str(), " and b on ", b.device().str());
+
+  const int64_t m = transpose_a ? a.size(-1) : a.size(-2);
+  const int64_t k_a = transpose_a ? a.size(-2) : a.size(-1);
+  const int64_t k_b = transpose_b ? b.size(-1) : b.size(-2);
+  const int64_t n = transpose_b ? b.size(-2) : b.size(-1);
+  BRIGADE_CHECK_SHAPE(k_a == k_b, "matmul: inner dims do not match: a ", shape_str(a.shape()),
+                      transpose_a ? " (transposed)" : "", " has K = ", k_a, ", b ", shape_str(b.shape()),
+                      transpose_b ? " (transposed)" : "", " has K = ", k_b);
+  const bool batched = a.dim() == 3 || b.dim() == 3;
+  int64_t batch = 1;
+  if (a.dim() == 3 && b.dim() == 3) {
+    BRIGADE_CHECK_SHAPE(a.size(0) == b.size(0), "matmul: batch sizes differ: a ", shape_str(a.shape()), " and b ",
+                        shape_str(b.shape()), " (", a.size(0), " vs ", b.size(0), ")");
+    batch = a.size(0);
+  } else if (a.dim() == 3) {
+    batch = a.size(0);
+  } else if (b.dim() == 3) {
+    batch = b.size(0);
+  }
+
+  const TensorOptions options = TensorOptions().dtype(a.dtype()).device(a.device());
+  const Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
+  if (batch == 0 || m == 0 || n == 0) return empty(out_shape, options);
+  if (k_a == 0) return zeros(out_shape, options);  // an empty sum
+
+  const GemmOperand lhs = normalise(a, transpose_a);
+  const GemmOperand rhs = normalise(b, transpose_b);
+  Tensor out = empty(out_shape, options);
+
+  GemmArgs args;
+  args.a = lhs.data;
+  args.b = rhs.data;
+  args.c = out.data_ptr();
+  args.dtype = a.dtype();
+  args.m = m;
+  args.n = n;
+  args.k = k_a;
+  args.lda = lhs.ld;
+  args.ldb = rhs.ld;
+  args.ldc = n;
+  args.trans_a = lhs.trans;
+  args.trans_b = rhs.trans;
+  args.batch = batch;
+  args.stride_a = lhs.batch_stride;
+  args.stride_b = rhs.batch_stride;
+  args.stride_c = m * n;
+  BRIGADE_ON_BACKEND(a.device(), gemm(args));
+  return out;
+}
+
+}  // namespace brigade::kernels
