@@ -1,2 +1,40 @@
-// Placeholder entry point; replaced below by the real CLI.
-int main() { return 0; }
+// brigade: one binary, several subcommands (DESIGN.md, apps/). A bad flag prints the error and a usage line
+// and exits with status 2; library errors print their message and exit with status 1.
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "apps/commands.h"
+#include "tensor/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"brigade: tensors, kernels, autograd and pipeline-parallel training", "brigade"};
+  app.require_subcommand(1);
+  std::vector<brigade::apps::Command> commands = {
+      brigade::apps::add_info_command(app),
+      brigade::apps::add_demo_command(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "brigade: " << e.what() << "\n";
+    std::cerr << "usage: brigade <info|demo> [flags]   (brigade <command> --help for details)\n";
+    return 2;
+  }
+  try {
+    for (const auto& command : commands) {
+      if (command.app->parsed()) return command.run();
+    }
+  } catch (const brigade::Error& e) {
+    std::cerr << "brigade: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}

@@ -33,10 +33,9 @@ struct Stream::Handle {
 namespace {
 std::atomic<int> next_stream_id{1};
 // The current stream per device for this thread; absent means the device's default stream.
-thread_local std::map<std::pair<int, int>, Stream>* current_streams = nullptr;
 std::map<std::pair<int, int>, Stream>& current_map() {
-  if (current_streams == nullptr) current_streams = new std::map<std::pair<int, int>, Stream>();
-  return *current_streams;
+  thread_local std::map<std::pair<int, int>, Stream> current_streams;
+  return current_streams;
 }
 std::pair<int, int> key_of(const Device& d) { return {static_cast<int>(d.kind), d.index}; }
 }  // namespace

@@ -4,17 +4,23 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
 
-/// Skips the current test with the reason when no CUDA device can be used.
-#define BRIGADE_REQUIRE_CUDA()                                                      \
-  do {                                                                              \
-    if (!::brigade::cuda_available()) {                                             \
-      GTEST_SKIP() << "no CUDA device: " << ::brigade::cuda_unavailable_reason();   \
-    }                                                                               \
+/// Skips the current test with the reason when no CUDA device can be used. With BRIGADE_REQUIRE_GPU=1 in
+/// the environment (scripts/gpu_check.sh sets it) a missing GPU fails the test instead of skipping it.
+#define BRIGADE_REQUIRE_CUDA()                                                                  \
+  do {                                                                                          \
+    if (!::brigade::cuda_available()) {                                                         \
+      if (std::getenv("BRIGADE_REQUIRE_GPU") != nullptr) {                                      \
+        FAIL() << "BRIGADE_REQUIRE_GPU is set but no CUDA device: "                             \
+               << ::brigade::cuda_unavailable_reason();                                         \
+      }                                                                                         \
+      GTEST_SKIP() << "no CUDA device: " << ::brigade::cuda_unavailable_reason();               \
+    }                                                                                           \
   } while (0)
 
 namespace brigade::testing {
