@@ -1,0 +1,116 @@
+// Cross-entropy fused with log-softmax on CUDA. logits [N, V] contiguous, targets [N] int32/int64.
+//
+//   lse_n      = m_n + log(sum_j exp(logits[n, j] - m_n))       m_n = max_j logits[n, j]
+//   row_loss_n = lse_n - logits[n, target_n]                    (0 where target_n == ignore_index)
+//   grad[n, j] = (exp(logits[n, j] - lse_n) - [j == target_n]) / count   (0 rows where ignored)
+//
+// Launch shapes
+//  1. cross_entropy_count_kernel: a single block of 1024 threads sweeps the N targets and reduces the count
+//     of non-ignored targets and the first position whose target is outside [0, V) (block_reduce: sum, min;
+//     no atomics). The host reads both back (one synchronisation): the count is needed to scale the
+//     gradient, and a bad target stops the op before the main kernel runs.
+//  2. cross_entropy_kernel: one block per row (grid-stride beyond 65535 rows), row_threads(V) threads. One
+//     online pass computes (max, sum) (MaxSum in launch.cuh), a second pass writes the gradient row.
+//     Deterministic (fixed reduction order).
+//
+// Napkin math (H200, ~4.3 TB/s): the count pass reads N ids (negligible). The main kernel reads logits
+// twice and writes grad once: 12 bytes per float32 logit. GPT-2, N = 8192, V = 50304: 412M logits
+// -> 4.9 GB -> ~1.15 ms (row_loss only: ~0.4 ms). bfloat16 halves the bytes.
+#include <climits>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/launch.cuh"
+#include "tensor/device_ops.h"
+
+namespace brigade::kernels::cuda {
+namespace {
+
+constexpr int kCountThreads = 1024;
+
+/// stats[0] = number of targets != ignore_index; stats[1] = first position with a target outside [0, V)
+/// that is not ignore_index, or LLONG_MAX. Launched with exactly one block.
+template <typename I>
+__global__ void cross_entropy_count_kernel(const I* __restrict__ targets, int64_t N, int64_t V, int64_t ignore_index,
+                                           long long* __restrict__ stats) {
+  long long count = 0, first_bad = LLONG_MAX;
+  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
+    const int64_t t = static_cast<int64_t>(targets[n]);
+    if (t == ignore_index) continue;
+    ++count;
+    if ((t < 0 || t >= V) && n < first_bad) first_bad = n;
+  }
+  count = block_reduce(count, SumOp{}, 0LL);
+  first_bad = block_reduce(first_bad, MinOp{}, LLONG_MAX);
+  if (threadIdx.x == 0) {
+    stats[0] = count;
+    stats[1] = first_bad;
+  }
+}
+
+/// Runs only when every non-ignored target is in [0, V). grad may be null (loss only).
+template <typename T, typename I>
+__global__ void cross_entropy_kernel(const T* __restrict__ logits, const I* __restrict__ targets, int64_t ignore_index,
+                                     acc_t<T>* __restrict__ row_loss, T* __restrict__ grad, int64_t N, int64_t V,
+                                     acc_t<T> count) {
+  using A = acc_t<T>;
+  for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
+    const T* xr = logits + row * V;
+    const int64_t target = static_cast<int64_t>(targets[row]);
+    if (target == ignore_index) {  // the same branch for the whole block: no block_reduce is skipped unevenly
+      if (threadIdx.x == 0) row_loss[row] = A(0);
+      if (grad != nullptr) {
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) grad[row * V + j] = T(0.0f);
+      }
+      continue;
+    }
+    MaxSum<A> stats = block_max_sum<A>(V, [&](int64_t j) { return static_cast<A>(xr[j]); });
+    const A lse = stats.max + math::log(stats.sum);
+    if (threadIdx.x == 0) row_loss[row] = lse - static_cast<A>(xr[target]);
+    if (grad != nullptr) {
+      T* gr = grad + row * V;
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+        A p = math::exp(static_cast<A>(xr[j]) - lse);
+        gr[j] = static_cast<T>((p - (j == target ? A(1) : A(0))) / count);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& row_loss,
+                      const Tensor& grad, int64_t* count) {
+  const int64_t N = targets.numel();
+  const int64_t V = logits.size(-1);
+  *count = 0;
+  if (N == 0) return -1;
+  cudaStream_t stream = stream_for(logits);
+
+  Tensor stats = empty({2}, TensorOptions(kInt64).device(logits.device()));
+  long long* stats_ptr = reinterpret_cast<long long*>(stats.data<int64_t>());
+  BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
+    cross_entropy_count_kernel<scalar_t><<<1, kCountThreads, 0, stream>>>(targets.data<scalar_t>(), N, V,
+                                                                           ignore_index, stats_ptr);
+    BRIGADE_CUDA_CHECK_LAUNCH("cross_entropy_count_kernel");
+  });
+  int64_t host_stats[2] = {0, 0};
+  ::brigade::detail::cuda::copy_bytes(host_stats, Device::cpu(), stats_ptr, logits.device(), sizeof(host_stats));
+  *count = host_stats[0];
+  if (host_stats[1] != LLONG_MAX) return host_stats[1];
+
+  BRIGADE_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&] {
+    using T = scalar_t;
+    using A = acc_t<T>;
+    T* grad_ptr = grad.defined() ? grad.data<T>() : nullptr;
+    A* loss_ptr = row_loss.data<A>();
+    BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
+      cross_entropy_kernel<T, scalar_t><<<row_blocks(N), row_threads(V), 0, stream>>>(
+          logits.data<T>(), targets.data<scalar_t>(), ignore_index, loss_ptr, grad_ptr, N, V,
+          static_cast<A>(*count));
+      BRIGADE_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+    });
+  });
+  return -1;
+}
+
+}  // namespace brigade::kernels::cuda
