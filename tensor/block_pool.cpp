@@ -6,7 +6,9 @@
 namespace brigade::detail {
 
 namespace {
-size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+size_t round_up(size_t value, size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 }  // namespace
 
 // Free lists are ordered by (stream, size, address): lower_bound({stream, size, 0}) is the smallest free

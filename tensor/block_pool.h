@@ -50,23 +50,23 @@ class SegmentSource {
 /// One block of device memory: a whole segment or a piece of one. Allocation::block points at it.
 struct Block {
   void* ptr = nullptr;
-  size_t size = 0;                  ///< bytes in this block (a multiple of 512)
-  size_t requested = 0;             ///< bytes the caller asked for (while allocated)
-  StreamId stream = 0;              ///< the stream whose pool the block belongs to
-  bool small = false;               ///< carved from a 2 MiB small segment
-  bool allocated = false;           ///< handed out (or freed but waiting on events)
-  Block* prev = nullptr;            ///< neighbours inside the segment (null at the segment's ends)
+  size_t size = 0;         ///< bytes in this block (a multiple of 512)
+  size_t requested = 0;    ///< bytes the caller asked for (while allocated)
+  StreamId stream = 0;     ///< the stream whose pool the block belongs to
+  bool small = false;      ///< carved from a 2 MiB small segment
+  bool allocated = false;  ///< handed out (or freed but waiting on events)
+  Block* prev = nullptr;   ///< neighbours inside the segment (null at the segment's ends)
   Block* next = nullptr;
-  std::vector<StreamId> used_on;    ///< other streams recorded with record_stream while allocated
-  int pending_events = 0;           ///< events still to complete before the block can be reused
+  std::vector<StreamId> used_on;  ///< other streams recorded with record_stream while allocated
+  int pending_events = 0;         ///< events still to complete before the block can be reused
 };
 
 class BlockPool {
  public:
-  static constexpr size_t kMinBlockSize = 512;             ///< every block is a multiple of this
-  static constexpr size_t kSmallSize = size_t{1} << 20;    ///< requests up to this are "small"
-  static constexpr size_t kSmallSegment = size_t{2} << 20; ///< segment size of the small pool
-  static constexpr size_t kLargeRound = size_t{2} << 20;   ///< large segments are multiples of this
+  static constexpr size_t kMinBlockSize = 512;              ///< every block is a multiple of this
+  static constexpr size_t kSmallSize = size_t{1} << 20;     ///< requests up to this are "small"
+  static constexpr size_t kSmallSegment = size_t{2} << 20;  ///< segment size of the small pool
+  static constexpr size_t kLargeRound = size_t{2} << 20;    ///< large segments are multiples of this
   /// Requests above this cannot be rounded without overflow; they fail as out of memory.
   static constexpr size_t kMaxRequest = size_t{1} << 62;
 

@@ -138,8 +138,20 @@ class CachingAllocator final : public Allocator {
     if (allocation.block == nullptr) return;
     detail::record_free(allocation.device, allocation.scope_id, static_cast<int64_t>(allocation.nbytes));
     std::lock_guard<std::mutex> lock(mutex_);
+    auto* block = static_cast<Block*>(allocation.block);
+    // Only a block used on other streams needs CUDA here (events); the common free is pure bookkeeping,
+    // which also keeps tensors destroyed during process teardown from calling into an unloading runtime.
+    if (block->used_on.empty()) {
+      pool_.free(block);
+      return;
+    }
+    int current = 0;
+    if (cudaGetDevice(&current) == cudaErrorCudartUnloading) {
+      (void)cudaGetLastError();
+      return;  // the process is exiting: the driver reclaims the memory
+    }
     DeviceGuard guard(device_index_);
-    pool_.free(static_cast<Block*>(allocation.block));
+    pool_.free(block);
   }
 
   void record_stream(const Allocation& allocation, cudaStream_t stream) {
@@ -166,8 +178,8 @@ class CachingAllocator final : public Allocator {
       (void)cudaGetLastError();
       device_memory = "unknown free and total bytes (cudaMemGetInfo failed)";
     }
-    BRIGADE_THROW(OutOfMemoryError, "CUDA out of memory on cuda:", device_index_, ": tried to allocate ", nbytes,
-                  " bytes (", format_bytes(nbytes), "); the device has ", device_memory,
+    BRIGADE_THROW(OutOfMemoryError, "CUDA out of memory on cuda:", device_index_, ": tried to allocate ",
+                  nbytes, " bytes (", format_bytes(nbytes), "); the device has ", device_memory,
                   "; the caching allocator has ", pool_.reserved_bytes(), " bytes reserved and ",
                   pool_.allocated_bytes(), " bytes in use");
   }
@@ -200,7 +212,9 @@ CachingAllocator& allocator_of(int device_index) {
 
 }  // namespace
 
-Allocator& caching_allocator(int device_index) { return allocator_of(device_index); }
+Allocator& caching_allocator(int device_index) {
+  return allocator_of(device_index);
+}
 
 void record_stream(const Allocation& allocation, cudaStream_t stream) {
   if (allocation.block == nullptr) return;

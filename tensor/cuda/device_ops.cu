@@ -89,8 +89,8 @@ __global__ void fill_kernel(T* dst, StridedIndex dst_index, T value, int64_t num
 }
 
 template <typename T>
-__global__ void fill_random_kernel(T* dst, StridedIndex dst_index, bool normal, uint64_t seed, uint64_t offset,
-                                   int64_t numel) {
+__global__ void fill_random_kernel(T* dst, StridedIndex dst_index, bool normal, uint64_t seed,
+                                   uint64_t offset, int64_t numel) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += step) {
     const auto index = static_cast<uint64_t>(i);
@@ -129,8 +129,8 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
   cudaStream_t stream = current_stream(device);
 
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice,
-                                       stream));
+    BRIGADE_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   const StridedIndex dst_index = index_of(dst, kOp);
@@ -140,8 +140,8 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
     BRIGADE_DISPATCH_ALL(src.dtype(), kOp, [&] {
       using src_t = scalar_t;
       copy_kernel<dst_t, src_t><<<blocks_for(numel), kThreads, 0, stream>>>(
-          static_cast<dst_t*>(dst.data_ptr()), dst_index, static_cast<const src_t*>(src.data_ptr()), src_index,
-          numel);
+          static_cast<dst_t*>(dst.data_ptr()), dst_index, static_cast<const src_t*>(src.data_ptr()),
+          src_index, numel);
       BRIGADE_CUDA_CHECK_LAUNCH("copy_kernel");
     });
   });
@@ -165,7 +165,7 @@ void fill(const Tensor& dst, double value) {
       typed = static_cast<scalar_t>(value);
     }
     fill_kernel<scalar_t><<<blocks_for(numel), kThreads, 0, stream>>>(static_cast<scalar_t*>(dst.data_ptr()),
-                                                                       index, typed, numel);
+                                                                      index, typed, numel);
     BRIGADE_CUDA_CHECK_LAUNCH("fill_kernel");
   });
 }
@@ -188,7 +188,8 @@ void fill_random(const Tensor& dst, RandomKind kind, const GeneratorState& state
   });
 }
 
-void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t nbytes) {
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
+                size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, nbytes);
@@ -197,8 +198,8 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
   if (dst_device.is_cuda() && src_device.is_cuda()) {
     if (dst_device.index == src_device.index) {
       set_device(dst_device.index);
-      BRIGADE_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice,
-                                         current_stream(dst_device.index)));
+      BRIGADE_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, current_stream(dst_device.index)));
       return;
     }
     // Between two GPUs: order after the work queued on both sides, copy on the source's stream, and wait,

@@ -79,7 +79,9 @@ class FakeSource final : public SegmentSource {
   std::vector<FakeEvent> events_;
 };
 
-char* at(void* p) { return static_cast<char*>(p); }
+char* at(void* p) {
+  return static_cast<char*>(p);
+}
 
 constexpr StreamId kStreamA = 0;      // the default stream
 constexpr StreamId kStreamB = 0xB00;  // any other value stands for another stream
@@ -90,8 +92,8 @@ TEST(BlockPool, RoundsSizesAndPicksSegmentSizes) {
   EXPECT_EQ(BlockPool::round_size(512), 512u);
   EXPECT_EQ(BlockPool::round_size(513), 1024u);
   EXPECT_EQ(BlockPool::round_size(kMiB + 1), kMiB + 512);
-  EXPECT_EQ(BlockPool::segment_size(512), 2 * kMiB);       // small requests share 2 MiB segments
-  EXPECT_EQ(BlockPool::segment_size(kMiB), 2 * kMiB);      // 1 MiB is still small
+  EXPECT_EQ(BlockPool::segment_size(512), 2 * kMiB);         // small requests share 2 MiB segments
+  EXPECT_EQ(BlockPool::segment_size(kMiB), 2 * kMiB);        // 1 MiB is still small
   EXPECT_EQ(BlockPool::segment_size(kMiB + 512), 2 * kMiB);  // large: rounded up to 2 MiB
   EXPECT_EQ(BlockPool::segment_size(5 * kMiB), 6 * kMiB);
   EXPECT_EQ(BlockPool::segment_size(6 * kMiB), 6 * kMiB);  // exact multiples stay exact
@@ -289,7 +291,7 @@ TEST(BlockPool, PendingBlocksDoNotCoalesceUntilReleased) {
 TEST(BlockPool, EmptyCacheReleasesOnlyEntirelyFreeSegments) {
   FakeSource source;
   BlockPool pool(source);
-  Block* kept = pool.allocate(512, kStreamA);   // pins its small segment
+  Block* kept = pool.allocate(512, kStreamA);  // pins its small segment
   Block* gone = pool.allocate(6 * kMiB, kStreamA);
   Block* pending = pool.allocate(8 * kMiB, kStreamA);
   pool.record_stream(pending, kStreamB);
