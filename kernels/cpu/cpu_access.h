@@ -1,0 +1,77 @@
+// What the CPU backend's loops share: the accumulation type of each dtype and a strided element accessor.
+// Internal to kernels/cpu/.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/strided_index.h"
+#include "tensor/tensor.h"
+
+namespace brigade::kernels::cpu::detail {
+
+/// The type elementwise math runs in: float for float32 and bfloat16, double for float64.
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+/// Below this many elements (or rows x cols) a loop stays on one thread: starting the OpenMP team costs
+/// more than the work.
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+/// Element i (row-major) of a tensor of any strides; the contiguous case skips the index arithmetic.
+template <typename T>
+class StridedAccess {
+ public:
+  StridedAccess(const Tensor& t, const char* op)
+      : base_(static_cast<T*>(t.data_ptr())), index_(make_strided_index(t, op)), contiguous_(t.is_contiguous()) {}
+  T& operator[](int64_t i) const { return contiguous_ ? base_[i] : base_[index_.offset(i)]; }
+
+ private:
+  T* base_;
+  StridedIndex index_;
+  bool contiguous_;
+};
+
+/// Reads element i of a contiguous buffer of T as its accumulation type.
+template <typename T>
+inline acc_t<T> load(const T* p, int64_t i) {
+  return static_cast<acc_t<T>>(p[i]);
+}
+
+/// Deterministic sums: f(i) for i in [0, n) is summed in double in chunks of kSumChunk (each left to
+/// right), then the chunk sums left to right. The serial and the parallel version add in exactly this order,
+/// so a result never depends on the number of threads or on which version ran.
+inline constexpr int64_t kSumChunk = 4096;
+
+template <typename F>
+double chunked_sum_serial(int64_t n, F f) {
+  double total = 0.0;
+  for (int64_t start = 0; start < n; start += kSumChunk) {
+    const int64_t end = std::min(n, start + kSumChunk);
+    double part = 0.0;
+    for (int64_t i = start; i < end; ++i) part += f(i);
+    total += part;
+  }
+  return total;
+}
+
+template <typename F>
+double chunked_sum_parallel(int64_t n, F f) {
+  const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+  if (chunks <= 1) return chunked_sum_serial(n, f);
+  std::vector<double> parts(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t start = k * kSumChunk, end = std::min(n, start + kSumChunk);
+    double part = 0.0;
+    for (int64_t i = start; i < end; ++i) part += f(i);
+    parts[static_cast<size_t>(k)] = part;
+  }
+  double total = 0.0;
+  for (double part : parts) total += part;
+  return total;
+}
+
+}  // namespace brigade::kernels::cpu::detail

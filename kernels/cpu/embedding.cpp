@@ -1,0 +1,90 @@
+// CPU reference: embedding gather (weight [V, C] at ids [N] -> out [N, C]) and its scatter-add backward.
+// The backward groups the positions by id (a stable sort) and sums each group in double, in position order,
+// so it is parallel over ids without atomics, deterministic, and rounds a bfloat16 gradient only once.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_access.h"
+
+namespace brigade::kernels::cpu {
+
+using detail::kParallelGrain;
+
+namespace {
+
+/// Returns the first position n whose id is outside [0, V), or N.
+template <typename I, typename T>
+int64_t gather_rows(const Tensor& weight, const Tensor& ids, const Tensor& out) {
+  const int64_t V = weight.size(0), C = weight.size(1), N = ids.size(0);
+  const auto* idp = static_cast<const I*>(ids.data_ptr());
+  const auto* wp = static_cast<const T*>(weight.data_ptr());
+  auto* op = out.data<T>();
+  int64_t bad = N;
+#pragma omp parallel for if (N * C >= kParallelGrain) schedule(static) reduction(min : bad)
+  for (int64_t n = 0; n < N; ++n) {
+    const auto id = static_cast<int64_t>(idp[n]);
+    if (id < 0 || id >= V) {
+      bad = std::min(bad, n);
+      continue;
+    }
+    std::copy(wp + id * C, wp + (id + 1) * C, op + n * C);
+  }
+  return bad;
+}
+
+template <typename I, typename T>
+void scatter_add_rows(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
+  const int64_t C = grad_out.size(1), N = ids.size(0);
+  const auto* idp = static_cast<const I*>(ids.data_ptr());
+  const auto* gp = static_cast<const T*>(grad_out.data_ptr());
+  auto* wp = grad_weight.data<T>();
+  // Positions sorted by id (stable: equal ids keep position order), then cut into runs of one id.
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [idp](int64_t a, int64_t b) { return idp[a] < idp[b]; });
+  std::vector<int64_t> run_starts;
+  for (int64_t i = 0; i < N; ++i) {
+    if (i == 0 || idp[order[static_cast<size_t>(i)]] != idp[order[static_cast<size_t>(i - 1)]]) {
+      run_starts.push_back(i);
+    }
+  }
+  run_starts.push_back(N);
+  const auto runs = static_cast<int64_t>(run_starts.size()) - 1;
+#pragma omp parallel for if (N * C >= kParallelGrain) schedule(dynamic, 16)
+  for (int64_t k = 0; k < runs; ++k) {
+    const int64_t begin = run_starts[static_cast<size_t>(k)], end = run_starts[static_cast<size_t>(k + 1)];
+    const auto id = static_cast<int64_t>(idp[order[static_cast<size_t>(begin)]]);
+    std::vector<double> row(static_cast<size_t>(C), 0.0);
+    for (int64_t i = begin; i < end; ++i) {
+      const T* g = gp + order[static_cast<size_t>(i)] * C;
+      for (int64_t j = 0; j < C; ++j) row[static_cast<size_t>(j)] += static_cast<double>(g[j]);
+    }
+    T* dst = wp + id * C;
+    for (int64_t j = 0; j < C; ++j) dst[j] = static_cast<T>(static_cast<double>(dst[j]) + row[static_cast<size_t>(j)]);
+  }
+}
+
+}  // namespace
+
+int64_t embedding_forward(const Tensor& weight, const Tensor& ids, const Tensor& out) {
+  const int64_t N = ids.size(0);
+  int64_t bad = N;
+  BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding", [&] {
+    using id_t = scalar_t;
+    BRIGADE_DISPATCH_FLOATING(weight.dtype(), "embedding",
+                              [&] { bad = gather_rows<id_t, scalar_t>(weight, ids, out); });
+  });
+  return bad == N ? -1 : bad;
+}
+
+void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
+  BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding_backward", [&] {
+    using id_t = scalar_t;
+    BRIGADE_DISPATCH_FLOATING(grad_out.dtype(), "embedding_backward",
+                              [&] { scatter_add_rows<id_t, scalar_t>(grad_out, ids, grad_weight); });
+  });
+}
+
+}  // namespace brigade::kernels::cpu

@@ -1,0 +1,144 @@
+// CPU reference: layernorm over the rows of x [R, C], forward and backward. Statistics in double, stored as
+// float32 (float64 for float64 x). The parameter gradients sum over rows in fixed blocks of kRowBlock rows
+// and then over the blocks in order, so they are parallel and still independent of the thread count.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_access.h"
+
+namespace brigade::kernels::cpu {
+
+using detail::kParallelGrain;
+
+namespace {
+
+constexpr int64_t kRowBlock = 64;
+
+template <typename T>
+using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Optional [C] parameter read as double (the identity value when undefined).
+template <typename T>
+double param_at(const T* p, int64_t j, double identity) {
+  return p ? static_cast<double>(p[j]) : identity;
+}
+
+template <typename T>
+void forward_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  using S = stat_t<T>;
+  const auto* xp = static_cast<const T*>(x.data_ptr());
+  const auto* wp = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+  const auto* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  auto* yp = y.data<T>();
+  auto* mp = mean.data<S>();
+  auto* rp = rstd.data<S>();
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* in = xp + r * cols;
+    T* out = yp + r * cols;
+    double total = 0.0;
+    for (int64_t j = 0; j < cols; ++j) total += static_cast<double>(in[j]);
+    const double mu = total / static_cast<double>(cols);
+    double squares = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const double d = static_cast<double>(in[j]) - mu;
+      squares += d * d;
+    }
+    const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);  // biased variance
+    for (int64_t j = 0; j < cols; ++j) {
+      const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
+      out[j] = static_cast<T>(xhat * param_at(wp, j, 1.0) + param_at(bp, j, 0.0));
+    }
+    mp[r] = static_cast<S>(mu);
+    rp[r] = static_cast<S>(inv_std);
+  }
+}
+
+template <typename T>
+void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                   const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  using S = stat_t<T>;
+  const auto* dyp = static_cast<const T*>(dy.data_ptr());
+  const auto* xp = static_cast<const T*>(x.data_ptr());
+  const auto* wp = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
+  const auto* mp = static_cast<const S*>(mean.data_ptr());
+  const auto* rp = static_cast<const S*>(rstd.data_ptr());
+  auto* dxp = dx.data<T>();
+
+  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * weight.
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* g = dyp + r * cols;
+    const T* in = xp + r * cols;
+    T* out = dxp + r * cols;
+    const double mu = static_cast<double>(mp[r]), inv_std = static_cast<double>(rp[r]);
+    double mean_dxhat = 0.0, mean_dxhat_xhat = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
+      const double dxhat = static_cast<double>(g[j]) * param_at(wp, j, 1.0);
+      mean_dxhat += dxhat;
+      mean_dxhat_xhat += dxhat * xhat;
+    }
+    mean_dxhat /= static_cast<double>(cols);
+    mean_dxhat_xhat /= static_cast<double>(cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
+      const double dxhat = static_cast<double>(g[j]) * param_at(wp, j, 1.0);
+      out[j] = static_cast<T>(inv_std * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    }
+  }
+
+  if (!dweight.defined() && !dbias.defined()) return;
+  // dweight = sum_r dy * xhat, dbias = sum_r dy: per-block partial sums, then blocks in order.
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<double> part_w(static_cast<size_t>(blocks * cols), 0.0);
+  std::vector<double> part_b(static_cast<size_t>(blocks * cols), 0.0);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    double* pw = part_w.data() + blk * cols;
+    double* pb = part_b.data() + blk * cols;
+    const int64_t end = std::min(rows, (blk + 1) * kRowBlock);
+    for (int64_t r = blk * kRowBlock; r < end; ++r) {
+      const double mu = static_cast<double>(mp[r]), inv_std = static_cast<double>(rp[r]);
+      for (int64_t j = 0; j < cols; ++j) {
+        const double g = static_cast<double>(dyp[r * cols + j]);
+        pw[j] += g * (static_cast<double>(xp[r * cols + j]) - mu) * inv_std;
+        pb[j] += g;
+      }
+    }
+  }
+  S* dw = dweight.defined() ? dweight.data<S>() : nullptr;
+  S* db = dbias.defined() ? dbias.data<S>() : nullptr;
+#pragma omp parallel for if (blocks * cols >= kParallelGrain) schedule(static)
+  for (int64_t j = 0; j < cols; ++j) {
+    double w_total = 0.0, b_total = 0.0;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      w_total += part_w[static_cast<size_t>(blk * cols + j)];
+      b_total += part_b[static_cast<size_t>(blk * cols + j)];
+    }
+    if (dw) dw[j] = static_cast<S>(w_total);
+    if (db) db[j] = static_cast<S>(b_total);
+  }
+}
+
+}  // namespace
+
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd) {
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm",
+                            [&] { forward_impl<scalar_t>(x, weight, bias, eps, y, mean, rstd); });
+}
+
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm_backward",
+                            [&] { backward_impl<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
+}
+
+}  // namespace brigade::kernels::cpu

@@ -1,0 +1,86 @@
+// CPU reference: cross-entropy fused with log-softmax over the rows of logits [N, V]. Each row's loss is
+// logsumexp(x) - x[target] (computed in double with the row max subtracted); its gradient row is
+// (softmax(x) - onehot(target)) / count, where count is the number of rows not equal to ignore_index.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_access.h"
+
+namespace brigade::kernels::cpu {
+
+using detail::kParallelGrain;
+
+namespace {
+
+/// Validates targets; returns the first bad row (or -1) and sets *count to the rows that take part.
+template <typename I>
+int64_t count_targets(const I* tp, int64_t N, int64_t V, int64_t ignore_index, int64_t* count) {
+  int64_t kept = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const auto t = static_cast<int64_t>(tp[n]);
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= V) {
+      *count = kept;
+      return n;
+    }
+    ++kept;
+  }
+  *count = kept;
+  return -1;
+}
+
+template <typename I, typename T>
+void loss_rows(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t count, const Tensor& row_loss,
+               const Tensor& grad) {
+  using L = std::conditional_t<std::is_same_v<T, double>, double, float>;  // row_loss dtype
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const auto* xp = static_cast<const T*>(logits.data_ptr());
+  auto* lp = row_loss.data<L>();
+  T* gp = grad.defined() ? grad.data<T>() : nullptr;
+  const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+#pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* x = xp + n * V;
+    T* g = gp ? gp + n * V : nullptr;
+    const auto t = static_cast<int64_t>(tp[n]);
+    if (t == ignore_index) {
+      lp[n] = L(0);
+      if (g) std::fill(g, g + V, static_cast<T>(0.0f));
+      continue;
+    }
+    double row_max = static_cast<double>(x[0]);
+    for (int64_t j = 1; j < V; ++j) row_max = std::fmax(row_max, static_cast<double>(x[j]));
+    double total = 0.0;
+    for (int64_t j = 0; j < V; ++j) total += std::exp(static_cast<double>(x[j]) - row_max);
+    const double lse = row_max + std::log(total);
+    lp[n] = static_cast<L>(lse - static_cast<double>(x[t]));
+    if (g) {
+      for (int64_t j = 0; j < V; ++j) {
+        const double p = std::exp(static_cast<double>(x[j]) - lse);
+        g[j] = static_cast<T>((p - (j == t ? 1.0 : 0.0)) * inv_count);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& row_loss,
+                      const Tensor& grad, int64_t* count) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  int64_t bad = -1;
+  BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
+    using id_t = scalar_t;
+    const auto* tp = static_cast<const id_t*>(targets.data_ptr());
+    bad = count_targets(tp, N, V, ignore_index, count);
+    if (bad >= 0) return;
+    BRIGADE_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&] {
+      loss_rows<id_t, scalar_t>(logits, tp, ignore_index, *count, row_loss, grad);
+    });
+  });
+  return bad;
+}
+
+}  // namespace brigade::kernels::cpu
