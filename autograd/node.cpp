@@ -7,6 +7,26 @@
 
 namespace brigade {
 
+// ---- Node ----------------------------------------------------------------------------------------------------
+
+Node::~Node() {
+  // Nodes only this one owns would die inside this destructor, each inside the previous one. Take them
+  // over instead and let them die one at a time, after their own edges have been taken over likewise.
+  std::vector<std::shared_ptr<Node>> orphans;
+  auto adopt = [&orphans](std::vector<Edge>& edges) {
+    for (Edge& edge : edges) {
+      if (edge.node && edge.node.use_count() == 1) orphans.push_back(std::move(edge.node));
+    }
+    edges.clear();
+  };
+  adopt(next_edges);
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> node = std::move(orphans.back());
+    orphans.pop_back();
+    adopt(node->next_edges);
+  }  // `node` is destroyed here with no edges left
+}
+
 // ---- AccumulateGrad ------------------------------------------------------------------------------------
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {

@@ -37,7 +37,9 @@ struct Edge {
 
 class Node {
  public:
-  virtual ~Node() = default;
+  /// Releases the graph behind this node iteratively: a long chain (a loop of 100k ops) would otherwise
+  /// be destroyed by recursion deep enough to overflow the stack.
+  virtual ~Node();
 
   /// Gradients w.r.t. each input edge given the gradient of the output, one per next_edges entry
   /// (an undefined tensor means "no gradient"). Runs under NoGradGuard (the engine sets it).
