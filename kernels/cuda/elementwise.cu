@@ -30,7 +30,11 @@ __device__ A apply_unary(UnaryOp op, A x) {
     case UnaryOp::Sqrt: return math::sqrt(x);
     case UnaryOp::Rsqrt: return A(1) / math::sqrt(x);
     case UnaryOp::Tanh: return math::tanh(x);
-    case UnaryOp::Sigmoid: return A(1) / (A(1) + math::exp(-x));
+    case UnaryOp::Sigmoid: {  // two forms so that exp never overflows (as the CPU reference)
+      if (x >= A(0)) return A(1) / (A(1) + math::exp(-x));
+      A e = math::exp(x);
+      return e / (A(1) + e);
+    }
     case UnaryOp::Relu: return (x > A(0) || math::is_nan(x)) ? x : A(0);  // NaN propagates, like torch
     case UnaryOp::Gelu: {
       A inner = A(kGeluScale) * (x + A(kGeluCubic) * x * x * x);

@@ -1,12 +1,12 @@
 // Dropout and the causal mask on CUDA.
 //
-// dropout: out[i] = keep_i ? x[i] / (1 - p) : 0 with keep_i = philox::uniform(seed, offset, i) >= p, where
-//   i is the row-major element index of x. This is the CPU rule to the bit: Philox is a pure function of
-//   (seed, offset, i), uniform() builds its float from 24 integer bits (exact on both devices), and the
-//   comparison with p happens in double on both sides (float promoted, as in the C++ CPU loop), so the same
-//   GeneratorState gives the same mask on CPU and CUDA. Backward and recomputation regenerate the mask.
-//   The division happens in double (x promoted, as the C++ expression evaluates) and is rounded once to
-//   the output type. p == 1 drops everything (uniform < 1), so 1 - p is never a divisor of zero.
+// dropout: out[i] = keep_i ? x[i] * scale : 0 with scale = acc_t(1 / (1 - p)) and
+//   keep_i = philox::uniform(seed, offset, i) >= p, i the row-major element index of x. This is the CPU
+//   rule to the bit: Philox is a pure function of (seed, offset, i), uniform() builds its float from 24
+//   integer bits (exact on both devices), the comparison with p happens in double on both sides (float
+//   promoted, as in the C++ CPU loop), so the same GeneratorState gives the same mask on CPU and CUDA; and
+//   the kept value is one IEEE multiply by the same rounded scale. Backward and recomputation regenerate
+//   the mask. p == 1 drops everything (uniform < 1).
 // causal_mask: out[r, c] = 1 if c > r else 0, out [T, T] contiguous, any dtype.
 //
 // Launch shape: one thread per element, 256 threads per block, grid-stride loop (grid capped).
@@ -23,14 +23,13 @@ namespace brigade::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64_t n, double p, uint64_t seed,
-                               uint64_t offset) {
+__global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64_t n, double p, acc_t<T> scale,
+                               uint64_t seed, uint64_t offset) {
+  using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float u = philox::uniform(seed, offset, static_cast<uint64_t>(i));
     const bool keep = static_cast<double>(u) >= p;
-    // In double, as `x * mask / (1 - p)` evaluates in C++ (float promoted): the same rounding as the CPU.
-    const double value = keep ? static_cast<double>(static_cast<acc_t<T>>(x[i])) / (1.0 - p) : 0.0;
-    out[i] = static_cast<T>(static_cast<acc_t<T>>(value));
+    out[i] = static_cast<T>(keep ? static_cast<A>(x[i]) * scale : A(0));
   }
 }
 
@@ -51,8 +50,11 @@ void dropout(const Tensor& x, double p, const GeneratorState& state, const Tenso
   BRIGADE_CHECK_VALUE(p >= 0.0 && p <= 1.0, "dropout: expected p in [0, 1], found ", p);
   cudaStream_t stream = stream_for(x);
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "dropout", [&] {
+    // scale rounded to acc_t once on the host, then one multiply per element: the CPU reference's exact
+    // arithmetic, so kept values match it bit for bit too. (p == 1 makes scale inf, but nothing is kept.)
+    const auto scale = static_cast<acc_t<scalar_t>>(1.0 / (1.0 - p));
     dropout_kernel<scalar_t><<<grid_for(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-        make_view<const scalar_t>(x, "dropout"), make_view<scalar_t>(out, "dropout"), n, p, state.seed,
+        make_view<const scalar_t>(x, "dropout"), make_view<scalar_t>(out, "dropout"), n, p, scale, state.seed,
         state.offset);
     BRIGADE_CUDA_CHECK_LAUNCH("dropout_kernel");
   });
