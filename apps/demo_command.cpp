@@ -11,8 +11,8 @@ namespace brigade::apps {
 
 Command add_demo_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("demo", "A short autograd demo: fit a line by gradient descent");
-  auto steps = std::make_shared<int>(60);
-  auto lr = std::make_shared<double>(0.1);
+  auto steps = std::make_shared<int>(100);
+  auto lr = std::make_shared<double>(0.2);
   auto device_name = std::make_shared<std::string>("cpu");
   cmd->add_option("--steps", *steps, "gradient-descent steps")->check(CLI::PositiveNumber);
   cmd->add_option("--lr", *lr, "learning rate")->check(CLI::PositiveNumber);
