@@ -26,14 +26,17 @@ using brigade::DType;
 using brigade::Tensor;
 using brigade::kernels::MatmulBackend;
 
-double flops_of(int64_t n) { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
-
-void set_flop_rate(benchmark::State& state, double flops_per_iteration) {
-  state.counters["FLOP/s"] =
-      benchmark::Counter(flops_per_iteration * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+double flops_of(int64_t n) {
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
 }
 
-// ---- CPU ---------------------------------------------------------------------------------------------------
+void set_flop_rate(benchmark::State& state, double flops_per_iteration) {
+  state.counters["FLOP/s"] = benchmark::Counter(flops_per_iteration * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+// ---- CPU
+// ---------------------------------------------------------------------------------------------------
 
 template <DType kDType>
 void BM_CpuMatmul(benchmark::State& state) {
@@ -47,14 +50,25 @@ void BM_CpuMatmul(benchmark::State& state) {
   }
   set_flop_rate(state, flops_of(n));
 }
-BENCHMARK(BM_CpuMatmul<brigade::kFloat32>)->Name("CpuMatmul/float32")->RangeMultiplier(2)->Range(128, 1024)
-    ->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CpuMatmul<brigade::kBFloat16>)->Name("CpuMatmul/bfloat16")->Arg(512)->UseRealTime()
+BENCHMARK(BM_CpuMatmul<brigade::kFloat32>)
+    ->Name("CpuMatmul/float32")
+    ->RangeMultiplier(2)
+    ->Range(128, 1024)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CpuMatmul<brigade::kFloat64>)->Name("CpuMatmul/float64")->Arg(512)->UseRealTime()
+BENCHMARK(BM_CpuMatmul<brigade::kBFloat16>)
+    ->Name("CpuMatmul/bfloat16")
+    ->Arg(512)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CpuMatmul<brigade::kFloat64>)
+    ->Name("CpuMatmul/float64")
+    ->Arg(512)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// ---- CUDA ----------------------------------------------------------------------------------------------------
+// ---- CUDA
+// ----------------------------------------------------------------------------------------------------
 
 enum class CudaImpl { Naive, Tiled, Cublas };
 
@@ -74,7 +88,8 @@ Tensor run_cuda(CudaImpl impl, const Tensor& a, const Tensor& b, const Tensor& c
 #endif
     return c_for_naive;
   }
-  brigade::kernels::set_matmul_backend(impl == CudaImpl::Cublas ? MatmulBackend::Cublas : MatmulBackend::Native);
+  brigade::kernels::set_matmul_backend(impl == CudaImpl::Cublas ? MatmulBackend::Cublas
+                                                                : MatmulBackend::Native);
   return brigade::kernels::matmul(a, b);
 }
 
@@ -109,13 +124,19 @@ void BM_CudaMatmul(benchmark::State& state) {
   set_flop_rate(state, flops_of(n));
   const double peak = kDType == brigade::kBFloat16 ? 989e12 : 67e12;
   if (total_seconds > 0) {
-    state.counters["pct_peak"] = 100.0 * flops_of(n) * static_cast<double>(state.iterations()) / total_seconds / peak;
+    state.counters["pct_peak"] =
+        100.0 * flops_of(n) * static_cast<double>(state.iterations()) / total_seconds / peak;
   }
 }
 
-#define BRIGADE_CUDA_MATMUL_BENCH(impl, dtype, label)                                                        \
-  BENCHMARK(BM_CudaMatmul<CudaImpl::impl, brigade::dtype>)->Name("CudaMatmul/" label)->Arg(256)->Arg(1024)  \
-      ->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond)
+#define BRIGADE_CUDA_MATMUL_BENCH(impl, dtype, label)      \
+  BENCHMARK(BM_CudaMatmul<CudaImpl::impl, brigade::dtype>) \
+      ->Name("CudaMatmul/" label)                          \
+      ->Arg(256)                                           \
+      ->Arg(1024)                                          \
+      ->Arg(4096)                                          \
+      ->UseManualTime()                                    \
+      ->Unit(benchmark::kMicrosecond)
 
 BRIGADE_CUDA_MATMUL_BENCH(Naive, kFloat32, "naive/float32");
 BRIGADE_CUDA_MATMUL_BENCH(Tiled, kFloat32, "tiled/float32");

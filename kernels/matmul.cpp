@@ -52,8 +52,10 @@ GemmOperand normalise(const Tensor& x, bool trans) {
   const int64_t row_stride = x.stride(-2), col_stride = x.stride(-1);
   // The stride of a size-1 dim never moves the pointer, so such a dim fits any layout; its leading
   // dimension is then reported as the smallest legal one (BLAS requires ld >= the row length, >= 1).
-  const bool row_major = (cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1));
-  const bool col_major = (rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1));
+  const bool row_major =
+      (cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1));
+  const bool col_major =
+      (rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1));
   GemmOperand out;
   if (row_major) {
     out.storage = x;
@@ -75,9 +77,13 @@ GemmOperand normalise(const Tensor& x, bool trans) {
 
 }  // namespace
 
-void set_matmul_backend(MatmulBackend backend) { backend_slot().store(backend); }
+void set_matmul_backend(MatmulBackend backend) {
+  backend_slot().store(backend);
+}
 
-MatmulBackend matmul_backend() { return backend_slot().load(); }
+MatmulBackend matmul_backend() {
+  return backend_slot().load();
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   BRIGADE_CHECK_VALUE(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
@@ -101,8 +107,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   const bool batched = a.dim() == 3 || b.dim() == 3;
   int64_t batch = 1;
   if (a.dim() == 3 && b.dim() == 3) {
-    BRIGADE_CHECK_SHAPE(a.size(0) == b.size(0), "matmul: batch sizes differ: a ", shape_str(a.shape()), " and b ",
-                        shape_str(b.shape()), " (", a.size(0), " vs ", b.size(0), ")");
+    BRIGADE_CHECK_SHAPE(a.size(0) == b.size(0), "matmul: batch sizes differ: a ", shape_str(a.shape()),
+                        " and b ", shape_str(b.shape()), " (", a.size(0), " vs ", b.size(0), ")");
     batch = a.size(0);
   } else if (a.dim() == 3) {
     batch = a.size(0);

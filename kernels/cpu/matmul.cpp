@@ -38,8 +38,6 @@
 #include <cstring>
 #include <vector>
 
-#include <omp.h>
-
 #include "kernels/backend.h"
 #include "tensor/bfloat16.h"
 
@@ -66,7 +64,9 @@ struct AccumulatorOf<bfloat16> {
   using type = float;
 };
 
-inline int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+inline int64_t round_up(int64_t x, int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
 
 // Packs rows [0, mc) x cols [0, kc) of op(A) (origin at `a`) into micro-panels of MR rows: panel r holds
 // element (r*MR + i, p) at out[r*MR*kc + p*MR + i]. Rows beyond mc are zero.
@@ -219,7 +219,8 @@ void gemm(const GemmArgs& args) {
       gemm_typed<bfloat16>(args);
       break;
     default:
-      BRIGADE_THROW(DTypeError, "matmul: expected float32, bfloat16 or float64, found ", dtype_name(args.dtype));
+      BRIGADE_THROW(DTypeError, "matmul: expected float32, bfloat16 or float64, found ",
+                    dtype_name(args.dtype));
   }
 }
 

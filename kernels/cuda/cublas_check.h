@@ -6,15 +6,15 @@
 
 #include "tensor/error.h"
 
-#define BRIGADE_CUBLAS_CHECK(call)                                                                    \
-  do {                                                                                                \
-    cublasStatus_t brigade_cublas_status = (call);                                                    \
-    if (brigade_cublas_status != CUBLAS_STATUS_SUCCESS) {                                             \
-      if (brigade_cublas_status == CUBLAS_STATUS_ALLOC_FAILED) {                                      \
-        BRIGADE_THROW(::brigade::OutOfMemoryError, #call, " failed: ",                               \
-                      cublasGetStatusString(brigade_cublas_status));                                  \
-      }                                                                                               \
-      BRIGADE_THROW(::brigade::Error, #call, " failed: ", cublasGetStatusName(brigade_cublas_status), \
-                    " (", cublasGetStatusString(brigade_cublas_status), ")");                         \
-    }                                                                                                 \
+#define BRIGADE_CUBLAS_CHECK(call)                                                                          \
+  do {                                                                                                      \
+    cublasStatus_t brigade_cublas_status = (call);                                                          \
+    if (brigade_cublas_status != CUBLAS_STATUS_SUCCESS) {                                                   \
+      if (brigade_cublas_status == CUBLAS_STATUS_ALLOC_FAILED) {                                            \
+        BRIGADE_THROW(::brigade::OutOfMemoryError, #call,                                                   \
+                      " failed: ", cublasGetStatusString(brigade_cublas_status));                           \
+      }                                                                                                     \
+      BRIGADE_THROW(::brigade::Error, #call, " failed: ", cublasGetStatusName(brigade_cublas_status), " (", \
+                    cublasGetStatusString(brigade_cublas_status), ")");                                     \
+    }                                                                                                       \
   } while (0)

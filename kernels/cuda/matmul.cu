@@ -128,7 +128,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
       const int p = args.trans_b ? e % BK : e / BN;
       const int j = args.trans_b ? e / BK : e % BN;
       const int64_t gp = k0 + p, gj = col0 + j;
-      b_tile[p][j] = (gp < k && gj < n) ? static_cast<Acc>(op_at(bm, args.ldb, args.trans_b, gp, gj)) : Acc(0);
+      b_tile[p][j] =
+          (gp < k && gj < n) ? static_cast<Acc>(op_at(bm, args.ldb, args.trans_b, gp, gj)) : Acc(0);
     }
     __syncthreads();
 
@@ -251,7 +252,8 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
       launch_native<double>(args, kernel, device, stream);
       break;
     default:
-      BRIGADE_THROW(DTypeError, "matmul: expected float32, bfloat16 or float64, found ", dtype_name(args.dtype));
+      BRIGADE_THROW(DTypeError, "matmul: expected float32, bfloat16 or float64, found ",
+                    dtype_name(args.dtype));
   }
 }
 

@@ -20,7 +20,8 @@ const char* gemm_kernel_name(GemmKernel kernel);
 /// Runs one of brigade's kernels (what cuda::gemm runs when matmul_backend() is Native, with Tiled).
 void gemm_native(const GemmArgs& args, GemmKernel kernel = GemmKernel::Tiled);
 
-/// Runs cublasGemmStridedBatchedEx (kernels/cuda/matmul_cublas.cu): the baseline behind MatmulBackend::Cublas.
+/// Runs cublasGemmStridedBatchedEx (kernels/cuda/matmul_cublas.cu): the baseline behind
+/// MatmulBackend::Cublas.
 void gemm_cublas(const GemmArgs& args);
 
 /// The CUDA device that owns `ptr` (DeviceError for host memory). cuda::gemm's arguments carry no device,

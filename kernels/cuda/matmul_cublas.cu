@@ -131,9 +131,9 @@ void gemm_cublas(const GemmArgs& args) {
   BRIGADE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       handle, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       checked_int(args.n, "N"), checked_int(args.m, "M"), checked_int(args.k, "K"), alpha, args.b, data_type,
-      checked_int(args.ldb, "ldb"), args.stride_b, args.a, data_type, checked_int(args.lda, "lda"), args.stride_a,
-      beta, args.c, data_type, checked_int(args.ldc, "ldc"), args.stride_c, checked_int(args.batch, "batch"),
-      compute_type, CUBLAS_GEMM_DEFAULT));
+      checked_int(args.ldb, "ldb"), args.stride_b, args.a, data_type, checked_int(args.lda, "lda"),
+      args.stride_a, beta, args.c, data_type, checked_int(args.ldc, "ldc"), args.stride_c,
+      checked_int(args.batch, "batch"), compute_type, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace brigade::kernels::cuda

@@ -37,7 +37,9 @@ class BackendScope {
   MatmulBackend saved_;
 };
 
-const char* backend_name(MatmulBackend backend) { return backend == MatmulBackend::Cublas ? "cublas" : "native"; }
+const char* backend_name(MatmulBackend backend) {
+  return backend == MatmulBackend::Cublas ? "cublas" : "native";
+}
 
 struct Config {
   MatmulBackend backend;
@@ -76,24 +78,28 @@ TEST_P(CudaMatmulTest, BatchedBroadcastAndViews) {
   Generator gen(31);
   Tensor a3 = random_matrix(3, 97, 260, dtype, gen), b3 = random_matrix(3, 260, 33, dtype, gen);
   Tensor a2 = random_matrix(-1, 97, 260, dtype, gen), b2 = random_matrix(-1, 260, 33, dtype, gen);
-  EXPECT_TRUE(matmul_matches_reference(matmul(a3.to(gpu), b3.to(gpu)), a3, b3, false, false, tol)) << "3-d x 3-d";
-  EXPECT_TRUE(matmul_matches_reference(matmul(a3.to(gpu), b2.to(gpu)), a3, b2, false, false, tol)) << "3-d x 2-d";
-  EXPECT_TRUE(matmul_matches_reference(matmul(a2.to(gpu), b3.to(gpu)), a2, b3, false, false, tol)) << "2-d x 3-d";
+  EXPECT_TRUE(matmul_matches_reference(matmul(a3.to(gpu), b3.to(gpu)), a3, b3, false, false, tol))
+      << "3-d x 3-d";
+  EXPECT_TRUE(matmul_matches_reference(matmul(a3.to(gpu), b2.to(gpu)), a3, b2, false, false, tol))
+      << "3-d x 2-d";
+  EXPECT_TRUE(matmul_matches_reference(matmul(a2.to(gpu), b3.to(gpu)), a2, b3, false, false, tol))
+      << "2-d x 3-d";
   // Transposed views (column-major, no copy) with and without flags, batched.
   Tensor at = a3.to(gpu).transpose(1, 2);  // [3, 260, 97]
   EXPECT_TRUE(matmul_matches_reference(matmul(at, b3.to(gpu), true, false), a3, b3, false, false, tol))
       << "transposed view + flag";
   Tensor bt_store = random_matrix(3, 33, 260, dtype, gen);
   Tensor bt = bt_store.to(gpu).transpose(1, 2);  // [3, 260, 33], column-major
-  EXPECT_TRUE(matmul_matches_reference(matmul(a3.to(gpu), bt), a3, bt_store.transpose(1, 2), false, false, tol))
+  EXPECT_TRUE(
+      matmul_matches_reference(matmul(a3.to(gpu), bt), a3, bt_store.transpose(1, 2), false, false, tol))
       << "transposed view, no flag";
   // Narrowed (leading dim > row length) and stepped (copied) views.
   Tensor big = random_matrix(-1, 40, 50, dtype, gen);
   Tensor narrow = big.narrow(0, 2, 33).narrow(1, 5, 41);
   Tensor stepped = big.slice(1, 0, 50, 2).narrow(0, 0, 41);  // [41, 25]
-  EXPECT_TRUE(matmul_matches_reference(matmul(big.to(gpu).narrow(0, 2, 33).narrow(1, 5, 41),
-                                              big.to(gpu).slice(1, 0, 50, 2).narrow(0, 0, 41)),
-                                       narrow, stepped, false, false, tol))
+  EXPECT_TRUE(matmul_matches_reference(
+      matmul(big.to(gpu).narrow(0, 2, 33).narrow(1, 5, 41), big.to(gpu).slice(1, 0, 50, 2).narrow(0, 0, 41)),
+      narrow, stepped, false, false, tol))
       << "narrowed x stepped";
   // A permuted batch (batch stride smaller than the row stride) and an expanded batch (stride 0).
   Tensor mbk = random_matrix(10, 4, 12, dtype, gen);

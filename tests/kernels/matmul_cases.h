@@ -35,9 +35,9 @@ inline std::string shape_name(const MatmulShape& s) {
 /// (64 and 128): exact multiples, one less and one more, odd sizes, and degenerate vectors.
 inline const std::vector<MatmulShape>& matmul_shapes() {
   static const std::vector<MatmulShape> shapes = {
-      {1, 1, 1},    {2, 3, 4},     {37, 53, 29},   {13, 1, 17},    {1, 19, 8},    {6, 8, 1},
-      {5, 7, 300},  {96, 128, 256}, {95, 127, 255}, {97, 129, 257}, {64, 64, 64}, {65, 130, 33},
-      {129, 67, 520},
+      {1, 1, 1},    {2, 3, 4},     {37, 53, 29},   {13, 1, 17},    {1, 19, 8},
+      {6, 8, 1},    {5, 7, 300},   {96, 128, 256}, {95, 127, 255}, {97, 129, 257},
+      {64, 64, 64}, {65, 130, 33}, {129, 67, 520},
   };
   return shapes;
 }
@@ -95,14 +95,14 @@ inline std::vector<double> reference_matmul(const Tensor& a, const Tensor& b, bo
 }
 
 /// Checks `actual` (any device) against the triple loop for op(a) @ op(b) within `tol` (see the top).
-inline ::testing::AssertionResult matmul_matches_reference(const Tensor& actual, const Tensor& a, const Tensor& b,
-                                                           bool ta, bool tb, double tol) {
+inline ::testing::AssertionResult matmul_matches_reference(const Tensor& actual, const Tensor& a,
+                                                           const Tensor& b, bool ta, bool tb, double tol) {
   std::vector<double> magnitude;
   Shape expected_shape;
   const std::vector<double> expected = reference_matmul(a, b, ta, tb, magnitude, expected_shape);
   if (actual.shape() != expected_shape) {
-    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << ", expected "
-                                         << shape_str(expected_shape);
+    return ::testing::AssertionFailure()
+           << "shape " << shape_str(actual.shape()) << ", expected " << shape_str(expected_shape);
   }
   const std::vector<double> got = actual.to_vector<double>();
   double worst = 0.0;
@@ -115,9 +115,10 @@ inline ::testing::AssertionResult matmul_matches_reference(const Tensor& actual,
     }
   }
   if (worst <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "element " << worst_index << ": " << got[worst_index] << " vs reference "
-                                       << expected[worst_index] << " (relative error " << worst << " > " << tol
-                                       << " of sum|a*b| = " << magnitude[worst_index] << ")";
+  return ::testing::AssertionFailure()
+         << "element " << worst_index << ": " << got[worst_index] << " vs reference " << expected[worst_index]
+         << " (relative error " << worst << " > " << tol << " of sum|a*b| = " << magnitude[worst_index]
+         << ")";
 }
 
 }  // namespace brigade::testing

@@ -55,12 +55,15 @@ TEST_P(MatmulDTypeTest, BatchedAndBroadcastBatch) {
         return tb ? random_matrix(bsz, s.n, s.k, dtype, gen) : random_matrix(bsz, s.k, s.n, dtype, gen);
       };
       Tensor a3 = a_of(batch), b3 = b_of(batch), a2 = a_of(-1), b2 = b_of(-1);
-      const std::string where = testing::shape_name(s) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
+      const std::string where =
+          testing::shape_name(s) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
       Tensor c33 = matmul(a3, b3, ta, tb);
       EXPECT_EQ(c33.shape(), (Shape{batch, s.m, s.n}));
       EXPECT_TRUE(matmul_matches_reference(c33, a3, b3, ta, tb, tol)) << "3-d x 3-d " << where;
-      EXPECT_TRUE(matmul_matches_reference(matmul(a3, b2, ta, tb), a3, b2, ta, tb, tol)) << "3-d x 2-d " << where;
-      EXPECT_TRUE(matmul_matches_reference(matmul(a2, b3, ta, tb), a2, b3, ta, tb, tol)) << "2-d x 3-d " << where;
+      EXPECT_TRUE(matmul_matches_reference(matmul(a3, b2, ta, tb), a3, b2, ta, tb, tol))
+          << "3-d x 2-d " << where;
+      EXPECT_TRUE(matmul_matches_reference(matmul(a2, b3, ta, tb), a2, b3, ta, tb, tol))
+          << "2-d x 3-d " << where;
     }
   }
 }
@@ -98,10 +101,12 @@ TEST(Matmul, NonContiguousViews) {
     Tensor b = b_big.narrow(0, 3, 41).narrow(1, 1, 17);  // [41, 17], ld 60
     EXPECT_TRUE(matmul_matches_reference(matmul(a, b), a, b, false, false, tol)) << dtype_name(dtype);
     Tensor bt = b_big.transpose(0, 1).narrow(0, 4, 17).narrow(1, 2, 41);  // [17, 41], column-major
-    EXPECT_TRUE(matmul_matches_reference(matmul(a, bt, false, true), a, bt, false, true, tol)) << dtype_name(dtype);
+    EXPECT_TRUE(matmul_matches_reference(matmul(a, bt, false, true), a, bt, false, true, tol))
+        << dtype_name(dtype);
     Tensor stepped = a_big.slice(1, 0, 50, 2);  // [40, 25], stride 2 along the last dim
     Tensor c = random_matrix(-1, 25, 9, dtype, gen);
-    EXPECT_TRUE(matmul_matches_reference(matmul(stepped, c), stepped, c, false, false, tol)) << dtype_name(dtype);
+    EXPECT_TRUE(matmul_matches_reference(matmul(stepped, c), stepped, c, false, false, tol))
+        << dtype_name(dtype);
     EXPECT_TRUE(matmul_matches_reference(matmul(c, stepped, true, true), c, stepped, true, true, tol))
         << dtype_name(dtype);
   }
