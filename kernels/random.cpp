@@ -25,6 +25,7 @@ Tensor causal_mask(int64_t T, TensorOptions options) {
   BRIGADE_CHECK_DTYPE(!(options.dtype_ == kFloat64 && options.device_.is_cuda()), op,
                       ": float64 is CPU-only, found a float64 request on ", options.device_.str(),
                       " (use float32 or bfloat16 on CUDA)");
+  check_device_exists(options.device_, op);
   Tensor out = empty({T, T}, TensorOptions().dtype(options.dtype_).device(options.device_));
   if (T > 0) BRIGADE_ON_BACKEND(out.device(), causal_mask(out));
   return out;
