@@ -23,7 +23,8 @@ class CheckpointNode : public Node {
       inputs_.push_back(saved(input));
       input_requires_grad_.push_back(input.defined() && input.requires_grad());
     }
-    for (const Tensor& output : outputs) output_shapes_.push_back(output.defined() ? output.shape() : Shape{});
+    for (const Tensor& output : outputs)
+      output_shapes_.push_back(output.defined() ? output.shape() : Shape{});
   }
 
   const char* name() const override { return "checkpoint"; }
@@ -70,7 +71,8 @@ class CheckpointNode : public Node {
  private:
   void recompute_locked() {
     if (recomputed_) return;
-    BRIGADE_CHECK_AS(AutogradError, fn_ != nullptr, "recompute of 'checkpoint': its saved inputs were released "
+    BRIGADE_CHECK_AS(AutogradError, fn_ != nullptr,
+                     "recompute of 'checkpoint': its saved inputs were released "
                      "by an earlier backward; a second backward needs retain_graph=true");
     fresh_inputs_.clear();
     for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -90,13 +92,16 @@ class CheckpointNode : public Node {
     }
     generator_.set_state(now);
 
-    BRIGADE_CHECK_AS(AutogradError, outputs_.size() == output_shapes_.size(), "checkpoint: the recompute "
-                     "returned ", outputs_.size(), " outputs but the forward returned ", output_shapes_.size(),
+    BRIGADE_CHECK_AS(AutogradError, outputs_.size() == output_shapes_.size(),
+                     "checkpoint: the recompute "
+                     "returned ",
+                     outputs_.size(), " outputs but the forward returned ", output_shapes_.size(),
                      " (fn must be deterministic)");
     for (size_t i = 0; i < outputs_.size(); ++i) {
       BRIGADE_CHECK_AS(AutogradError, !outputs_[i].defined() || outputs_[i].shape() == output_shapes_[i],
-                       "checkpoint: output ", i, " of the recompute has shape ", shape_str(outputs_[i].shape()),
-                       " but had shape ", shape_str(output_shapes_[i]), " in the forward (fn must be deterministic)");
+                       "checkpoint: output ", i, " of the recompute has shape ",
+                       shape_str(outputs_[i].shape()), " but had shape ", shape_str(output_shapes_[i]),
+                       " in the forward (fn must be deterministic)");
     }
     recomputed_ = true;
   }
@@ -116,7 +121,9 @@ class CheckpointNode : public Node {
 /// grad_fn of checkpoint output `index`: forwards its gradient to that slot of the CheckpointNode.
 class CheckpointOutput : public Node {
  public:
-  CheckpointOutput(std::shared_ptr<CheckpointNode> node, size_t index) { next_edges.push_back({std::move(node), index}); }
+  CheckpointOutput(std::shared_ptr<CheckpointNode> node, size_t index) {
+    next_edges.push_back({std::move(node), index});
+  }
   const char* name() const override { return "checkpoint_output"; }
   std::vector<Tensor> apply(const Tensor& grad_output) override { return {grad_output}; }
   CheckpointNode& checkpoint() const { return static_cast<CheckpointNode&>(*next_edges[0].node); }
@@ -124,7 +131,8 @@ class CheckpointOutput : public Node {
 
 }  // namespace
 
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Generator* generator) {
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               Generator* generator) {
   if (!GradMode::is_enabled()) return fn(inputs);
   Generator& gen = generator ? *generator : default_generator();
   const GeneratorState rng_state = gen.state();

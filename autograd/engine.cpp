@@ -55,14 +55,15 @@ void accumulate(Tensor& slot, const Tensor& grad, const Node& to) {
 /// The gradient to start from at `root`: the given one (checked, converted to root's dtype) or 1.
 Tensor root_gradient(const Tensor& root, const Tensor& gradient) {
   BRIGADE_CHECK_AS(AutogradError, root.defined(), "backward: the root tensor is undefined");
-  BRIGADE_CHECK_AS(AutogradError, root.requires_grad(),
-                   "backward: the root of shape ", shape_str(root.shape()),
+  BRIGADE_CHECK_AS(AutogradError, root.requires_grad(), "backward: the root of shape ",
+                   shape_str(root.shape()),
                    " does not require grad and has no grad_fn (was it computed under NoGradGuard, detached, "
                    "or from tensors that do not require grad?)");
   if (!gradient.defined()) {
-    BRIGADE_CHECK_AS(AutogradError, root.numel() == 1,
-                     "backward: a gradient can be implied only for a scalar output, but the output has shape ",
-                     shape_str(root.shape()), "; pass a gradient of that shape");
+    BRIGADE_CHECK_AS(
+        AutogradError, root.numel() == 1,
+        "backward: a gradient can be implied only for a scalar output, but the output has shape ",
+        shape_str(root.shape()), "; pass a gradient of that shape");
     return ones_like(root);
   }
   BRIGADE_CHECK_AS(AutogradError, gradient.shape() == root.shape(), "backward: the gradient has shape ",

@@ -34,7 +34,8 @@ void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain
 /// Backpropagates from several roots at once (one gradient each, same rules as above); a node reached
 /// from several roots runs once with the sum of their contributions. Roots that do not require grad are
 /// an error.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients, bool retain_graph = false);
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
+              bool retain_graph = false);
 
 /// RAII: sets grad mode on this thread to `enabled` for its lifetime (checkpoint re-enables it inside a
 /// backward, which otherwise runs under NoGradGuard).

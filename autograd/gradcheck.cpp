@@ -11,8 +11,8 @@ namespace brigade::autograd {
 namespace {
 
 /// L = sum(f(inputs) * weights) as a double.
-double projected(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
-                 const Tensor& weights) {
+double projected(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                 const std::vector<Tensor>& inputs, const Tensor& weights) {
   NoGradGuard no_grad;
   return brigade::sum(brigade::mul(fn(inputs), weights)).item();
 }
@@ -30,8 +30,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       continue;
     }
     BRIGADE_CHECK_DTYPE(input.dtype() == kFloat64 && input.device().is_cpu(), "gradcheck: input ", i,
-                        " requires grad, so it must be a float64 CPU tensor; found ", dtype_name(input.dtype()),
-                        " on ", input.device().str());
+                        " requires grad, so it must be a float64 CPU tensor; found ",
+                        dtype_name(input.dtype()), " on ", input.device().str());
     leaves.push_back(input.detach().clone().set_requires_grad(true));
   }
 
@@ -74,11 +74,12 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   }
   result.ok = result.checked > 0 && result.max_error <= 1.0;  // checking nothing is not a pass
   std::ostringstream message;
-  message << "gradcheck " << (result.ok ? "passed" : "FAILED") << " over " << result.checked << " elements: worst ";
+  message << "gradcheck " << (result.ok ? "passed" : "FAILED") << " over " << result.checked
+          << " elements: worst ";
   if (result.input >= 0) {
-    message << "at input " << result.input << " element " << result.element << ": analytic " << result.analytic
-            << " vs numeric " << result.numeric << " (error " << result.max_error << " of atol " << options.atol
-            << " + rtol " << options.rtol << " * |numeric|)";
+    message << "at input " << result.input << " element " << result.element << ": analytic "
+            << result.analytic << " vs numeric " << result.numeric << " (error " << result.max_error
+            << " of atol " << options.atol << " + rtol " << options.rtol << " * |numeric|)";
   } else {
     message << "none (no input requires grad)";
   }

@@ -7,7 +7,7 @@
 
 namespace brigade {
 
-// ---- Node ----------------------------------------------------------------------------------------------------
+// ---- Node -------------------------------------------------------------------------------------------------
 
 Node::~Node() {
   // Nodes only this one owns would die inside this destructor, each inside the previous one. Take them
@@ -135,8 +135,8 @@ Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs
 void register_hook(const Tensor& leaf, std::function<Tensor(const Tensor&)> hook) {
   BRIGADE_CHECK_AS(AutogradError, leaf.is_leaf() && leaf.requires_grad(),
                    "register_hook: expected a leaf that requires grad (hooks run when a gradient is "
-                   "accumulated into .grad), found a ", leaf.is_leaf() ? "leaf that does not require grad"
-                                                                      : "non-leaf");
+                   "accumulated into .grad), found a ",
+                   leaf.is_leaf() ? "leaf that does not require grad" : "non-leaf");
   leaf.ensure_autograd_meta().hooks.push_back(std::move(hook));
 }
 

@@ -54,7 +54,9 @@ class Node {
   /// Nodes with several outputs override these two; the engine calls apply_all with one gradient per
   /// output (undefined where none arrived, at least one defined).
   virtual size_t num_outputs() const { return 1; }
-  virtual std::vector<Tensor> apply_all(const std::vector<Tensor>& grad_outputs) { return apply(grad_outputs[0]); }
+  virtual std::vector<Tensor> apply_all(const std::vector<Tensor>& grad_outputs) {
+    return apply(grad_outputs[0]);
+  }
 
   std::vector<Edge> next_edges;
 };
@@ -112,7 +114,9 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 void set_history(const Tensor& output, std::shared_ptr<Node> node);
 /// What a backward lambda should capture of a tensor: the same data, cut from the graph, so that a saved
 /// output does not keep its own node alive (a reference cycle).
-inline Tensor saved(const Tensor& t) { return t.defined() ? t.detach() : Tensor(); }
+inline Tensor saved(const Tensor& t) {
+  return t.defined() ? t.detach() : Tensor();
+}
 
 /// Runs `forward` under NoGradGuard (kernels may make internal views of inputs that require grad; those
 /// must not be recorded).

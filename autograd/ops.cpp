@@ -23,12 +23,24 @@ using Grads = std::vector<Tensor>;
 
 // ---- raw arithmetic for backward lambdas -----------------------------------------------------------------
 namespace raw {
-Tensor add(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Add, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Mul, a, b); }
-Tensor mul(const Tensor& a, double s) { return kernels::binary(BinaryOp::Mul, a, s); }
-Tensor div(const Tensor& a, const Tensor& b) { return kernels::binary(BinaryOp::Div, a, b); }
-Tensor div(const Tensor& a, double s) { return kernels::binary(BinaryOp::Div, a, s); }
-Tensor neg(const Tensor& a) { return kernels::unary(UnaryOp::Neg, a); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Add, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Mul, a, b);
+}
+Tensor mul(const Tensor& a, double s) {
+  return kernels::binary(BinaryOp::Mul, a, s);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return kernels::binary(BinaryOp::Div, a, b);
+}
+Tensor div(const Tensor& a, double s) {
+  return kernels::binary(BinaryOp::Div, a, s);
+}
+Tensor neg(const Tensor& a) {
+  return kernels::unary(UnaryOp::Neg, a);
+}
 }  // namespace raw
 
 /// A 0-d tensor holding `value` with like's dtype and device.
@@ -74,22 +86,44 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x) {
 // ---- binary ----------------------------------------------------------------------------------------------
 
 /// Weight of `a` in d max(a, b): 1 where a > b, 1/2 where a == b, 0 elsewhere (in a's dtype).
-Tensor maximum_weight(const Tensor& a_gt_b, const Tensor& a_eq_b) { return raw::add(a_gt_b, raw::mul(a_eq_b, 0.5)); }
+Tensor maximum_weight(const Tensor& a_gt_b, const Tensor& a_eq_b) {
+  return raw::add(a_gt_b, raw::mul(a_eq_b, 0.5));
+}
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, "neg", x); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, "exp", x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, "log", x); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, "sqrt", x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, "rsqrt", x); }
-Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, "tanh", x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, "sigmoid", x); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, "relu", x); }
-Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::Gelu, "gelu", x); }
-Tensor abs(const Tensor& x) { return unary_op(UnaryOp::Abs, "abs", x); }
+Tensor neg(const Tensor& x) {
+  return unary_op(UnaryOp::Neg, "neg", x);
+}
+Tensor exp(const Tensor& x) {
+  return unary_op(UnaryOp::Exp, "exp", x);
+}
+Tensor log(const Tensor& x) {
+  return unary_op(UnaryOp::Log, "log", x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Sqrt, "sqrt", x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_op(UnaryOp::Rsqrt, "rsqrt", x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary_op(UnaryOp::Tanh, "tanh", x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(UnaryOp::Sigmoid, "sigmoid", x);
+}
+Tensor relu(const Tensor& x) {
+  return unary_op(UnaryOp::Relu, "relu", x);
+}
+Tensor gelu(const Tensor& x) {
+  return unary_op(UnaryOp::Gelu, "gelu", x);
+}
+Tensor abs(const Tensor& x) {
+  return unary_op(UnaryOp::Abs, "abs", x);
+}
 
-// ---- add, sub ------------------------------------------------------------------------------------------------
+// ---- add, sub ---------------------------------------------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Add, a, b); });
@@ -101,7 +135,9 @@ Tensor add(const Tensor& a, double b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Add, a, b); });
   return record("add", y, {a}, [](const Tensor& g, const NeedsGrad&) { return Grads{g}; });
 }
-Tensor add(double a, const Tensor& b) { return add(b, a); }
+Tensor add(double a, const Tensor& b) {
+  return add(b, a);
+}
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Sub, a, b); });
@@ -118,7 +154,7 @@ Tensor sub(double a, const Tensor& b) {
   return record("sub", y, {b}, [](const Tensor& g, const NeedsGrad&) { return Grads{raw::neg(g)}; });
 }
 
-// ---- mul, div ------------------------------------------------------------------------------------------------
+// ---- mul, div ---------------------------------------------------------------------------------------------
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Mul, a, b); });
@@ -131,16 +167,19 @@ Tensor mul(const Tensor& a, double b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Mul, a, b); });
   return record("mul", y, {a}, [b](const Tensor& g, const NeedsGrad&) { return Grads{raw::mul(g, b)}; });
 }
-Tensor mul(double a, const Tensor& b) { return mul(b, a); }
+Tensor mul(double a, const Tensor& b) {
+  return mul(b, a);
+}
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Div, a, b); });
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -y/b.
-  return record("div", y, {a, b}, [b = saved(b), y = saved(y), sa = a.shape()](const Tensor& g,
-                                                                                const NeedsGrad& needs) {
-    return Grads{needs[0] ? reduce_to(raw::div(g, b), sa) : Tensor(),
-                 needs[1] ? reduce_to(raw::neg(raw::div(raw::mul(g, y), b)), b.shape()) : Tensor()};
-  });
+  return record("div", y, {a, b},
+                [b = saved(b), y = saved(y), sa = a.shape()](const Tensor& g, const NeedsGrad& needs) {
+                  return Grads{
+                      needs[0] ? reduce_to(raw::div(g, b), sa) : Tensor(),
+                      needs[1] ? reduce_to(raw::neg(raw::div(raw::mul(g, y), b)), b.shape()) : Tensor()};
+                });
 }
 Tensor div(const Tensor& a, double b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Div, a, b); });
@@ -154,7 +193,7 @@ Tensor div(double a, const Tensor& b) {
   });
 }
 
-// ---- maximum --------------------------------------------------------------------------------------------------
+// ---- maximum ----------------------------------------------------------------------------------------------
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Maximum, a, b); });
@@ -168,12 +207,15 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor maximum(const Tensor& a, double b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Maximum, a, b); });
   return record("maximum", y, {a}, [a = saved(a), b](const Tensor& g, const NeedsGrad&) {
-    return Grads{raw::mul(g, maximum_weight(kernels::binary(BinaryOp::Gt, a, b), kernels::binary(BinaryOp::Eq, a, b)))};
+    return Grads{raw::mul(
+        g, maximum_weight(kernels::binary(BinaryOp::Gt, a, b), kernels::binary(BinaryOp::Eq, a, b)))};
   });
 }
-Tensor maximum(double a, const Tensor& b) { return maximum(b, a); }
+Tensor maximum(double a, const Tensor& b) {
+  return maximum(b, a);
+}
 
-// ---- pow --------------------------------------------------------------------------------------------------------
+// ---- pow --------------------------------------------------------------------------------------------------
 
 namespace {
 /// d(a^b)/db * g = g * y * log(a), set to 0 where a == 0 (the limit for b > 0; log alone would give NaN).
@@ -191,11 +233,11 @@ Tensor pow_base_grad(const Tensor& g, const Tensor& a, const Tensor& s) {
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Pow, a, b); });
-  return record("pow", y, {a, b}, [a = saved(a), b = saved(b), y = saved(y)](const Tensor& g,
-                                                                            const NeedsGrad& needs) {
-    return Grads{needs[0] ? reduce_to(pow_base_grad(g, a, b), a.shape()) : Tensor(),
-                 needs[1] ? reduce_to(pow_exponent_grad(g, a, y), b.shape()) : Tensor()};
-  });
+  return record("pow", y, {a, b},
+                [a = saved(a), b = saved(b), y = saved(y)](const Tensor& g, const NeedsGrad& needs) {
+                  return Grads{needs[0] ? reduce_to(pow_base_grad(g, a, b), a.shape()) : Tensor(),
+                               needs[1] ? reduce_to(pow_exponent_grad(g, a, y), b.shape()) : Tensor()};
+                });
 }
 Tensor pow(const Tensor& a, double b) {
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Pow, a, b); });
@@ -213,30 +255,56 @@ Tensor pow(double a, const Tensor& b) {
   });
 }
 
-// ---- operators --------------------------------------------------------------------------------------------------
+// ---- operators --------------------------------------------------------------------------------------------
 
-Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator*(double a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator/(double a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) {
+  return neg(x);
+}
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+Tensor operator+(double a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return sub(a, b);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return div(a, b);
+}
+Tensor operator/(double a, const Tensor& b) {
+  return div(a, b);
+}
 
-// ---- comparisons ------------------------------------------------------------------------------------------------
+// ---- comparisons ------------------------------------------------------------------------------------------
 
-#define BRIGADE_COMPARISON(name, op)                                                                   \
-  Tensor name(const Tensor& a, const Tensor& b) {                                                      \
-    return forward_no_grad([&] { return kernels::binary(BinaryOp::op, a, b); });                       \
-  }                                                                                                    \
-  Tensor name(const Tensor& a, double b) {                                                             \
-    return forward_no_grad([&] { return kernels::binary(BinaryOp::op, a, b); });                       \
+#define BRIGADE_COMPARISON(name, op)                                             \
+  Tensor name(const Tensor& a, const Tensor& b) {                                \
+    return forward_no_grad([&] { return kernels::binary(BinaryOp::op, a, b); }); \
+  }                                                                              \
+  Tensor name(const Tensor& a, double b) {                                       \
+    return forward_no_grad([&] { return kernels::binary(BinaryOp::op, a, b); }); \
   }
 BRIGADE_COMPARISON(eq, Eq)
 BRIGADE_COMPARISON(ne, Ne)
@@ -246,16 +314,17 @@ BRIGADE_COMPARISON(gt, Gt)
 BRIGADE_COMPARISON(ge, Ge)
 #undef BRIGADE_COMPARISON
 
-// ---- selection --------------------------------------------------------------------------------------------------
+// ---- selection --------------------------------------------------------------------------------------------
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor y = forward_no_grad([&] { return kernels::where(cond, a, b); });
-  return record("where", y, {a, b}, [cond = saved(cond), sa = a.shape(), sb = b.shape()](
-                                        const Tensor& g, const NeedsGrad& needs) {
-    Tensor zero = scalar_like(0.0, g);
-    return Grads{needs[0] ? reduce_to(kernels::where(cond, g, zero), sa) : Tensor(),
-                 needs[1] ? reduce_to(kernels::where(cond, zero, g), sb) : Tensor()};
-  });
+  return record(
+      "where", y, {a, b},
+      [cond = saved(cond), sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) {
+        Tensor zero = scalar_like(0.0, g);
+        return Grads{needs[0] ? reduce_to(kernels::where(cond, g, zero), sa) : Tensor(),
+                     needs[1] ? reduce_to(kernels::where(cond, zero, g), sb) : Tensor()};
+      });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
@@ -265,7 +334,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   });
 }
 
-// ---- reductions -------------------------------------------------------------------------------------------------
+// ---- reductions -------------------------------------------------------------------------------------------
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor y = forward_no_grad([&] { return kernels::sum(x, dims, keepdim); });
@@ -280,11 +349,12 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const std::vector<int64_t> reduced = reduced_dims(dims, x.dim(), "mean");
   int64_t count = 1;
   for (int64_t d : reduced) count *= x.size(d);
-  return record("mean", y, {x}, [kept = keepdim_shape(x.shape(), reduced), shape = x.shape(), count](
-                                    const Tensor& g, const NeedsGrad&) {
-    Tensor scaled = count > 0 ? raw::div(g, static_cast<double>(count)) : g;
-    return Grads{scaled.reshape(kept).expand(shape)};
-  });
+  return record("mean", y, {x},
+                [kept = keepdim_shape(x.shape(), reduced), shape = x.shape(), count](const Tensor& g,
+                                                                                     const NeedsGrad&) {
+                  Tensor scaled = count > 0 ? raw::div(g, static_cast<double>(count)) : g;
+                  return Grads{scaled.reshape(kept).expand(shape)};
+                });
 }
 
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -315,37 +385,43 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
     permuted_shape.push_back(x.size(perm[i]));
     inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
   }
-  Tensor index = forward_no_grad([&] { return kernels::argmax(x.permute(perm).reshape({rows, cols}), 1, true); });
-
-  return record("max", y, {x}, [index, rows, cols, permuted_shape, inverse](const Tensor& g, const NeedsGrad&) {
-    // One-hot rows from comparing column numbers with the argmax (in float32: exact below 2^24 columns).
-    Tensor columns = arange(0, cols, 1, kInt64).to(kFloat32).to(g.device()).reshape({1, cols});
-    Tensor one_hot = kernels::binary(BinaryOp::Eq, columns, index.to(kFloat32));
-    Tensor spread = kernels::where(one_hot, g.reshape({rows, 1}), scalar_like(0.0, g));  // [R, K]
-    return Grads{spread.reshape(permuted_shape).permute(inverse)};
+  Tensor index = forward_no_grad([&] {
+    return kernels::argmax(x.permute(perm).reshape({rows, cols}), 1, true);
   });
+
+  return record(
+      "max", y, {x}, [index, rows, cols, permuted_shape, inverse](const Tensor& g, const NeedsGrad&) {
+        // One-hot rows from comparing column numbers with the argmax (in float32: exact below 2^24 columns).
+        Tensor columns = arange(0, cols, 1, kInt64).to(kFloat32).to(g.device()).reshape({1, cols});
+        Tensor one_hot = kernels::binary(BinaryOp::Eq, columns, index.to(kFloat32));
+        Tensor spread = kernels::where(one_hot, g.reshape({rows, 1}), scalar_like(0.0, g));  // [R, K]
+        return Grads{spread.reshape(permuted_shape).permute(inverse)};
+      });
 }
 
-// ---- matmul -----------------------------------------------------------------------------------------------------
+// ---- matmul -----------------------------------------------------------------------------------------------
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   Tensor y = forward_no_grad([&] { return kernels::matmul(a, b, transpose_a, transpose_b); });
   // With A = op(a), B = op(b), y = A B: dA = g B^T and dB = A^T g. When a is stored transposed its
   // gradient is dA^T = B g^T (likewise for b), so every product below is one GEMM with trans flags.
   // A 2-d operand shared by a batch gets the sum over the batch.
-  return record("matmul", y, {a, b}, [a = saved(a), b = saved(b), ta = transpose_a, tb = transpose_b](
-                                         const Tensor& g, const NeedsGrad& needs) {
-    auto unbatch = [](const Tensor& grad, const Tensor& like) {
-      return grad.dim() > like.dim() ? kernels::sum(grad, {0}) : grad;
-    };
-    Tensor da, db;
-    if (needs[0]) da = unbatch(ta ? kernels::matmul(b, g, tb, true) : kernels::matmul(g, b, false, !tb), a);
-    if (needs[1]) db = unbatch(tb ? kernels::matmul(g, a, true, ta) : kernels::matmul(a, g, !ta, false), b);
-    return Grads{da, db};
-  });
+  return record("matmul", y, {a, b},
+                [a = saved(a), b = saved(b), ta = transpose_a, tb = transpose_b](const Tensor& g,
+                                                                                 const NeedsGrad& needs) {
+                  auto unbatch = [](const Tensor& grad, const Tensor& like) {
+                    return grad.dim() > like.dim() ? kernels::sum(grad, {0}) : grad;
+                  };
+                  Tensor da, db;
+                  if (needs[0])
+                    da = unbatch(ta ? kernels::matmul(b, g, tb, true) : kernels::matmul(g, b, false, !tb), a);
+                  if (needs[1])
+                    db = unbatch(tb ? kernels::matmul(g, a, true, ta) : kernels::matmul(a, g, !ta, false), b);
+                  return Grads{da, db};
+                });
 }
 
-// ---- softmax, layer norm ------------------------------------------------------------------------------------------
+// ---- softmax, layer norm ----------------------------------------------------------------------------------
 
 Tensor softmax(const Tensor& x) {
   Tensor y = forward_no_grad([&] { return kernels::softmax(x); });
@@ -366,7 +442,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   return record("layer_norm", out.y, {x, weight, bias},
                 [x = saved(x), weight = saved(weight), mean = out.mean, rstd = out.rstd,
                  has_bias = bias.defined()](const Tensor& g, const NeedsGrad& needs) {
-                  kernels::LayerNormGrads grads = kernels::layernorm_backward(g, x, weight, mean, rstd, has_bias);
+                  kernels::LayerNormGrads grads =
+                      kernels::layernorm_backward(g, x, weight, mean, rstd, has_bias);
                   auto as_param = [](const Tensor& grad, const Tensor& param) {
                     return grad.defined() && grad.dtype() != param.dtype() ? grad.to(param.dtype()) : grad;
                   };
@@ -375,15 +452,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                 });
 }
 
-// ---- embedding, cross-entropy, dropout ------------------------------------------------------------------------------
+// ---- embedding, cross-entropy, dropout --------------------------------------------------------------------
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Tensor y = forward_no_grad([&] { return kernels::embedding(weight, ids); });
-  return record("embedding", y, {weight}, [ids = saved(ids), rows = weight.size(0), dtype = weight.dtype()](
-                                              const Tensor& g, const NeedsGrad&) {
-    Tensor grad = kernels::embedding_backward(g, ids, rows);
-    return Grads{grad.dtype() == dtype ? grad : grad.to(dtype)};
-  });
+  return record(
+      "embedding", y, {weight},
+      [ids = saved(ids), rows = weight.size(0), dtype = weight.dtype()](const Tensor& g, const NeedsGrad&) {
+        Tensor grad = kernels::embedding_backward(g, ids, rows);
+        return Grads{grad.dtype() == dtype ? grad : grad.to(dtype)};
+      });
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
@@ -391,11 +469,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   kernels::CrossEntropyOutput out =
       forward_no_grad([&] { return kernels::cross_entropy(logits, targets, ignore_index, want_grad); });
   // The fused kernel already produced d loss / d logits; backward only scales it by the incoming gradient.
-  return record("cross_entropy", out.loss, {logits}, [grad_logits = out.grad_logits](const Tensor& g,
-                                                                                     const NeedsGrad&) {
-    Tensor scale = g.dtype() == grad_logits.dtype() ? g : g.to(grad_logits.dtype());
-    return Grads{raw::mul(grad_logits, scale)};
-  });
+  return record("cross_entropy", out.loss, {logits},
+                [grad_logits = out.grad_logits](const Tensor& g, const NeedsGrad&) {
+                  Tensor scale = g.dtype() == grad_logits.dtype() ? g : g.to(grad_logits.dtype());
+                  return Grads{raw::mul(grad_logits, scale)};
+                });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {

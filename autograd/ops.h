@@ -115,7 +115,7 @@ Tensor log_softmax(const Tensor& x);
 /// undefined Tensor).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
-// ---- embedding, loss, dropout -------------------------------------------------------------------------------
+// ---- embedding, loss, dropout -----------------------------------------------------------------------------
 /// Rows of weight [V, C] at ids (int32/int64, any shape) -> [..., C]. Only weight gets a gradient.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// Mean cross-entropy of logits [N, V] against targets [N], over targets != ignore_index (a 0-d tensor,

@@ -16,14 +16,22 @@ using detail::ViewKind;
 
 const char* view_name(ViewKind kind) {
   switch (kind) {
-    case ViewKind::View: return "view";
-    case ViewKind::Permute: return "permute";
-    case ViewKind::Narrow: return "narrow";
-    case ViewKind::Slice: return "slice";
-    case ViewKind::Select: return "select";
-    case ViewKind::Expand: return "expand";
-    case ViewKind::Squeeze: return "squeeze";
-    case ViewKind::Unsqueeze: return "unsqueeze";
+    case ViewKind::View:
+      return "view";
+    case ViewKind::Permute:
+      return "permute";
+    case ViewKind::Narrow:
+      return "narrow";
+    case ViewKind::Slice:
+      return "slice";
+    case ViewKind::Select:
+      return "select";
+    case ViewKind::Expand:
+      return "expand";
+    case ViewKind::Squeeze:
+      return "squeeze";
+    case ViewKind::Unsqueeze:
+      return "unsqueeze";
   }
   return "view";
 }
@@ -38,15 +46,18 @@ BackwardFn view_backward(const detail::ViewInfo& info) {
     case ViewKind::View:
     case ViewKind::Squeeze:
     case ViewKind::Unsqueeze:
-      return [input_shape](const Tensor& g, const NeedsGrad&) { return std::vector<Tensor>{g.reshape(input_shape)}; };
+      return [input_shape](const Tensor& g, const NeedsGrad&) {
+        return std::vector<Tensor>{g.reshape(input_shape)};
+      };
     case ViewKind::Permute: {
       std::vector<int64_t> inverse(info.dims.size());
-      for (size_t i = 0; i < info.dims.size(); ++i) inverse[static_cast<size_t>(info.dims[i])] = static_cast<int64_t>(i);
+      for (size_t i = 0; i < info.dims.size(); ++i)
+        inverse[static_cast<size_t>(info.dims[i])] = static_cast<int64_t>(i);
       return [inverse](const Tensor& g, const NeedsGrad&) { return std::vector<Tensor>{g.permute(inverse)}; };
     }
     case ViewKind::Narrow:
       return [input_shape, dim = info.dim, start = info.start, length = info.length](const Tensor& g,
-                                                                                      const NeedsGrad&) {
+                                                                                     const NeedsGrad&) {
         Tensor dx = zeros_for(g, input_shape);
         dx.narrow(dim, start, length).copy_(g);
         return std::vector<Tensor>{dx};
@@ -84,7 +95,8 @@ void record_copy(const Tensor& input, Tensor& output) {
   BackwardFn backward = [dtype = input.dtype(), device = input.device()](const Tensor& g, const NeedsGrad&) {
     return std::vector<Tensor>{g.to(dtype).to(device)};
   };
-  set_history(output, std::make_shared<FunctionNode>("copy", std::move(backward), std::vector<Tensor>{input}));
+  set_history(output,
+              std::make_shared<FunctionNode>("copy", std::move(backward), std::vector<Tensor>{input}));
 }
 
 }  // namespace brigade::autograd

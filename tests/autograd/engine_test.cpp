@@ -1,6 +1,8 @@
 // The engine and its promises: accumulation, graph shapes, retain_graph, errors, no-grad, detach, release
 // of saved tensors, threads, checkpointing. Values are float64 on the CPU; exact expectations use
 // tolerance 1e-12 unless stated.
+#include "autograd/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "autograd/checkpoint.h"
-#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "tensor/memory.h"
@@ -23,9 +24,13 @@ using testing::allclose;
 
 constexpr double kTol = 1e-12;
 
-Tensor values(const std::vector<double>& v, const Shape& shape) { return from_vector<double>(v, shape); }
+Tensor values(const std::vector<double>& v, const Shape& shape) {
+  return from_vector<double>(v, shape);
+}
 
-Tensor leaf(const std::vector<double>& v, const Shape& shape) { return values(v, shape).set_requires_grad(); }
+Tensor leaf(const std::vector<double>& v, const Shape& shape) {
+  return values(v, shape).set_requires_grad();
+}
 
 Tensor random_leaf(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
@@ -42,7 +47,7 @@ std::string error_message(const std::function<void()>& f) {
   return "<no exception>";
 }
 
-// ---- accumulation and graph shapes -------------------------------------------------------------------------
+// ---- accumulation and graph shapes ------------------------------------------------------------------------
 
 TEST(Engine, LeafUsedTwiceAccumulates) {
   Tensor x = leaf({1, -2, 3}, {3});
@@ -53,8 +58,8 @@ TEST(Engine, LeafUsedTwiceAccumulates) {
 
 TEST(Engine, SecondBackwardOnANewGraphAddsIntoGrad) {
   Tensor x = leaf({1, 2}, {2});
-  sum(x * x).backward();       // 2x
-  sum(x * 10.0).backward();    // + 10
+  sum(x * x).backward();     // 2x
+  sum(x * 10.0).backward();  // + 10
   EXPECT_TRUE(allclose(x.grad(), values({12, 14}, {2}), 0, kTol));
 }
 
@@ -154,7 +159,7 @@ TEST(Engine, MaximumSplitsTiesAndMaxPicksTheFirst) {
   EXPECT_TRUE(allclose(z.grad(), values({0, 1, 0, 0}, {2, 2}), 0, kTol));
 }
 
-// ---- retain_graph and errors --------------------------------------------------------------------------------
+// ---- retain_graph and errors ------------------------------------------------------------------------------
 
 TEST(Engine, RetainGraphAllowsASecondBackward) {
   Tensor x = leaf({1, 2}, {2});
@@ -197,7 +202,7 @@ TEST(Engine, RootThatDoesNotRequireGradThrows) {
   EXPECT_THROW(y.backward(), AutogradError);
 }
 
-// ---- no-grad and detach --------------------------------------------------------------------------------------
+// ---- no-grad and detach -----------------------------------------------------------------------------------
 
 TEST(Engine, NoGradGuardRecordsNothing) {
   Tensor x = random_leaf({3}, 2);
@@ -229,7 +234,7 @@ TEST(Engine, ComparisonsAreNotDifferentiable) {
   EXPECT_FALSE(eq(x, x).requires_grad());
 }
 
-// ---- saved tensors are released ------------------------------------------------------------------------------
+// ---- saved tensors are released ---------------------------------------------------------------------------
 
 TEST(Engine, SavedTensorsAreFreedByBackward) {
   Tensor x = random_leaf({64}, 4);
@@ -270,12 +275,14 @@ TEST(Engine, MemoryInUseDropsDuringBackward) {
   EXPECT_LE(after, before - 2 * bytes + 4096) << "before " << before << " after " << after;
 }
 
-// ---- threads -------------------------------------------------------------------------------------------------
+// ---- threads ----------------------------------------------------------------------------------------------
 
 struct Mlp {
   Tensor x, w1, w2;
-  explicit Mlp(uint64_t seed) : x(random_leaf({8, 16}, seed)), w1(random_leaf({16, 32}, seed + 1)),
-                                w2(random_leaf({32, 4}, seed + 2)) {}
+  explicit Mlp(uint64_t seed)
+      : x(random_leaf({8, 16}, seed)),
+        w1(random_leaf({16, 32}, seed + 1)),
+        w2(random_leaf({32, 4}, seed + 2)) {}
   std::vector<Tensor> run() {
     for (Tensor* p : {&x, &w1, &w2}) p->set_grad(Tensor());
     Tensor logits = matmul(gelu(matmul(x, w1)), w2);
@@ -306,7 +313,7 @@ TEST(Engine, ConcurrentBackwardOnDisjointGraphs) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
-// ---- checkpoint ----------------------------------------------------------------------------------------------
+// ---- checkpoint -------------------------------------------------------------------------------------------
 
 struct Block {
   Tensor w1 = random_leaf({16, 32}, 11);
@@ -339,7 +346,8 @@ TEST(Checkpoint, SameGradientsAsWithout) {
   Block block;
   std::vector<Tensor> expected = block_grads(block, false);
   std::vector<Tensor> actual = block_grads(block, true);
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
   EXPECT_EQ(block.calls, 3);  // plain, checkpoint forward, recompute
 }
 
@@ -356,13 +364,14 @@ TEST(Checkpoint, DropoutMasksMatchAndTheGeneratorIsRestored) {
   auto fn = [&block](const std::vector<Tensor>& in) { return block(in); };
   Tensor y = checkpoint(fn, {x})[0];
   EXPECT_EQ(default_generator().state(), after_plain);  // the forward drew once
-  Tensor r = rand({1}, kFloat64);  // someone draws between forward and backward
+  Tensor r = rand({1}, kFloat64);                       // someone draws between forward and backward
   ASSERT_EQ(r.numel(), 1);
   const GeneratorState before_backward = default_generator().state();
   sum(y * y).backward();
   EXPECT_EQ(default_generator().state(), before_backward);  // the replay put the generator back
   std::vector<Tensor> actual = {x.grad(), block.w1.grad(), block.w2.grad()};
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
 }
 
 TEST(Checkpoint, RecomputeAheadIsUsedByBackward) {
@@ -371,7 +380,8 @@ TEST(Checkpoint, RecomputeAheadIsUsedByBackward) {
   block.calls = 0;
   std::vector<Tensor> actual = block_grads(block, true, /*ahead=*/true);
   EXPECT_EQ(block.calls, 2);  // forward + the recompute ahead; backward reused it
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(allclose(actual[i], expected[i], 1e-12, 1e-12)) << "gradient " << i;
   Tensor plain = random_leaf({2}, 1) * 2.0;
   EXPECT_THROW(recompute_ahead({plain}), AutogradError);
 }
@@ -425,7 +435,7 @@ TEST(Checkpoint, HoldsLessMemoryBetweenForwardAndBackward) {
   const int64_t bytes = 128 * 128 * 8;
   const int64_t plain = held(false);
   const int64_t checkpointed = held(true);
-  EXPECT_GE(plain, 4 * bytes);        // intermediates kept for backward
+  EXPECT_GE(plain, 4 * bytes);            // intermediates kept for backward
   EXPECT_LE(checkpointed, bytes + 4096);  // only the output
 }
 
@@ -444,7 +454,8 @@ TEST(Checkpoint, SecondBackwardWithoutRetainGraphThrows) {
 TEST(Checkpoint, UnderNoGradItJustRunsTheFunction) {
   Tensor a = leaf({1, 2}, {2});
   NoGradGuard no_grad;
-  Tensor y = checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 3.0}; }, {a})[0];
+  Tensor y =
+      checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * 3.0}; }, {a})[0];
   EXPECT_FALSE(y.requires_grad());
   EXPECT_TRUE(allclose(y, values({3, 6}, {2}), 0, kTol));
 }
