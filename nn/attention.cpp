@@ -1,0 +1,47 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/ops.h"
+#include "kernels/kernels.h"
+#include "tensor/error.h"
+
+namespace brigade::nn {
+
+CausalSelfAttention::CausalSelfAttention(int64_t embd, int64_t heads, double dropout, bool bias,
+                                         Generator* generator)
+    : Module("CausalSelfAttention"), embd_(embd), heads_(heads) {
+  BRIGADE_CHECK_VALUE(embd > 0 && heads > 0 && embd % heads == 0, "CausalSelfAttention: heads (", heads,
+                      ") must be positive and divide embd (", embd, ")");
+  qkv_ = register_module("qkv", std::make_shared<Linear>(embd, 3 * embd, bias, generator));
+  proj_ = register_module("proj", std::make_shared<Linear>(embd, embd, bias, generator));
+  attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(dropout));
+  resid_drop_ = register_module("resid_drop", std::make_shared<Dropout>(dropout));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  BRIGADE_CHECK_SHAPE(x.dim() == 3 && x.size(2) == embd_, "CausalSelfAttention: expected input [B, T, ", embd_,
+                      "], found ", shape_str(x.shape()));
+  const int64_t B = x.size(0), T = x.size(1), H = heads_, D = embd_ / heads_;
+
+  // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
+  Tensor heads = (*qkv_)(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+  Tensor q = heads.select(0, 0).reshape({B * H, T, D});
+  Tensor k = heads.select(0, 1).reshape({B * H, T, D});
+  Tensor v = heads.select(0, 2).reshape({B * H, T, D});
+
+  if (!mask_.defined() || mask_.size(0) != T || mask_.device() != x.device()) {
+    mask_ = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
+  }
+  Tensor scores = matmul(q, k, false, true) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B*H, T, T]
+  scores = masked_fill(scores, mask_, -std::numeric_limits<double>::infinity());
+  Tensor att = (*attn_drop_)(softmax(scores));
+  Tensor y = matmul(att, v);  // [B*H, T, D]
+
+  // Merge the heads back: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
+  y = y.view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, embd_});
+  return (*resid_drop_)((*proj_)(y));
+}
+
+}  // namespace brigade::nn

@@ -1,0 +1,40 @@
+// Causal multi-head self-attention (GPT-2's).
+//
+//   x [B, T, C] --qkv--> [B, T, 3C] --split heads--> q, k, v [B*H, T, D]   (D = C / H)
+//   scores = q k^T / sqrt(D)  [B*H, T, T], -inf above the diagonal (a query sees itself and the past)
+//   att = dropout(softmax(scores));  y = att v  [B*H, T, D] --merge heads--> [B, T, C] --proj--> dropout
+//
+// The heads are split with views and one copy per q/k/v (a batched GEMM needs one batch stride); k^T is
+// never materialised (matmul's transpose flag).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace brigade::nn {
+
+class CausalSelfAttention : public Module {
+ public:
+  /// @param embd C; must be divisible by heads.
+  /// @param dropout probability for the attention weights and for the output (residual) dropout.
+  /// @param bias whether qkv and proj have biases.
+  CausalSelfAttention(int64_t embd, int64_t heads, double dropout = 0.0, bool bias = true,
+                      Generator* generator = nullptr);
+  /// x [B, T, C] -> [B, T, C].
+  Tensor forward(const Tensor& x) override;
+
+  int64_t heads() const { return heads_; }
+  const std::shared_ptr<Linear>& qkv() const { return qkv_; }
+  const std::shared_ptr<Linear>& proj() const { return proj_; }
+
+ private:
+  int64_t embd_, heads_;
+  std::shared_ptr<Linear> qkv_, proj_;
+  std::shared_ptr<Dropout> attn_drop_, resid_drop_;
+  Tensor mask_;  // [T, T] causal mask of the last call, reused while T and the device stay the same
+};
+
+}  // namespace brigade::nn
