@@ -24,23 +24,31 @@ constexpr double kGeluCubic = 0.044715;
 template <typename A>
 __device__ A apply_unary(UnaryOp op, A x) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return math::exp(x);
-    case UnaryOp::Log: return math::log(x);
-    case UnaryOp::Sqrt: return math::sqrt(x);
-    case UnaryOp::Rsqrt: return A(1) / math::sqrt(x);
-    case UnaryOp::Tanh: return math::tanh(x);
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return math::exp(x);
+    case UnaryOp::Log:
+      return math::log(x);
+    case UnaryOp::Sqrt:
+      return math::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return A(1) / math::sqrt(x);
+    case UnaryOp::Tanh:
+      return math::tanh(x);
     case UnaryOp::Sigmoid: {  // two forms so that exp never overflows (as the CPU reference)
       if (x >= A(0)) return A(1) / (A(1) + math::exp(-x));
       A e = math::exp(x);
       return e / (A(1) + e);
     }
-    case UnaryOp::Relu: return (x > A(0) || math::is_nan(x)) ? x : A(0);  // NaN propagates, like torch
+    case UnaryOp::Relu:
+      return (x > A(0) || math::is_nan(x)) ? x : A(0);  // NaN propagates, like torch
     case UnaryOp::Gelu: {
       A inner = A(kGeluScale) * (x + A(kGeluCubic) * x * x * x);
       return A(0.5) * x * (A(1) + math::tanh(inner));
     }
-    case UnaryOp::Abs: return math::abs(x);
+    case UnaryOp::Abs:
+      return math::abs(x);
   }
   return math::quiet_nan<A>();
 }
@@ -49,21 +57,30 @@ __device__ A apply_unary(UnaryOp op, A x) {
 template <typename A>
 __device__ A apply_unary_backward(UnaryOp op, A g, A x, A y) {
   switch (op) {
-    case UnaryOp::Neg: return -g;
-    case UnaryOp::Exp: return g * y;
-    case UnaryOp::Log: return g / x;
-    case UnaryOp::Sqrt: return g / (A(2) * y);
-    case UnaryOp::Rsqrt: return A(-0.5) * g * y * y * y;  // d(x^-1/2)/dx = -x^-3/2 / 2 = -y^3 / 2
-    case UnaryOp::Tanh: return g * (A(1) - y * y);
-    case UnaryOp::Sigmoid: return g * y * (A(1) - y);
-    case UnaryOp::Relu: return x > A(0) ? g : A(0);
+    case UnaryOp::Neg:
+      return -g;
+    case UnaryOp::Exp:
+      return g * y;
+    case UnaryOp::Log:
+      return g / x;
+    case UnaryOp::Sqrt:
+      return g / (A(2) * y);
+    case UnaryOp::Rsqrt:
+      return A(-0.5) * g * y * y * y;  // d(x^-1/2)/dx = -x^-3/2 / 2 = -y^3 / 2
+    case UnaryOp::Tanh:
+      return g * (A(1) - y * y);
+    case UnaryOp::Sigmoid:
+      return g * y * (A(1) - y);
+    case UnaryOp::Relu:
+      return x > A(0) ? g : A(0);
     case UnaryOp::Gelu: {
       A x2 = x * x;
       A t = math::tanh(A(kGeluScale) * (x + A(kGeluCubic) * x2 * x));
       A dinner = A(kGeluScale) * (A(1) + A(3 * kGeluCubic) * x2);
       return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * dinner);
     }
-    case UnaryOp::Abs: return x > A(0) ? g : (x < A(0) ? -g : A(0));
+    case UnaryOp::Abs:
+      return x > A(0) ? g : (x < A(0) ? -g : A(0));
   }
   return math::quiet_nan<A>();
 }
@@ -71,21 +88,32 @@ __device__ A apply_unary_backward(UnaryOp op, A g, A x, A y) {
 template <typename A>
 __device__ A apply_binary(BinaryOp op, A a, A b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
     case BinaryOp::Maximum:  // NaN in either operand propagates, like torch.maximum
       if (math::is_nan(a)) return a;
       if (math::is_nan(b)) return b;
       return a > b ? a : b;
-    case BinaryOp::Pow: return math::pow(a, b);
-    case BinaryOp::Eq: return a == b ? A(1) : A(0);
-    case BinaryOp::Ne: return a != b ? A(1) : A(0);
-    case BinaryOp::Lt: return a < b ? A(1) : A(0);
-    case BinaryOp::Le: return a <= b ? A(1) : A(0);
-    case BinaryOp::Gt: return a > b ? A(1) : A(0);
-    case BinaryOp::Ge: return a >= b ? A(1) : A(0);
+    case BinaryOp::Pow:
+      return math::pow(a, b);
+    case BinaryOp::Eq:
+      return a == b ? A(1) : A(0);
+    case BinaryOp::Ne:
+      return a != b ? A(1) : A(0);
+    case BinaryOp::Lt:
+      return a < b ? A(1) : A(0);
+    case BinaryOp::Le:
+      return a <= b ? A(1) : A(0);
+    case BinaryOp::Gt:
+      return a > b ? A(1) : A(0);
+    case BinaryOp::Ge:
+      return a >= b ? A(1) : A(0);
   }
   return math::quiet_nan<A>();
 }
@@ -95,7 +123,8 @@ __device__ A apply_binary(BinaryOp op, A a, A b) {
 template <typename T>
 __global__ void unary_kernel(UnaryOp op, StridedView<const T> x, StridedView<T> out, int64_t n) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = static_cast<T>(apply_unary(op, static_cast<A>(x[i])));
   }
 }
@@ -105,7 +134,8 @@ template <typename T>
 __global__ void unary_backward_kernel(UnaryOp op, StridedView<const T> grad_y, StridedView<const T> x,
                                       StridedView<const T> y, StridedView<T> out, int64_t n) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     A xi = x.data != nullptr ? static_cast<A>(x[i]) : A(0);
     A yi = y.data != nullptr ? static_cast<A>(y[i]) : A(0);
     out[i] = static_cast<T>(apply_unary_backward(op, static_cast<A>(grad_y[i]), xi, yi));
@@ -116,7 +146,8 @@ template <typename T>
 __global__ void binary_kernel(BinaryOp op, StridedView<const T> a, StridedView<const T> b, StridedView<T> out,
                               int64_t n) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = static_cast<T>(apply_binary(op, static_cast<A>(a[i]), static_cast<A>(b[i])));
   }
 }
@@ -125,7 +156,8 @@ template <typename T>
 __global__ void binary_scalar_kernel(BinaryOp op, StridedView<const T> a, acc_t<T> scalar, bool scalar_first,
                                      StridedView<T> out, int64_t n) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     A ai = static_cast<A>(a[i]);
     out[i] = static_cast<T>(scalar_first ? apply_binary(op, scalar, ai) : apply_binary(op, ai, scalar));
   }
@@ -144,7 +176,8 @@ __device__ bool is_true(C c) {
 template <typename C, typename T>
 __global__ void where_kernel(StridedView<const C> cond, StridedView<const T> a, StridedView<const T> b,
                              StridedView<T> out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = is_true(cond[i]) ? a[i] : b[i];
   }
 }
@@ -195,8 +228,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   cudaStream_t stream = stream_for(out);
   BRIGADE_DISPATCH_FLOATING(a.dtype(), name, [&] {
     binary_kernel<scalar_t><<<grid_for(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-        op, make_view<const scalar_t>(a, name), make_view<const scalar_t>(b, name), make_view<scalar_t>(out, name),
-        n);
+        op, make_view<const scalar_t>(a, name), make_view<const scalar_t>(b, name),
+        make_view<scalar_t>(out, name), n);
     BRIGADE_CUDA_CHECK_LAUNCH("binary_kernel");
   });
 }

@@ -4,7 +4,8 @@
 // Forward: check_ids_kernel (one thread per id) lowers a device int64, initialised to INT64_MAX, with
 // atomicMin to the position of every id outside [0, V); the host copies it back (one synchronisation), so
 // the first bad position is reported whatever the scheduling. Then one thread per output element (grid-
-// stride, 256 threads): out[n, c] = weight[ids[n], c]; rows of bad ids are left unwritten (the caller throws).
+// stride, 256 threads): out[n, c] = weight[ids[n], c]; rows of bad ids are left unwritten (the caller
+// throws).
 //
 // Backward: one thread per grad_out element: grad_weight[ids[n], c] += grad_out[n, c] with atomicAdd.
 //  - float32 / float64: atomicAdd straight into grad_weight.
@@ -26,12 +27,15 @@
 namespace brigade::kernels::cuda {
 namespace {
 
-__global__ void init_first_bad_kernel(long long* first_bad) { *first_bad = LLONG_MAX; }
+__global__ void init_first_bad_kernel(long long* first_bad) {
+  *first_bad = LLONG_MAX;
+}
 
 /// Lowers *first_bad to the position of every id outside [0, V); one thread per id.
 template <typename I>
 __global__ void check_ids_kernel(const I* __restrict__ ids, int64_t N, int64_t V, long long* first_bad) {
-  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N; n += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
+       n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = static_cast<int64_t>(ids[n]);
     if (id < 0 || id >= V) atomicMin(first_bad, static_cast<long long>(n));
   }
@@ -39,10 +43,11 @@ __global__ void check_ids_kernel(const I* __restrict__ ids, int64_t N, int64_t V
 
 /// out[n, c] = weight[ids[n], c]; rows of out-of-range ids are skipped (check_ids_kernel reports them).
 template <typename T, typename I>
-__global__ void embedding_forward_kernel(const T* __restrict__ weight, const I* __restrict__ ids, T* __restrict__ out,
-                                         int64_t N, int64_t C, int64_t V) {
+__global__ void embedding_forward_kernel(const T* __restrict__ weight, const I* __restrict__ ids,
+                                         T* __restrict__ out, int64_t N, int64_t C, int64_t V) {
   const int64_t total = N * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
     const int64_t id = static_cast<int64_t>(ids[n]);
     if (id < 0 || id >= V) continue;
@@ -56,7 +61,8 @@ template <typename T, typename Acc, typename I>
 __global__ void embedding_backward_kernel(const T* __restrict__ grad_out, const I* __restrict__ ids,
                                           Acc* __restrict__ grad_weight, int64_t N, int64_t C, int64_t V) {
   const int64_t total = N * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / C, c = i % C;
     const int64_t id = static_cast<int64_t>(ids[n]);
     if (id < 0 || id >= V) continue;  // precondition says never; do not write out of bounds if violated
@@ -64,8 +70,10 @@ __global__ void embedding_backward_kernel(const T* __restrict__ grad_out, const 
   }
 }
 
-__global__ void float_to_bfloat16_kernel(const float* __restrict__ in, bfloat16* __restrict__ out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void float_to_bfloat16_kernel(const float* __restrict__ in, bfloat16* __restrict__ out,
+                                         int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = bfloat16(in[i]);
   }
 }
@@ -84,18 +92,20 @@ int64_t embedding_forward(const Tensor& weight, const Tensor& ids, const Tensor&
   BRIGADE_CUDA_CHECK_LAUNCH("init_first_bad_kernel");
   BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding", [&] {
     using I = scalar_t;
-    check_ids_kernel<I><<<grid_for(N, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, V,
-                                                                                              first_bad_ptr);
+    check_ids_kernel<I><<<grid_for(N, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+        ids.data<I>(), N, V, first_bad_ptr);
     BRIGADE_CUDA_CHECK_LAUNCH("check_ids_kernel");
     if (C == 0) return;
     BRIGADE_DISPATCH_FLOATING(weight.dtype(), "embedding", [&] {
-      embedding_forward_kernel<scalar_t, I><<<grid_for(N * C, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-          weight.data<scalar_t>(), ids.data<I>(), out.data<scalar_t>(), N, C, V);
+      embedding_forward_kernel<scalar_t, I>
+          <<<grid_for(N * C, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+              weight.data<scalar_t>(), ids.data<I>(), out.data<scalar_t>(), N, C, V);
       BRIGADE_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
     });
   });
   int64_t host_first_bad = 0;
-  ::brigade::detail::cuda::copy_bytes(&host_first_bad, Device::cpu(), first_bad_ptr, weight.device(), sizeof(int64_t));
+  ::brigade::detail::cuda::copy_bytes(&host_first_bad, Device::cpu(), first_bad_ptr, weight.device(),
+                                      sizeof(int64_t));
   return host_first_bad == LLONG_MAX ? -1 : host_first_bad;
 }
 
@@ -130,8 +140,9 @@ void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor&
         break;
       }
       default:
-        BRIGADE_THROW(DTypeError, "embedding_backward: expected a floating dtype (float32, bfloat16, float64), "
-                                  "found ",
+        BRIGADE_THROW(DTypeError,
+                      "embedding_backward: expected a floating dtype (float32, bfloat16, float64), "
+                      "found ",
                       dtype_name(grad_weight.dtype()));
     }
   });

@@ -36,6 +36,10 @@ constexpr int kElementwiseThreads = 256;
 /// Cap on grid size for grid-stride kernels: 132 SMs x 2048 threads is ~270k resident threads on an H200,
 /// so 16384 blocks of 256 keep every SM busy; larger tensors loop.
 constexpr int64_t kMaxGridBlocks = 16384;
+/// Largest block of the one-block-per-row kernels; they are declared __launch_bounds__(kMaxRowThreads) so
+/// that the compiler keeps them within 64 registers per thread (a 1024-thread launch can never fail for
+/// lack of registers, even in a device-debug build).
+constexpr int kMaxRowThreads = 1024;
 /// Cap on blocks for one-block-per-row kernels (rows beyond it are handled by a grid-stride loop).
 constexpr int64_t kMaxRowBlocks = 65535;
 
@@ -51,10 +55,10 @@ inline unsigned row_blocks(int64_t rows) {
 }
 
 /// Threads for a one-block-per-row kernel with rows of `cols` elements: enough to give each thread a few
-/// elements, a multiple of the warp size (block_reduce needs whole warps), at most 1024.
+/// elements, a multiple of the warp size (block_reduce needs whole warps), at most kMaxRowThreads.
 inline int row_threads(int64_t cols) {
   int64_t threads = (cols + kWarpSize - 1) / kWarpSize * kWarpSize;
-  return static_cast<int>(std::clamp<int64_t>(threads, kWarpSize, 1024));
+  return static_cast<int>(std::clamp<int64_t>(threads, kWarpSize, kMaxRowThreads));
 }
 
 /// Makes `t`'s device current for this thread and returns that device's current stream.
@@ -85,18 +89,42 @@ constexpr DType acc_dtype() {
 }
 
 namespace math {
-__device__ inline float exp(float x) { return ::expf(x); }
-__device__ inline double exp(double x) { return ::exp(x); }
-__device__ inline float log(float x) { return ::logf(x); }
-__device__ inline double log(double x) { return ::log(x); }
-__device__ inline float sqrt(float x) { return ::sqrtf(x); }
-__device__ inline double sqrt(double x) { return ::sqrt(x); }
-__device__ inline float tanh(float x) { return ::tanhf(x); }
-__device__ inline double tanh(double x) { return ::tanh(x); }
-__device__ inline float abs(float x) { return ::fabsf(x); }
-__device__ inline double abs(double x) { return ::fabs(x); }
-__device__ inline float pow(float x, float y) { return ::powf(x, y); }
-__device__ inline double pow(double x, double y) { return ::pow(x, y); }
+__device__ inline float exp(float x) {
+  return ::expf(x);
+}
+__device__ inline double exp(double x) {
+  return ::exp(x);
+}
+__device__ inline float log(float x) {
+  return ::logf(x);
+}
+__device__ inline double log(double x) {
+  return ::log(x);
+}
+__device__ inline float sqrt(float x) {
+  return ::sqrtf(x);
+}
+__device__ inline double sqrt(double x) {
+  return ::sqrt(x);
+}
+__device__ inline float tanh(float x) {
+  return ::tanhf(x);
+}
+__device__ inline double tanh(double x) {
+  return ::tanh(x);
+}
+__device__ inline float abs(float x) {
+  return ::fabsf(x);
+}
+__device__ inline double abs(double x) {
+  return ::fabs(x);
+}
+__device__ inline float pow(float x, float y) {
+  return ::powf(x, y);
+}
+__device__ inline double pow(double x, double y) {
+  return ::pow(x, y);
+}
 template <typename A>
 __device__ inline bool is_nan(A x) {
   return x != x;
@@ -132,19 +160,27 @@ StridedView<T> make_view(const Tensor& t, const char* op) {
 
 // ---- warp and block reductions ------------------------------------------------------------------------
 
-__device__ inline float shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(kFullWarpMask, v, lane_mask); }
-__device__ inline double shfl_xor(double v, int lane_mask) { return __shfl_xor_sync(kFullWarpMask, v, lane_mask); }
+__device__ inline float shfl_xor(float v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+__device__ inline double shfl_xor(double v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
 __device__ inline long long shfl_xor(long long v, int lane_mask) {
   return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
 }
 
 struct SumOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 struct MinOp {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return b < a ? b : a; }
+  __device__ A operator()(A a, A b) const {
+    return b < a ? b : a;
+  }
 };
 
 /// Combines the values of the 32 lanes of a warp; every lane receives the result.

@@ -27,10 +27,11 @@ constexpr int kParamThreads = 256;
 constexpr int64_t kMaxParamPartials = 128;
 
 template <typename T>
-__global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight,
-                                         const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y,
-                                         acc_t<T>* __restrict__ mean_out, acc_t<T>* __restrict__ rstd_out, int64_t R,
-                                         int64_t C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight,
+                             const T* __restrict__ bias, acc_t<T> eps, T* __restrict__ y,
+                             acc_t<T>* __restrict__ mean_out, acc_t<T>* __restrict__ rstd_out, int64_t R,
+                             int64_t C) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* xr = x + row * C;
@@ -76,9 +77,10 @@ struct SumPairAdd {
 };
 
 template <typename T>
-__global__ void layernorm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
-                                    const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
-                                    T* __restrict__ dx, int64_t R, int64_t C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    layernorm_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ weight,
+                        const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                        T* __restrict__ dx, int64_t R, int64_t C) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* dyr = dy + row * C;
@@ -105,11 +107,12 @@ __global__ void layernorm_dx_kernel(const T* __restrict__ dy, const T* __restric
   }
 }
 
-/// Partial column sums over a slab of rows: dweight_partial[p, c] = sum dy*xhat, dbias_partial[p, c] = sum dy.
-/// Either output may be null.
+/// Partial column sums over a slab of rows: dweight_partial[p, c] = sum dy*xhat, dbias_partial[p, c] = sum
+/// dy. Either output may be null.
 template <typename T>
 __global__ void layernorm_param_partials_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                                const acc_t<T>* __restrict__ mean, const acc_t<T>* __restrict__ rstd,
+                                                const acc_t<T>* __restrict__ mean,
+                                                const acc_t<T>* __restrict__ rstd,
                                                 acc_t<T>* __restrict__ dweight_partial,
                                                 acc_t<T>* __restrict__ dbias_partial, int64_t R, int64_t C,
                                                 int64_t rows_per_partial) {
@@ -132,7 +135,8 @@ __global__ void layernorm_param_partials_kernel(const T* __restrict__ dy, const 
 /// out[c] = sum over p (in order) of partial[p, c]; one thread per column.
 template <typename A>
 __global__ void column_sum_kernel(const A* __restrict__ partial, A* __restrict__ out, int64_t P, int64_t C) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < C;
+       c += int64_t(gridDim.x) * blockDim.x) {
     A total = A(0);
     for (int64_t p = 0; p < P; ++p) total += partial[p * C + c];
     out[c] = total;
@@ -174,8 +178,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     using A = acc_t<scalar_t>;
     if (R > 0 && C > 0 && dx.defined()) {
       layernorm_dx_kernel<scalar_t><<<row_blocks(R), row_threads(C), 0, stream>>>(
-          dy.data<scalar_t>(), x.data<scalar_t>(), data_or_null<scalar_t>(weight), mean.data<A>(), rstd.data<A>(),
-          dx.data<scalar_t>(), R, C);
+          dy.data<scalar_t>(), x.data<scalar_t>(), data_or_null<scalar_t>(weight), mean.data<A>(),
+          rstd.data<A>(), dx.data<scalar_t>(), R, C);
       BRIGADE_CUDA_CHECK_LAUNCH("layernorm_dx_kernel");
     }
     if ((!dweight.defined() && !dbias.defined()) || C == 0) return;
@@ -190,9 +194,10 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     Tensor dweight_partial = dweight.defined() ? empty({P, C}, scratch_options) : Tensor();
     Tensor dbias_partial = dbias.defined() ? empty({P, C}, scratch_options) : Tensor();
     dim3 grid(static_cast<unsigned>((C + kParamThreads - 1) / kParamThreads), static_cast<unsigned>(P));
-    layernorm_param_partials_kernel<scalar_t><<<grid, kParamThreads, 0, stream>>>(
-        dy.data<scalar_t>(), x.data<scalar_t>(), mean.data<A>(), rstd.data<A>(), mutable_data_or_null<A>(dweight_partial),
-        mutable_data_or_null<A>(dbias_partial), R, C, rows_per_partial);
+    layernorm_param_partials_kernel<scalar_t>
+        <<<grid, kParamThreads, 0, stream>>>(dy.data<scalar_t>(), x.data<scalar_t>(), mean.data<A>(),
+                                             rstd.data<A>(), mutable_data_or_null<A>(dweight_partial),
+                                             mutable_data_or_null<A>(dbias_partial), R, C, rows_per_partial);
     BRIGADE_CUDA_CHECK_LAUNCH("layernorm_param_partials_kernel");
     if (dweight.defined()) {
       column_sum_kernel<A><<<grid_for(C, kParamThreads), kParamThreads, 0, stream>>>(
@@ -200,8 +205,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
       BRIGADE_CUDA_CHECK_LAUNCH("column_sum_kernel (dweight)");
     }
     if (dbias.defined()) {
-      column_sum_kernel<A><<<grid_for(C, kParamThreads), kParamThreads, 0, stream>>>(
-          dbias_partial.data<A>(), dbias.data<A>(), P, C);
+      column_sum_kernel<A><<<grid_for(C, kParamThreads), kParamThreads, 0, stream>>>(dbias_partial.data<A>(),
+                                                                                     dbias.data<A>(), P, C);
       BRIGADE_CUDA_CHECK_LAUNCH("column_sum_kernel (dbias)");
     }
     // The scratch tensors are freed here; the caching allocator hands their blocks only to later work on

@@ -25,13 +25,14 @@
 namespace brigade::kernels::cuda {
 namespace {
 
-constexpr int kCountThreads = 1024;
+constexpr int kCountThreads = kMaxRowThreads;
 
 /// stats[0] = number of targets != ignore_index; stats[1] = first position with a target outside [0, V)
 /// that is not ignore_index, or LLONG_MAX. Launched with exactly one block.
 template <typename I>
-__global__ void cross_entropy_count_kernel(const I* __restrict__ targets, int64_t N, int64_t V, int64_t ignore_index,
-                                           long long* __restrict__ stats) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    cross_entropy_count_kernel(const I* __restrict__ targets, int64_t N, int64_t V, int64_t ignore_index,
+                               long long* __restrict__ stats) {
   long long count = 0, first_bad = LLONG_MAX;
   for (int64_t n = threadIdx.x; n < N; n += blockDim.x) {
     const int64_t t = static_cast<int64_t>(targets[n]);
@@ -49,9 +50,10 @@ __global__ void cross_entropy_count_kernel(const I* __restrict__ targets, int64_
 
 /// Runs only when every non-ignored target is in [0, V). grad may be null (loss only).
 template <typename T, typename I>
-__global__ void cross_entropy_kernel(const T* __restrict__ logits, const I* __restrict__ targets, int64_t ignore_index,
-                                     acc_t<T>* __restrict__ row_loss, T* __restrict__ grad, int64_t N, int64_t V,
-                                     acc_t<T> count) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    cross_entropy_kernel(const T* __restrict__ logits, const I* __restrict__ targets, int64_t ignore_index,
+                         acc_t<T>* __restrict__ row_loss, T* __restrict__ grad, int64_t N, int64_t V,
+                         acc_t<T> count) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
     const T* xr = logits + row * V;
@@ -78,8 +80,8 @@ __global__ void cross_entropy_kernel(const T* __restrict__ logits, const I* __re
 
 }  // namespace
 
-int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& row_loss,
-                      const Tensor& grad, int64_t* count) {
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                      const Tensor& row_loss, const Tensor& grad, int64_t* count) {
   const int64_t N = targets.numel();
   const int64_t V = logits.size(-1);
   *count = 0;
@@ -89,12 +91,13 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
   Tensor stats = empty({2}, TensorOptions(kInt64).device(logits.device()));
   long long* stats_ptr = reinterpret_cast<long long*>(stats.data<int64_t>());
   BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
-    cross_entropy_count_kernel<scalar_t><<<1, kCountThreads, 0, stream>>>(targets.data<scalar_t>(), N, V,
-                                                                           ignore_index, stats_ptr);
+    cross_entropy_count_kernel<scalar_t>
+        <<<1, kCountThreads, 0, stream>>>(targets.data<scalar_t>(), N, V, ignore_index, stats_ptr);
     BRIGADE_CUDA_CHECK_LAUNCH("cross_entropy_count_kernel");
   });
   int64_t host_stats[2] = {0, 0};
-  ::brigade::detail::cuda::copy_bytes(host_stats, Device::cpu(), stats_ptr, logits.device(), sizeof(host_stats));
+  ::brigade::detail::cuda::copy_bytes(host_stats, Device::cpu(), stats_ptr, logits.device(),
+                                      sizeof(host_stats));
   *count = host_stats[0];
   if (host_stats[1] != LLONG_MAX) return host_stats[1];
 

@@ -2,9 +2,9 @@
 //
 // adamw (param/grad T = float32, bfloat16 or float64; m, v in acc_t: float32, float64 for float64):
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-//   p = p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p),   bc1 = 1 - b1^t, bc2 = 1 - b2^t (host, double)
-//   Math in acc_t; a bfloat16 param is read, updated in float32 and rounded once when stored.
-//   Launch: one thread per element, 256 per block, grid-stride.
+//   p = p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p),   bc1 = 1 - b1^t, bc2 = 1 - b2^t (host,
+//   double) Math in acc_t; a bfloat16 param is read, updated in float32 and rounded once when stored. Launch:
+//   one thread per element, 256 per block, grid-stride.
 // sum_squares: sum of x^2 accumulated in double. sum_squares_partials_kernel: up to 1024 blocks of 256,
 //   grid-stride, each block writes one double partial (block_reduce); sum_squares_finish_kernel: one block
 //   adds the partials. Deterministic (no atomics, fixed order); the host reads one double back.
@@ -32,7 +32,8 @@ template <typename T>
 __global__ void adamw_kernel(T* __restrict__ param, const T* __restrict__ grad, acc_t<T>* __restrict__ m,
                              acc_t<T>* __restrict__ v, int64_t n, AdamWConstants<acc_t<T>> k) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const A g = static_cast<A>(grad[i]);
     const A mi = k.beta1 * m[i] + (A(1) - k.beta1) * g;
     const A vi = k.beta2 * v[i] + (A(1) - k.beta2) * g * g;
@@ -46,9 +47,11 @@ __global__ void adamw_kernel(T* __restrict__ param, const T* __restrict__ grad, 
 }
 
 template <typename T>
-__global__ void sum_squares_partials_kernel(const T* __restrict__ x, int64_t n, double* __restrict__ partials) {
+__global__ void sum_squares_partials_kernel(const T* __restrict__ x, int64_t n,
+                                            double* __restrict__ partials) {
   double acc = 0.0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const double xi = static_cast<double>(static_cast<acc_t<T>>(x[i]));
     acc += xi * xi;
   }
@@ -56,7 +59,8 @@ __global__ void sum_squares_partials_kernel(const T* __restrict__ x, int64_t n, 
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-__global__ void sum_squares_finish_kernel(const double* __restrict__ partials, int64_t count, double* __restrict__ out) {
+__global__ void sum_squares_finish_kernel(const double* __restrict__ partials, int64_t count,
+                                          double* __restrict__ out) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
   acc = block_sum(acc);
@@ -94,8 +98,8 @@ double sum_squares(const Tensor& x) {
   Tensor scratch = empty({blocks + 1}, TensorOptions(kFloat64).device(x.device()));
   double* partials = scratch.data<double>();
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "sum_squares", [&] {
-    sum_squares_partials_kernel<scalar_t><<<static_cast<unsigned>(blocks), kSumSquaresThreads, 0, stream>>>(
-        x.data<scalar_t>(), n, partials);
+    sum_squares_partials_kernel<scalar_t>
+        <<<static_cast<unsigned>(blocks), kSumSquaresThreads, 0, stream>>>(x.data<scalar_t>(), n, partials);
     BRIGADE_CUDA_CHECK_LAUNCH("sum_squares_partials_kernel");
   });
   sum_squares_finish_kernel<<<1, kSumSquaresThreads, 0, stream>>>(partials, blocks, partials + blocks);

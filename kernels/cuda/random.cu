@@ -23,10 +23,11 @@ namespace brigade::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64_t n, double p, acc_t<T> scale,
-                               uint64_t seed, uint64_t offset) {
+__global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64_t n, double p,
+                               acc_t<T> scale, uint64_t seed, uint64_t offset) {
   using A = acc_t<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const float u = philox::uniform(seed, offset, static_cast<uint64_t>(i));
     const bool keep = static_cast<double>(u) >= p;
     out[i] = static_cast<T>(keep ? static_cast<A>(x[i]) * scale : A(0));
@@ -36,7 +37,8 @@ __global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64
 template <typename T>
 __global__ void causal_mask_kernel(T* __restrict__ out, int64_t T_len) {
   const int64_t n = T_len * T_len;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / T_len, col = i % T_len;
     out[i] = static_cast<T>(col > row ? 1.0f : 0.0f);
   }
@@ -65,8 +67,9 @@ void causal_mask(const Tensor& out) {
   if (T_len == 0) return;
   cudaStream_t stream = stream_for(out);
   BRIGADE_DISPATCH_ALL(out.dtype(), "causal_mask", [&] {
-    causal_mask_kernel<scalar_t><<<grid_for(T_len * T_len, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-        out.data<scalar_t>(), T_len);
+    causal_mask_kernel<scalar_t>
+        <<<grid_for(T_len * T_len, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+            out.data<scalar_t>(), T_len);
     BRIGADE_CUDA_CHECK_LAUNCH("causal_mask_kernel");
   });
 }

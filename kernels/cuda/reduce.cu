@@ -46,11 +46,13 @@ struct ArgMaxCombine {
 /// Sums in double whatever T is: free for a memory-bound kernel, and it keeps long float32 rows (C ~ 1e6)
 /// as accurate as the CPU reference, which also sums in double.
 template <typename T>
-__global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t R, int64_t C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t R, int64_t C) {
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* xr = x + row * C;
     double partial = 0.0;
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) partial += static_cast<double>(static_cast<acc_t<T>>(xr[j]));
+    for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+      partial += static_cast<double>(static_cast<acc_t<T>>(xr[j]));
     double total = block_sum(partial);
     if (threadIdx.x == 0) out[row] = static_cast<T>(total);
   }
@@ -58,8 +60,9 @@ __global__ void sum_rows_kernel(const T* __restrict__ x, T* __restrict__ out, in
 
 /// Max (want_index false: writes T into out_value) or argmax (writes int64 into out_index) of each row.
 template <typename T>
-__global__ void max_rows_kernel(const T* __restrict__ x, T* __restrict__ out_value, int64_t* __restrict__ out_index,
-                                int64_t R, int64_t C) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    max_rows_kernel(const T* __restrict__ x, T* __restrict__ out_value, int64_t* __restrict__ out_index,
+                    int64_t R, int64_t C) {
   using A = acc_t<T>;
   const ValueIndex<A> none{A(0), -1};
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
@@ -84,8 +87,8 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t R = out.numel();
   if (R == 0) return;
   const int64_t C = x.numel() / R;
-  BRIGADE_CHECK_SHAPE(x.numel() == R * C, "reduce_rows: x has ", x.numel(), " elements, not a multiple of ", R,
-                      " rows");
+  BRIGADE_CHECK_SHAPE(x.numel() == R * C, "reduce_rows: x has ", x.numel(), " elements, not a multiple of ",
+                      R, " rows");
   BRIGADE_CHECK_VALUE(op == ReduceOp::Sum || C > 0, "reduce_rows: max/argmax of an empty row");
   cudaStream_t stream = stream_for(x);
   const int threads = row_threads(C);
@@ -97,11 +100,13 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
         BRIGADE_CUDA_CHECK_LAUNCH("sum_rows_kernel");
         break;
       case ReduceOp::Max:
-        max_rows_kernel<scalar_t><<<row_blocks(R), threads, 0, stream>>>(xd, out.data<scalar_t>(), nullptr, R, C);
+        max_rows_kernel<scalar_t>
+            <<<row_blocks(R), threads, 0, stream>>>(xd, out.data<scalar_t>(), nullptr, R, C);
         BRIGADE_CUDA_CHECK_LAUNCH("max_rows_kernel");
         break;
       case ReduceOp::ArgMax:
-        max_rows_kernel<scalar_t><<<row_blocks(R), threads, 0, stream>>>(xd, nullptr, out.data<int64_t>(), R, C);
+        max_rows_kernel<scalar_t>
+            <<<row_blocks(R), threads, 0, stream>>>(xd, nullptr, out.data<int64_t>(), R, C);
         BRIGADE_CUDA_CHECK_LAUNCH("max_rows_kernel (argmax)");
         break;
     }

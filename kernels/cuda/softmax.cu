@@ -20,7 +20,8 @@ namespace brigade::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t R, int64_t C, bool log) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t R, int64_t C, bool log) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* xr = x + row * C;
@@ -35,8 +36,9 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, 
 }
 
 template <typename T>
-__global__ void softmax_backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ y, T* __restrict__ dx,
-                                             int64_t R, int64_t C, bool log) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    softmax_backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ y, T* __restrict__ dx,
+                                 int64_t R, int64_t C, bool log) {
   using A = acc_t<T>;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* dyr = dy + row * C;
@@ -64,8 +66,8 @@ void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
   const int64_t R = x.numel() / C;
   cudaStream_t stream = stream_for(x);
   BRIGADE_DISPATCH_FLOATING(x.dtype(), log ? "log_softmax" : "softmax", [&] {
-    softmax_rows_kernel<scalar_t><<<row_blocks(R), row_threads(C), 0, stream>>>(
-        x.data<scalar_t>(), out.data<scalar_t>(), R, C, log);
+    softmax_rows_kernel<scalar_t>
+        <<<row_blocks(R), row_threads(C), 0, stream>>>(x.data<scalar_t>(), out.data<scalar_t>(), R, C, log);
     BRIGADE_CUDA_CHECK_LAUNCH("softmax_rows_kernel");
   });
 }

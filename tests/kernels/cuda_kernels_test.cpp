@@ -23,7 +23,9 @@ namespace {
 
 using testing::allclose;
 
-Tensor cuda(const Tensor& t) { return t.to(Device::cuda()); }
+Tensor cuda(const Tensor& t) {
+  return t.to(Device::cuda());
+}
 
 /// Standard normal values times `scale`, made on the CPU (then moved where needed) in `dtype`.
 Tensor random_normal(const Shape& shape, uint64_t seed, double scale = 1.0, DType dtype = kFloat32) {
@@ -71,10 +73,11 @@ TEST(CudaKernelsTest, SoftmaxLongRowsMatchCpu) {
     EXPECT_TRUE(allclose(ly_gpu, ly, 1e-6, 1e-5)) << shape_str(shape);
 
     // Backward from the same y on both sides (the CPU's), so only the backward kernel's rounding differs.
-    EXPECT_TRUE(allclose(kernels::softmax_backward(dy_gpu, cuda(y)), kernels::softmax_backward(dy, y), 1e-4, 1e-6))
+    EXPECT_TRUE(
+        allclose(kernels::softmax_backward(dy_gpu, cuda(y)), kernels::softmax_backward(dy, y), 1e-4, 1e-6))
         << shape_str(shape);
-    EXPECT_TRUE(allclose(kernels::log_softmax_backward(dy_gpu, cuda(ly)), kernels::log_softmax_backward(dy, ly),
-                         1e-4, 1e-5))
+    EXPECT_TRUE(allclose(kernels::log_softmax_backward(dy_gpu, cuda(ly)),
+                         kernels::log_softmax_backward(dy, ly), 1e-4, 1e-5))
         << shape_str(shape);
   }
 }
@@ -92,7 +95,7 @@ TEST(CudaKernelsTest, SoftmaxExtremeRows) {
   const float inf = INFINITY;
   // Row 0: one -inf among finite values (its probability is 0); row 1: huge values (no overflow thanks to
   // the max shift); row 2: constant row (uniform).
-  Tensor x = from_vector<float>({1.0f, -inf, 2.0f, 0.5f,  //
+  Tensor x = from_vector<float>({1.0f, -inf, 2.0f, 0.5f,             //
                                  1000.0f, 999.0f, 998.0f, -1000.0f,  //
                                  3.0f, 3.0f, 3.0f, 3.0f},
                                 {3, 4});
@@ -165,7 +168,8 @@ TEST(CudaKernelsTest, LayerNormBackwardIsDeterministic) {
   EXPECT_TRUE(bitwise_equal<float>(first.dx, second.dx));
 }
 
-// ---- cross-entropy -----------------------------------------------------------------------------------------
+// ---- cross-entropy
+// -----------------------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, CrossEntropyLargeVocabMatchesCpu) {
   BRIGADE_REQUIRE_CUDA();
@@ -232,7 +236,8 @@ TEST(CudaKernelsTest, CrossEntropyBFloat16AndEdgeCases) {
   EXPECT_EQ(gpu_message, cpu_message);
 }
 
-// ---- dropout and causal mask ---------------------------------------------------------------------------------
+// ---- dropout and causal mask
+// ---------------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, DropoutEqualsCpuBitForBit) {
   BRIGADE_REQUIRE_CUDA();
@@ -268,12 +273,14 @@ TEST(CudaKernelsTest, DropoutEqualsCpuBitForBit) {
 TEST(CudaKernelsTest, CausalMaskMatchesCpu) {
   BRIGADE_REQUIRE_CUDA();
   for (int64_t T : {1, 7, 1025}) {
-    EXPECT_TRUE(allclose(kernels::causal_mask(T, TensorOptions(Device::cuda())), kernels::causal_mask(T), 0.0, 0.0))
+    EXPECT_TRUE(
+        allclose(kernels::causal_mask(T, TensorOptions(Device::cuda())), kernels::causal_mask(T), 0.0, 0.0))
         << "T = " << T;
   }
 }
 
-// ---- embedding -----------------------------------------------------------------------------------------------
+// ---- embedding
+// -----------------------------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, EmbeddingBackwardWithRepeatedIdsMatchesCpu) {
   BRIGADE_REQUIRE_CUDA();
@@ -303,12 +310,13 @@ TEST(CudaKernelsTest, EmbeddingForwardGathersAndReportsFirstBadId) {
   const int64_t V = 1000, C = 77;
   Tensor weight = random_normal({V, C}, 91);
   Tensor ids = random_ids(37 * 111, V, 92).view({37, 111});
-  EXPECT_TRUE(allclose(kernels::embedding(cuda(weight), cuda(ids)), kernels::embedding(weight, ids), 0.0, 0.0));
+  EXPECT_TRUE(
+      allclose(kernels::embedding(cuda(weight), cuda(ids)), kernels::embedding(weight, ids), 0.0, 0.0));
   EXPECT_TRUE(allclose(kernels::embedding(cuda(weight.to(kBFloat16)), cuda(ids.to(kInt32))),
                        kernels::embedding(weight.to(kBFloat16), ids), 0.0, 0.0));
 
   std::vector<int64_t> v = ids.flatten().to_vector<int64_t>();
-  v[2000] = V;  // bad, later
+  v[2000] = V;   // bad, later
   v[1234] = -5;  // bad, first
   Tensor bad = from_vector(v, {37 * 111});
   std::string cpu_message, gpu_message;
@@ -326,7 +334,8 @@ TEST(CudaKernelsTest, EmbeddingForwardGathersAndReportsFirstBadId) {
   EXPECT_EQ(gpu_message, cpu_message);
 }
 
-// ---- optimizer math ----------------------------------------------------------------------------------------
+// ---- optimizer math
+// ----------------------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, AdamWMatchesCpu) {
   BRIGADE_REQUIRE_CUDA();
@@ -367,7 +376,8 @@ TEST(CudaKernelsTest, GlobalNormMatchesCpu) {
   EXPECT_EQ(got, kernels::global_l2_norm(gpu_tensors));  // deterministic
 }
 
-// ---- reductions --------------------------------------------------------------------------------------------
+// ---- reductions
+// --------------------------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, ReductionsLargeOddShapesMatchCpu) {
   BRIGADE_REQUIRE_CUDA();
@@ -386,7 +396,8 @@ TEST(CudaKernelsTest, ReductionsLargeOddShapesMatchCpu) {
   // Long single rows, bfloat16.
   Tensor y16 = random_normal({3, 1000003}, 132, 1.0, kBFloat16);
   EXPECT_TRUE(allclose(kernels::sum(cuda(y16), {1}), kernels::sum(y16, {1}), 1e-2, 1e-1));
-  EXPECT_EQ(host_values<int64_t>(kernels::argmax(cuda(y16), 1)), host_values<int64_t>(kernels::argmax(y16, 1)));
+  EXPECT_EQ(host_values<int64_t>(kernels::argmax(cuda(y16), 1)),
+            host_values<int64_t>(kernels::argmax(y16, 1)));
 }
 
 TEST(CudaKernelsTest, ArgMaxTiesAndNaN) {
@@ -409,23 +420,24 @@ TEST(CudaKernelsTest, ArgMaxTiesAndNaN) {
   EXPECT_EQ(m[2], 0.0f);
 }
 
-// ---- elementwise on strided operands -------------------------------------------------------------------------
+// ---- elementwise on strided operands
+// -------------------------------------------------------------------------
 
 TEST(CudaKernelsTest, ElementwiseStridedAndBroadcastOperandsMatchCpu) {
   BRIGADE_REQUIRE_CUDA();
   Tensor a = random_normal({37, 4, 129}, 141);
   Tensor b = random_normal({129, 37}, 142);
   // a permuted (non-contiguous), b transposed and broadcast over the middle dim (stride 0).
-  Tensor a_view = a.permute({1, 0, 2});          // [4, 37, 129]
-  Tensor b_view = b.t().unsqueeze(0);           // [1, 37, 129]
+  Tensor a_view = a.permute({1, 0, 2});  // [4, 37, 129]
+  Tensor b_view = b.t().unsqueeze(0);    // [1, 37, 129]
   Tensor ga = cuda(a).permute({1, 0, 2}), gb = cuda(b).t().unsqueeze(0);
-  for (auto op : {kernels::BinaryOp::Add, kernels::BinaryOp::Mul, kernels::BinaryOp::Div, kernels::BinaryOp::Maximum,
-                  kernels::BinaryOp::Gt}) {
+  for (auto op : {kernels::BinaryOp::Add, kernels::BinaryOp::Mul, kernels::BinaryOp::Div,
+                  kernels::BinaryOp::Maximum, kernels::BinaryOp::Gt}) {
     EXPECT_TRUE(allclose(kernels::binary(op, ga, gb), kernels::binary(op, a_view, b_view), 1e-6, 1e-6))
         << kernels::binary_op_name(op);
   }
-  for (auto op : {kernels::UnaryOp::Exp, kernels::UnaryOp::Tanh, kernels::UnaryOp::Sigmoid, kernels::UnaryOp::Gelu,
-                  kernels::UnaryOp::Relu}) {
+  for (auto op : {kernels::UnaryOp::Exp, kernels::UnaryOp::Tanh, kernels::UnaryOp::Sigmoid,
+                  kernels::UnaryOp::Gelu, kernels::UnaryOp::Relu}) {
     EXPECT_TRUE(allclose(kernels::unary(op, ga), kernels::unary(op, a_view), 1e-5, 1e-6))
         << kernels::unary_op_name(op);
     Tensor gy = random_normal({4, 37, 129}, 143);
