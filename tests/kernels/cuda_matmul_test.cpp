@@ -3,6 +3,7 @@
 // (tests/kernels/matmul_cases.h), with the same tolerances. Every test skips where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "kernels/kernels.h"
@@ -45,6 +46,10 @@ struct Config {
   MatmulBackend backend;
   DType dtype;
 };
+
+void PrintTo(const Config& config, std::ostream* out) {
+  *out << backend_name(config.backend) << "/" << dtype_name(config.dtype);
+}
 
 class CudaMatmulTest : public ::testing::TestWithParam<Config> {};
 
