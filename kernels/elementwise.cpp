@@ -17,34 +17,56 @@ using detail::output_options;
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Rsqrt: return "rsqrt";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Sigmoid: return "sigmoid";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Rsqrt:
+      return "rsqrt";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Sigmoid:
+      return "sigmoid";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Gelu:
+      return "gelu";
+    case UnaryOp::Abs:
+      return "abs";
   }
   return "unknown_unary_op";
 }
 
 const char* binary_op_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Maximum: return "maximum";
-    case BinaryOp::Pow: return "pow";
-    case BinaryOp::Eq: return "eq";
-    case BinaryOp::Ne: return "ne";
-    case BinaryOp::Lt: return "lt";
-    case BinaryOp::Le: return "le";
-    case BinaryOp::Gt: return "gt";
-    case BinaryOp::Ge: return "ge";
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
+    case BinaryOp::Maximum:
+      return "maximum";
+    case BinaryOp::Pow:
+      return "pow";
+    case BinaryOp::Eq:
+      return "eq";
+    case BinaryOp::Ne:
+      return "ne";
+    case BinaryOp::Lt:
+      return "lt";
+    case BinaryOp::Le:
+      return "le";
+    case BinaryOp::Gt:
+      return "gt";
+    case BinaryOp::Ge:
+      return "ge";
   }
   return "unknown_binary_op";
 }
@@ -136,7 +158,8 @@ void mul_(const Tensor& dst, double scalar) {
   check_defined(name, "dst", dst);
   check_floating(name, "dst", dst);
   detail::check_writable(name, "dst", dst);
-  if (dst.numel() > 0) BRIGADE_ON_BACKEND(dst.device(), binary_scalar(BinaryOp::Mul, dst, scalar, false, dst));
+  if (dst.numel() > 0)
+    BRIGADE_ON_BACKEND(dst.device(), binary_scalar(BinaryOp::Mul, dst, scalar, false, dst));
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

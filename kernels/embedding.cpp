@@ -42,7 +42,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   detail::check_defined(op, "weight", weight);
   detail::check_floating(op, "weight", weight);
   check_ids(op, weight, ids);
-  BRIGADE_CHECK_SHAPE(weight.dim() == 2, op, ": weight must be [V, C], found shape ", shape_str(weight.shape()));
+  BRIGADE_CHECK_SHAPE(weight.dim() == 2, op, ": weight must be [V, C], found shape ",
+                      shape_str(weight.shape()));
   const int64_t V = weight.size(0), C = weight.size(1), N = ids.numel();
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
@@ -50,8 +51,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (N == 0) return out;
   // Called even when C == 0: the ids are still checked.
   Tensor flat_ids = ids.contiguous().view({N});
-  int64_t bad = BRIGADE_ON_BACKEND(weight.device(),
-                                   embedding_forward(weight.contiguous(), flat_ids, out.view({N, C})));
+  int64_t bad =
+      BRIGADE_ON_BACKEND(weight.device(), embedding_forward(weight.contiguous(), flat_ids, out.view({N, C})));
   if (bad >= 0) {
     throw_bad_id(op, ids, bad, static_cast<int64_t>(flat_ids.narrow(0, bad, 1).item()), V);
   }
@@ -65,8 +66,9 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num
   detail::check_floating(op, "grad_out", grad_out);
   check_ids(op, grad_out, ids);
   BRIGADE_CHECK_VALUE(num_embeddings >= 0, op, ": num_embeddings must be >= 0, found ", num_embeddings);
-  BRIGADE_CHECK_SHAPE(grad_out.dim() == ids.dim() + 1, op, ": grad_out must have shape ids.shape + [C]; ids has ",
-                      "shape ", shape_str(ids.shape()), ", grad_out has shape ", shape_str(grad_out.shape()));
+  BRIGADE_CHECK_SHAPE(grad_out.dim() == ids.dim() + 1, op,
+                      ": grad_out must have shape ids.shape + [C]; ids has ", "shape ",
+                      shape_str(ids.shape()), ", grad_out has shape ", shape_str(grad_out.shape()));
   const int64_t C = grad_out.size(-1), N = ids.numel(), V = num_embeddings;
   Shape expected = ids.shape();
   expected.push_back(C);

@@ -12,9 +12,13 @@ namespace brigade::kernels {
 
 namespace {
 
-DType stat_dtype(DType x) { return x == kFloat64 ? kFloat64 : kFloat32; }
+DType stat_dtype(DType x) {
+  return x == kFloat64 ? kFloat64 : kFloat32;
+}
 
-Shape without_last(const Shape& shape) { return Shape(shape.begin(), shape.end() - 1); }
+Shape without_last(const Shape& shape) {
+  return Shape(shape.begin(), shape.end() - 1);
+}
 
 void check_param(const char* op, const char* name, const Tensor& p, const Tensor& x) {
   if (!p.defined()) return;
@@ -56,9 +60,9 @@ LayerNormOutput layernorm(const Tensor& x, const Tensor& weight, const Tensor& b
   }
   Tensor w = weight.defined() ? weight.contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  BRIGADE_ON_BACKEND(x.device(), layernorm_forward(x.contiguous().view({rows, cols}), w, b, eps,
-                                                   out.y.view({rows, cols}), out.mean.view({rows}),
-                                                   out.rstd.view({rows})));
+  BRIGADE_ON_BACKEND(x.device(),
+                     layernorm_forward(x.contiguous().view({rows, cols}), w, b, eps, out.y.view({rows, cols}),
+                                       out.mean.view({rows}), out.rstd.view({rows})));
   return out;
 }
 
@@ -93,11 +97,11 @@ LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tenso
   if (weight.defined()) grads.dweight = empty({cols}, stat_options);
   if (has_bias) grads.dbias = empty({cols}, stat_options);
   if (rows > 0 && cols > 0) {
-    BRIGADE_ON_BACKEND(x.device(),
-                       layernorm_backward(dy.contiguous().view({rows, cols}), x.contiguous().view({rows, cols}),
-                                          weight.defined() ? weight.contiguous() : Tensor(),
-                                          mean.contiguous().view({rows}), rstd.contiguous().view({rows}),
-                                          grads.dx.view({rows, cols}), grads.dweight, grads.dbias));
+    BRIGADE_ON_BACKEND(
+        x.device(), layernorm_backward(dy.contiguous().view({rows, cols}), x.contiguous().view({rows, cols}),
+                                       weight.defined() ? weight.contiguous() : Tensor(),
+                                       mean.contiguous().view({rows}), rstd.contiguous().view({rows}),
+                                       grads.dx.view({rows, cols}), grads.dweight, grads.dbias));
   } else {
     // No rows: the parameter gradients are empty sums.
     if (grads.dweight.defined()) grads.dweight.zero_();

@@ -62,7 +62,9 @@ inline void check_same_shape(const char* op, const char* name_a, const Tensor& a
 inline TensorOptions output_options(const Tensor& t, DType dtype) {
   return TensorOptions().dtype(dtype).device(t.device());
 }
-inline TensorOptions output_options(const Tensor& t) { return output_options(t, t.dtype()); }
+inline TensorOptions output_options(const Tensor& t) {
+  return output_options(t, t.dtype());
+}
 
 /// Throws ValueError when writing through `t` would write one memory location twice (a broadcast view,
 /// stride 0 on a dim of size > 1): in-place ops need distinct elements.

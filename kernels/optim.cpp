@@ -10,7 +10,8 @@
 
 namespace brigade::kernels {
 
-void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWStep& s) {
   NoGradGuard no_grad;
   const char* op = "adamw_update";
   detail::check_defined(op, "param", param);
@@ -24,8 +25,8 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
   detail::check_same_dtype(op, "param", param, "grad", grad);
   const DType state_dtype = param.dtype() == kFloat64 ? kFloat64 : kFloat32;
   for (const auto& [name, t] : {std::pair<const char*, const Tensor&>{"m", m}, {"v", v}}) {
-    BRIGADE_CHECK_DTYPE(t.dtype() == state_dtype, op, ": ", name, " must be ", dtype_name(state_dtype), " for a ",
-                        dtype_name(param.dtype()), " param, found ", dtype_name(t.dtype()));
+    BRIGADE_CHECK_DTYPE(t.dtype() == state_dtype, op, ": ", name, " must be ", dtype_name(state_dtype),
+                        " for a ", dtype_name(param.dtype()), " param, found ", dtype_name(t.dtype()));
   }
   detail::check_same_shape(op, "param", param, "grad", grad);
   detail::check_same_shape(op, "param", param, "m", m);

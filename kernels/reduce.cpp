@@ -89,7 +89,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (total.numel() == 0) return total;
   const int64_t count = x.numel() / total.numel();
   // The mean of nothing is NaN (0 / 0), as in NumPy and PyTorch.
-  const double scale = count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count);
+  const double scale =
+      count == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(count);
   BRIGADE_ON_BACKEND(total.device(), binary_scalar(BinaryOp::Mul, total, scale, false, total));
   return total;
 }

@@ -9,7 +9,9 @@ namespace brigade::kernels {
 
 namespace {
 
-int64_t last_dim(const Tensor& x) { return x.dim() == 0 ? 1 : x.size(-1); }
+int64_t last_dim(const Tensor& x) {
+  return x.dim() == 0 ? 1 : x.size(-1);
+}
 
 /// x viewed as [R, C] (contiguous); only called with x.numel() > 0.
 Tensor rows_of(const Tensor& x) {
@@ -48,9 +50,13 @@ Tensor softmax_backward_impl(const char* op, const Tensor& grad_y, const Tensor&
 
 }  // namespace
 
-Tensor softmax(const Tensor& x) { return softmax_forward("softmax", x, false); }
+Tensor softmax(const Tensor& x) {
+  return softmax_forward("softmax", x, false);
+}
 
-Tensor log_softmax(const Tensor& x) { return softmax_forward("log_softmax", x, true); }
+Tensor log_softmax(const Tensor& x) {
+  return softmax_forward("log_softmax", x, true);
+}
 
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y) {
   return softmax_backward_impl("softmax_backward", grad_y, y, false);

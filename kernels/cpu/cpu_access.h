@@ -25,7 +25,9 @@ template <typename T>
 class StridedAccess {
  public:
   StridedAccess(const Tensor& t, const char* op)
-      : base_(static_cast<T*>(t.data_ptr())), index_(make_strided_index(t, op)), contiguous_(t.is_contiguous()) {}
+      : base_(static_cast<T*>(t.data_ptr())),
+        index_(make_strided_index(t, op)),
+        contiguous_(t.is_contiguous()) {}
   T& operator[](int64_t i) const { return contiguous_ ? base_[i] : base_[index_.offset(i)]; }
 
  private:

@@ -29,19 +29,28 @@ constexpr double kGeluCubic = 0.044715;
 template <typename A>
 A unary_value(UnaryOp op, A x) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Rsqrt: return A(1) / std::sqrt(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Sigmoid: return sigmoid(x);
-    case UnaryOp::Relu: return x < A(0) ? A(0) : x;  // NaN stays NaN
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return A(1) / std::sqrt(x);
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Sigmoid:
+      return sigmoid(x);
+    case UnaryOp::Relu:
+      return x < A(0) ? A(0) : x;  // NaN stays NaN
     case UnaryOp::Gelu: {
       A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
       return A(0.5) * x * (A(1) + std::tanh(u));
     }
-    case UnaryOp::Abs: return std::fabs(x);
+    case UnaryOp::Abs:
+      return std::fabs(x);
   }
   return x;
 }
@@ -50,21 +59,30 @@ A unary_value(UnaryOp op, A x) {
 template <typename A>
 A unary_grad(UnaryOp op, A g, A x, A y) {
   switch (op) {
-    case UnaryOp::Neg: return -g;
-    case UnaryOp::Exp: return g * y;
-    case UnaryOp::Log: return g / x;
-    case UnaryOp::Sqrt: return g * A(0.5) / y;
-    case UnaryOp::Rsqrt: return A(-0.5) * g * y * y * y;  // d x^(-1/2) = -x^(-3/2) / 2
-    case UnaryOp::Tanh: return g * (A(1) - y * y);
-    case UnaryOp::Sigmoid: return g * y * (A(1) - y);
-    case UnaryOp::Relu: return x > A(0) ? g : A(0);
+    case UnaryOp::Neg:
+      return -g;
+    case UnaryOp::Exp:
+      return g * y;
+    case UnaryOp::Log:
+      return g / x;
+    case UnaryOp::Sqrt:
+      return g * A(0.5) / y;
+    case UnaryOp::Rsqrt:
+      return A(-0.5) * g * y * y * y;  // d x^(-1/2) = -x^(-3/2) / 2
+    case UnaryOp::Tanh:
+      return g * (A(1) - y * y);
+    case UnaryOp::Sigmoid:
+      return g * y * (A(1) - y);
+    case UnaryOp::Relu:
+      return x > A(0) ? g : A(0);
     case UnaryOp::Gelu: {
       A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
       A t = std::tanh(u);
       A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x * x);
       return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
     }
-    case UnaryOp::Abs: return x > A(0) ? g : (x < A(0) ? -g : A(0));
+    case UnaryOp::Abs:
+      return x > A(0) ? g : (x < A(0) ? -g : A(0));
   }
   return g;
 }
@@ -72,18 +90,30 @@ A unary_grad(UnaryOp op, A g, A x, A y) {
 template <typename A>
 A binary_value(BinaryOp op, A a, A b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Maximum: return (a > b || std::isnan(a)) ? a : b;  // NaN propagates from either side
-    case BinaryOp::Pow: return std::pow(a, b);
-    case BinaryOp::Eq: return a == b ? A(1) : A(0);
-    case BinaryOp::Ne: return a != b ? A(1) : A(0);
-    case BinaryOp::Lt: return a < b ? A(1) : A(0);
-    case BinaryOp::Le: return a <= b ? A(1) : A(0);
-    case BinaryOp::Gt: return a > b ? A(1) : A(0);
-    case BinaryOp::Ge: return a >= b ? A(1) : A(0);
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
+    case BinaryOp::Maximum:
+      return (a > b || std::isnan(a)) ? a : b;  // NaN propagates from either side
+    case BinaryOp::Pow:
+      return std::pow(a, b);
+    case BinaryOp::Eq:
+      return a == b ? A(1) : A(0);
+    case BinaryOp::Ne:
+      return a != b ? A(1) : A(0);
+    case BinaryOp::Lt:
+      return a < b ? A(1) : A(0);
+    case BinaryOp::Le:
+      return a <= b ? A(1) : A(0);
+    case BinaryOp::Gt:
+      return a > b ? A(1) : A(0);
+    case BinaryOp::Ge:
+      return a >= b ? A(1) : A(0);
   }
   return a;
 }
@@ -101,7 +131,8 @@ void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out) {
 }
 
 template <typename T>
-void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y, const Tensor& out) {
+void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y,
+                         const Tensor& out) {
   using A = acc_t<T>;
   StridedAccess<const T> g(grad_y, unary_op_name(op));
   StridedAccess<const T> xs(x, unary_op_name(op));

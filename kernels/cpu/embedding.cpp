@@ -62,7 +62,8 @@ void scatter_add_rows(const Tensor& grad_out, const Tensor& ids, const Tensor& g
       for (int64_t j = 0; j < C; ++j) row[static_cast<size_t>(j)] += static_cast<double>(g[j]);
     }
     T* dst = wp + id * C;
-    for (int64_t j = 0; j < C; ++j) dst[j] = static_cast<T>(static_cast<double>(dst[j]) + row[static_cast<size_t>(j)]);
+    for (int64_t j = 0; j < C; ++j)
+      dst[j] = static_cast<T>(static_cast<double>(dst[j]) + row[static_cast<size_t>(j)]);
   }
 }
 

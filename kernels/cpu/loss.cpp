@@ -67,8 +67,8 @@ void loss_rows(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t 
 
 }  // namespace
 
-int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& row_loss,
-                      const Tensor& grad, int64_t* count) {
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                      const Tensor& row_loss, const Tensor& grad, int64_t* count) {
   const int64_t N = logits.size(0), V = logits.size(1);
   int64_t bad = -1;
   BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {

@@ -13,7 +13,8 @@ using detail::kParallelGrain;
 namespace {
 
 template <typename T>
-void adamw_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
+void adamw_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& s) {
   using S = std::conditional_t<std::is_same_v<T, double>, double, float>;  // the moments' dtype
   auto* pp = param.data<T>();
   const auto* gp = static_cast<const T*>(grad.data_ptr());
@@ -48,7 +49,8 @@ double sum_squares_impl(const Tensor& x) {
 }  // namespace
 
 void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
-  BRIGADE_DISPATCH_FLOATING(param.dtype(), "adamw_update", [&] { adamw_impl<scalar_t>(param, grad, m, v, s); });
+  BRIGADE_DISPATCH_FLOATING(param.dtype(), "adamw_update",
+                            [&] { adamw_impl<scalar_t>(param, grad, m, v, s); });
 }
 
 double sum_squares(const Tensor& x) {

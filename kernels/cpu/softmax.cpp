@@ -26,7 +26,8 @@ void softmax_impl(const Tensor& x, const Tensor& out, bool log) {
     for (int64_t j = 0; j < cols; ++j) total += std::exp(static_cast<double>(in[j]) - row_max);
     if (log) {
       const double log_total = std::log(total);
-      for (int64_t j = 0; j < cols; ++j) y[j] = static_cast<T>(static_cast<double>(in[j]) - row_max - log_total);
+      for (int64_t j = 0; j < cols; ++j)
+        y[j] = static_cast<T>(static_cast<double>(in[j]) - row_max - log_total);
     } else {
       const double inv_total = 1.0 / total;
       for (int64_t j = 0; j < cols; ++j) {

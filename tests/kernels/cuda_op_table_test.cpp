@@ -68,7 +68,9 @@ TEST_P(CudaOpTableTest, CudaMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, CudaOpTableTest, ::testing::Range<size_t>(0, op_cases().size()),
-                         [](const ::testing::TestParamInfo<size_t>& info) { return op_cases()[info.param].name; });
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return op_cases()[info.param].name;
+                         });
 
 TEST(CudaOps, DropoutMaskIsTheCpuMaskBitForBit) {
   BRIGADE_REQUIRE_CUDA();
@@ -77,8 +79,8 @@ TEST(CudaOps, DropoutMaskIsTheCpuMaskBitForBit) {
   for (double p : {0.1, 0.5, 0.9}) {
     Tensor cpu = kernels::dropout(x, p, {77, 3});
     Tensor gpu = kernels::dropout(x.to(Device::cuda()), p, {77, 3}).cpu();
-    EXPECT_TRUE(allclose(kernels::binary(kernels::BinaryOp::Ne, gpu, 0.0), kernels::binary(kernels::BinaryOp::Ne, cpu, 0.0),
-                         0, 0))
+    EXPECT_TRUE(allclose(kernels::binary(kernels::BinaryOp::Ne, gpu, 0.0),
+                         kernels::binary(kernels::BinaryOp::Ne, cpu, 0.0), 0, 0))
         << "p = " << p;
   }
 }
@@ -87,7 +89,8 @@ TEST(CudaOps, EmbeddingAndCrossEntropyReportBadIndicesLikeTheCpu) {
   BRIGADE_REQUIRE_CUDA();
   const Device cuda = Device::cuda();
   EXPECT_THROW(kernels::embedding(zeros({5, 2}, cuda), from_vector<int64_t>({1, 5}, {2}, cuda)), ValueError);
-  EXPECT_THROW(kernels::cross_entropy(zeros({2, 3}, cuda), from_vector<int64_t>({0, 3}, {2}, cuda)), ValueError);
+  EXPECT_THROW(kernels::cross_entropy(zeros({2, 3}, cuda), from_vector<int64_t>({0, 3}, {2}, cuda)),
+               ValueError);
   EXPECT_THROW(kernels::embedding_backward(zeros({2, 2}, cuda), from_vector<int64_t>({-1, 0}, {2}, cuda), 4),
                ValueError);
 }

@@ -33,8 +33,12 @@ std::string message_of(F&& f) {
   return "";
 }
 
-Tensor f32(const Shape& shape) { return zeros(shape); }
-Tensor ids_of(std::vector<int64_t> v, const Shape& shape) { return from_vector<int64_t>(v, shape); }
+Tensor f32(const Shape& shape) {
+  return zeros(shape);
+}
+Tensor ids_of(std::vector<int64_t> v, const Shape& shape) {
+  return from_vector<int64_t>(v, shape);
+}
 
 // ---- shapes ---------------------------------------------------------------------------------------------
 
@@ -53,8 +57,9 @@ TEST(KernelErrors, InPlaceSourceMustBroadcastToDestination) {
 }
 
 TEST(KernelErrors, UnaryBackwardShapes) {
-  std::string msg = message_of<ShapeError>(
-      [] { k::unary_backward(k::UnaryOp::Tanh, f32({2, 3}), f32({3, 2}), f32({3, 2})); });
+  std::string msg = message_of<ShapeError>([] {
+    k::unary_backward(k::UnaryOp::Tanh, f32({2, 3}), f32({3, 2}), f32({3, 2}));
+  });
   EXPECT_THAT(msg, AllOf(HasSubstr("tanh_backward"), HasSubstr("[2, 3]"), HasSubstr("[3, 2]")));
 }
 
@@ -84,9 +89,11 @@ TEST(KernelErrors, LayerNormParameterAndStatisticShapes) {
                          HasSubstr("[3, 4]")));
   msg = message_of<ShapeError>([] { k::layernorm(f32({}), Tensor(), Tensor()); });
   EXPECT_THAT(msg, AllOf(HasSubstr("layernorm"), HasSubstr("at least one dim")));
-  msg = message_of<ShapeError>(
-      [] { k::layernorm_backward(f32({3, 4}), f32({3, 4}), Tensor(), f32({4}), f32({3}), false); });
-  EXPECT_THAT(msg, AllOf(HasSubstr("layernorm_backward"), HasSubstr("mean"), HasSubstr("[4]"), HasSubstr("[3]")));
+  msg = message_of<ShapeError>([] {
+    k::layernorm_backward(f32({3, 4}), f32({3, 4}), Tensor(), f32({4}), f32({3}), false);
+  });
+  EXPECT_THAT(msg,
+              AllOf(HasSubstr("layernorm_backward"), HasSubstr("mean"), HasSubstr("[4]"), HasSubstr("[3]")));
   msg = message_of<DTypeError>([] {
     k::layernorm_backward(f32({3, 4}), f32({3, 4}), Tensor(), zeros({3}, kFloat64), f32({3}), false);
   });
@@ -100,16 +107,19 @@ TEST(KernelErrors, EmbeddingAndCrossEntropyShapes) {
   msg = message_of<ShapeError>([] { k::embedding_backward(f32({2, 4, 3}), ids_of({1, 2}, {2}), 5); });
   EXPECT_THAT(msg, AllOf(HasSubstr("embedding_backward"), HasSubstr("[2, 4, 3]"), HasSubstr("[2]")));
   msg = message_of<ShapeError>([] { k::cross_entropy(f32({4, 5}), ids_of({0, 1, 2}, {3})); });
-  EXPECT_THAT(msg, AllOf(HasSubstr("cross_entropy"), HasSubstr("[3]"), HasSubstr("[4]"), HasSubstr("[4, 5]")));
+  EXPECT_THAT(msg,
+              AllOf(HasSubstr("cross_entropy"), HasSubstr("[3]"), HasSubstr("[4]"), HasSubstr("[4, 5]")));
 }
 
 TEST(KernelErrors, AdamWShapesDtypesAndLayout) {
   k::AdamWStep step;
-  std::string msg = message_of<ShapeError>([&] { k::adamw_update(f32({3}), f32({4}), f32({3}), f32({3}), step); });
+  std::string msg =
+      message_of<ShapeError>([&] { k::adamw_update(f32({3}), f32({4}), f32({3}), f32({3}), step); });
   EXPECT_THAT(msg, AllOf(HasSubstr("adamw_update"), HasSubstr("[3]"), HasSubstr("[4]")));
   Tensor p16 = zeros({3}, kBFloat16);
   msg = message_of<DTypeError>([&] { k::adamw_update(p16, p16, p16, f32({3}), step); });
-  EXPECT_THAT(msg, AllOf(HasSubstr("adamw_update"), HasSubstr("m"), HasSubstr("float32"), HasSubstr("bfloat16")));
+  EXPECT_THAT(msg,
+              AllOf(HasSubstr("adamw_update"), HasSubstr("m"), HasSubstr("float32"), HasSubstr("bfloat16")));
   Tensor strided = f32({3, 2}).t();
   msg = message_of<ValueError>([&] { k::adamw_update(strided, strided, f32({2, 3}), f32({2, 3}), step); });
   EXPECT_THAT(msg, AllOf(HasSubstr("adamw_update"), HasSubstr("param"), HasSubstr("contiguous")));
@@ -121,7 +131,8 @@ TEST(KernelErrors, AdamWShapesDtypesAndLayout) {
 // ---- dtypes ---------------------------------------------------------------------------------------------
 
 TEST(KernelErrors, DtypeMismatchNamesBothDtypes) {
-  std::string msg = message_of<DTypeError>([] { k::binary(k::BinaryOp::Mul, f32({2}), zeros({2}, kFloat64)); });
+  std::string msg =
+      message_of<DTypeError>([] { k::binary(k::BinaryOp::Mul, f32({2}), zeros({2}, kFloat64)); });
   EXPECT_THAT(msg, AllOf(HasSubstr("mul"), HasSubstr("float32"), HasSubstr("float64")));
   msg = message_of<DTypeError>([] { k::add_(f32({2}), zeros({2}, kBFloat16)); });
   EXPECT_THAT(msg, AllOf(HasSubstr("add_"), HasSubstr("float32"), HasSubstr("bfloat16")));
@@ -190,15 +201,19 @@ TEST(KernelErrors, RealDeviceMismatch) {
 TEST(KernelErrors, EmbeddingIdOutOfRangeNamesIdPositionAndV) {
   std::string msg = message_of<ValueError>([] { k::embedding(f32({5, 2}), ids_of({1, 2, 7, 0}, {2, 2})); });
   EXPECT_THAT(msg, AllOf(HasSubstr("embedding"), HasSubstr("id 7"), HasSubstr("[1, 0]"), HasSubstr("V = 5")));
-  msg = message_of<ValueError>(
-      [] { k::embedding(f32({5, 2}), from_vector<int32_t>({0, -1, 9}, {3})); });  // the first bad one
+  msg = message_of<ValueError>([] {
+    k::embedding(f32({5, 2}), from_vector<int32_t>({0, -1, 9}, {3}));
+  });  // the first bad one
   EXPECT_THAT(msg, AllOf(HasSubstr("id -1"), HasSubstr("[1]"), HasSubstr("V = 5")));
   msg = message_of<ValueError>([] { k::embedding_backward(f32({3, 2}), ids_of({0, 5, 1}, {3}), 5); });
-  EXPECT_THAT(msg, AllOf(HasSubstr("embedding_backward"), HasSubstr("id 5"), HasSubstr("[1]"), HasSubstr("V = 5")));
+  EXPECT_THAT(
+      msg, AllOf(HasSubstr("embedding_backward"), HasSubstr("id 5"), HasSubstr("[1]"), HasSubstr("V = 5")));
 }
 
 TEST(KernelErrors, CrossEntropyTargetOutOfRangeNamesTargetPositionAndV) {
-  std::string msg = message_of<ValueError>([] { k::cross_entropy(f32({4, 4}), ids_of({0, -100, 9, 1}, {4})); });
+  std::string msg = message_of<ValueError>([] {
+    k::cross_entropy(f32({4, 4}), ids_of({0, -100, 9, 1}, {4}));
+  });
   EXPECT_THAT(msg, AllOf(HasSubstr("cross_entropy"), HasSubstr("target 9"), HasSubstr("position 2"),
                          HasSubstr("V = 4"), HasSubstr("-100")));
   // -100 is only ignored when it is the ignore_index.

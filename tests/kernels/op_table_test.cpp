@@ -1,6 +1,6 @@
-// Every case of the op table (op_cases.h) on the CPU against a plain loop reference in double written here,
-// plus checks a table cannot express: finite-difference gradients, dropout statistics and replay,
-// thread-count independence, and AdamW against numbers worked out by hand.
+// Every case of the op table (op_cases.h) on the CPU against a plain loop reference in double written here.
+// Checks a table cannot express (finite-difference gradients, dropout statistics, thread-count
+// independence, AdamW by hand) are in op_properties_test.cpp.
 //
 // Tolerances (|actual - expected| <= atol + rtol * |expected|, per element):
 //   float32   rtol 1e-5, atol 1e-6   (math in float, sums in double; a few ulps)
@@ -11,7 +11,6 @@
 // Where a case feeds one op's rounded output into another (softmax -> softmax_backward, op -> op_backward)
 // the reference rounds that intermediate to the case dtype as well.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <numbers>
@@ -38,13 +37,18 @@ struct Host {
   DType dtype = kFloat64;  // the dtype the op must return
 };
 
-Host host_of(const Tensor& t) { return {t.shape(), t.to_vector<double>(), t.dtype()}; }
+Host host_of(const Tensor& t) {
+  return {t.shape(), t.to_vector<double>(), t.dtype()};
+}
 
 double round_to(DType dtype, double x) {
   switch (dtype) {
-    case DType::Float32: return static_cast<double>(static_cast<float>(x));
-    case DType::BFloat16: return static_cast<double>(static_cast<float>(bfloat16(static_cast<float>(x))));
-    default: return x;
+    case DType::Float32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::BFloat16:
+      return static_cast<double>(static_cast<float>(bfloat16(static_cast<float>(x))));
+    default:
+      return x;
   }
 }
 
@@ -84,16 +88,26 @@ Shape broadcast(const Shape& a, const Shape& b) {
 
 double unary_ref(UnaryOp op, double x) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Rsqrt: return 1.0 / std::sqrt(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case UnaryOp::Relu: return x > 0 ? x : 0.0;
-    case UnaryOp::Gelu: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-    case UnaryOp::Abs: return std::fabs(x);
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::Relu:
+      return x > 0 ? x : 0.0;
+    case UnaryOp::Gelu:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case UnaryOp::Abs:
+      return std::fabs(x);
   }
   return 0;
 }
@@ -103,37 +117,58 @@ double unary_ref(UnaryOp op, double x) {
 double unary_grad_ref(UnaryOp op, double x, double y) {
   const double k = std::sqrt(2.0 / std::numbers::pi);
   switch (op) {
-    case UnaryOp::Neg: return -1.0;
-    case UnaryOp::Exp: return y;
-    case UnaryOp::Log: return 1.0 / x;
-    case UnaryOp::Sqrt: return 0.5 / y;
-    case UnaryOp::Rsqrt: return -0.5 * y * y * y;
-    case UnaryOp::Tanh: return 1.0 - y * y;
-    case UnaryOp::Sigmoid: return y * (1.0 - y);
-    case UnaryOp::Relu: return x > 0 ? 1.0 : 0.0;
+    case UnaryOp::Neg:
+      return -1.0;
+    case UnaryOp::Exp:
+      return y;
+    case UnaryOp::Log:
+      return 1.0 / x;
+    case UnaryOp::Sqrt:
+      return 0.5 / y;
+    case UnaryOp::Rsqrt:
+      return -0.5 * y * y * y;
+    case UnaryOp::Tanh:
+      return 1.0 - y * y;
+    case UnaryOp::Sigmoid:
+      return y * (1.0 - y);
+    case UnaryOp::Relu:
+      return x > 0 ? 1.0 : 0.0;
     case UnaryOp::Gelu: {
       const double t = std::tanh(k * (x + 0.044715 * x * x * x));
       return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
     }
-    case UnaryOp::Abs: return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    case UnaryOp::Abs:
+      return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
   }
   return 0;
 }
 
 double binary_ref(BinaryOp op, double a, double b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Maximum: return a > b ? a : b;
-    case BinaryOp::Pow: return std::pow(a, b);
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
+    case BinaryOp::Maximum:
+      return a > b ? a : b;
+    case BinaryOp::Pow:
+      return std::pow(a, b);
+    case BinaryOp::Eq:
+      return a == b;
+    case BinaryOp::Ne:
+      return a != b;
+    case BinaryOp::Lt:
+      return a < b;
+    case BinaryOp::Le:
+      return a <= b;
+    case BinaryOp::Gt:
+      return a > b;
+    case BinaryOp::Ge:
+      return a >= b;
   }
   return 0;
 }
@@ -151,7 +186,8 @@ Host reduce_ref(Op op, const Host& x, std::vector<int64_t> dims, bool keepdim, D
     if (!reduced[d] || keepdim) out_shape.push_back(reduced[d] ? 1 : x.shape[d]);
   }
   const int64_t out_n = shape_numel(kept_shape);
-  Host out{out_shape, std::vector<double>(static_cast<size_t>(out_n), op == Op::Max ? -INFINITY : 0.0), dtype};
+  Host out{out_shape, std::vector<double>(static_cast<size_t>(out_n), op == Op::Max ? -INFINITY : 0.0),
+           dtype};
   std::vector<int64_t> count(static_cast<size_t>(out_n), 0);
   for (int64_t i = 0; i < shape_numel(x.shape); ++i) {
     std::vector<int64_t> c = unravel(x.shape, i), kc;
@@ -169,7 +205,9 @@ Host reduce_ref(Op op, const Host& x, std::vector<int64_t> dims, bool keepdim, D
   return out;
 }
 
-DType stat_dtype(DType d) { return d == kFloat64 ? kFloat64 : kFloat32; }
+DType stat_dtype(DType d) {
+  return d == kFloat64 ? kFloat64 : kFloat32;
+}
 
 /// Rows of the last dim: calls f(row_offset, cols) for each row.
 template <typename F>
@@ -185,7 +223,8 @@ std::vector<double> softmax_ref(const std::vector<double>& x, const Shape& shape
     double m = -INFINITY, s = 0;
     for (int64_t j = 0; j < n; ++j) m = std::max(m, x[off + j]);
     for (int64_t j = 0; j < n; ++j) s += std::exp(x[off + j] - m);
-    for (int64_t j = 0; j < n; ++j) y[off + j] = log ? x[off + j] - m - std::log(s) : std::exp(x[off + j] - m) / s;
+    for (int64_t j = 0; j < n; ++j)
+      y[off + j] = log ? x[off + j] - m - std::log(s) : std::exp(x[off + j] - m) / s;
   });
   return y;
 }
@@ -250,15 +289,18 @@ std::vector<Host> reference(const OpCase& c, const std::vector<Host>& in) {
     }
     case Op::Sum:
     case Op::Mean:
-    case Op::Max: return {reduce_ref(c.op, in[0], c.dims, c.keepdim, dt)};
+    case Op::Max:
+      return {reduce_ref(c.op, in[0], c.dims, c.keepdim, dt)};
     case Op::ArgMax: {
       const Host& x = in[0];
       const auto nd = static_cast<int64_t>(x.shape.size());
       const int64_t dim = c.dims[0] < 0 ? c.dims[0] + nd : c.dims[0];
       Shape out_shape;
       for (int64_t d = 0; d < nd; ++d) {
-        if (d != dim) out_shape.push_back(x.shape[static_cast<size_t>(d)]);
-        else if (c.keepdim) out_shape.push_back(1);
+        if (d != dim)
+          out_shape.push_back(x.shape[static_cast<size_t>(d)]);
+        else if (c.keepdim)
+          out_shape.push_back(1);
       }
       Host out{out_shape, {}, kInt64};
       Shape outer = x.shape;
@@ -270,7 +312,8 @@ std::vector<Host> reference(const OpCase& c, const std::vector<Host>& in) {
           coords[static_cast<size_t>(dim)] = j;
           std::vector<int64_t> bc = coords;
           bc[static_cast<size_t>(dim)] = best;
-          if (x.v[static_cast<size_t>(ravel(x.shape, coords))] > x.v[static_cast<size_t>(ravel(x.shape, bc))]) best = j;
+          if (x.v[static_cast<size_t>(ravel(x.shape, coords))] > x.v[static_cast<size_t>(ravel(x.shape, bc))])
+            best = j;
         }
         out.v.push_back(static_cast<double>(best));
       }
@@ -322,7 +365,8 @@ std::vector<Host> reference(const OpCase& c, const std::vector<Host>& in) {
       for_rows(x.shape, [&](int64_t off, int64_t n) {
         double mu = 0, var = 0;
         for (int64_t j = 0; j < n; ++j) mu += x.v[off + j] / static_cast<double>(n);
-        for (int64_t j = 0; j < n; ++j) var += (x.v[off + j] - mu) * (x.v[off + j] - mu) / static_cast<double>(n);
+        for (int64_t j = 0; j < n; ++j)
+          var += (x.v[off + j] - mu) * (x.v[off + j] - mu) / static_cast<double>(n);
         const double r = 1.0 / std::sqrt(var + c.scalar);
         mean.v.push_back(mu);
         rstd.v.push_back(r);
@@ -354,7 +398,8 @@ std::vector<Host> reference(const OpCase& c, const std::vector<Host>& in) {
       shape.push_back(C);
       Host out{shape, {}, dt};
       for (double id : in[1].v) {
-        for (int64_t j = 0; j < C; ++j) out.v.push_back(w.v[static_cast<size_t>(static_cast<int64_t>(id) * C + j)]);
+        for (int64_t j = 0; j < C; ++j)
+          out.v.push_back(w.v[static_cast<size_t>(static_cast<int64_t>(id) * C + j)]);
       }
       return {out};
     }
@@ -383,8 +428,9 @@ std::vector<Host> reference(const OpCase& c, const std::vector<Host>& in) {
           grad.v[n * V + j] = (std::exp(logp[n * V + j]) - (j == t ? 1.0 : 0.0)) / static_cast<double>(count);
         }
       }
-      std::vector<Host> out = {Host{{}, {count > 0 ? total / static_cast<double>(count) : 0.0}, stat_dtype(dt)},
-                               Host{{}, {static_cast<double>(count)}, kInt64}};
+      std::vector<Host> out = {
+          Host{{}, {count > 0 ? total / static_cast<double>(count) : 0.0}, stat_dtype(dt)},
+          Host{{}, {static_cast<double>(count)}, kInt64}};
       if (c.compute_grad) out.push_back(grad);
       return out;
     }
@@ -434,13 +480,18 @@ struct Tolerance {
 Tolerance tolerance(DType case_dtype, DType output_dtype) {
   if (!is_floating(output_dtype)) return {0.0, 0.0};
   switch (case_dtype) {
-    case DType::BFloat16: return {1e-2, 1e-2};
-    case DType::Float64: return {1e-12, 1e-12};
-    default: return {1e-5, 1e-6};
+    case DType::BFloat16:
+      return {1e-2, 1e-2};
+    case DType::Float64:
+      return {1e-12, 1e-12};
+    default:
+      return {1e-5, 1e-6};
   }
 }
 
-bool writes_in_place(Op op) { return op == Op::AddInPlace || op == Op::MulInPlace || op == Op::AdamW; }
+bool writes_in_place(Op op) {
+  return op == Op::AddInPlace || op == Op::MulInPlace || op == Op::AdamW;
+}
 
 // ---- the table ----------------------------------------------------------------------------------------
 
@@ -463,12 +514,15 @@ TEST_P(OpTableTest, CpuMatchesLoopReference) {
       EXPECT_TRUE(actual[k].is_contiguous());
     }
     const Tolerance tol = tolerance(c.dtype, actual[k].dtype());
-    EXPECT_TRUE(allclose(actual[k], from_vector<double>(expected[k].v, expected[k].shape), tol.rtol, tol.atol));
+    EXPECT_TRUE(
+        allclose(actual[k], from_vector<double>(expected[k].v, expected[k].shape), tol.rtol, tol.atol));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, OpTableTest, ::testing::Range<size_t>(0, op_cases().size()),
-                         [](const ::testing::TestParamInfo<size_t>& info) { return op_cases()[info.param].name; });
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return op_cases()[info.param].name;
+                         });
 
 TEST(OpTable, CoversEveryOpAndDtypeWithUniqueNames) {
   std::set<std::string> names;
@@ -482,183 +536,6 @@ TEST(OpTable, CoversEveryOpAndDtypeWithUniqueNames) {
   EXPECT_EQ(ops.size(), static_cast<size_t>(Op::GlobalL2Norm) + 1);
   EXPECT_EQ(dtypes, (std::set<DType>{kFloat32, kBFloat16, kFloat64}));
   EXPECT_GT(op_cases().size(), 300u);
-}
-
-// ---- gradients against central finite differences (float64) ---------------------------------------------
-
-// d/dx of sum(f(x) * w) by central differences, for each element of x; f maps a [R, C] float64 tensor to
-// one of the same shape. Step 1e-6: truncation error ~1e-12, rounding ~1e-10 relative.
-template <typename F>
-std::vector<double> numeric_grad(const std::vector<double>& x, const Shape& shape, const std::vector<double>& w,
-                                 F f) {
-  const double h = 1e-6;
-  std::vector<double> grad(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> plus = x, minus = x;
-    plus[i] += h;
-    minus[i] -= h;
-    std::vector<double> fp = f(from_vector<double>(plus, shape)).template to_vector<double>();
-    std::vector<double> fm = f(from_vector<double>(minus, shape)).template to_vector<double>();
-    double d = 0;
-    for (size_t j = 0; j < fp.size(); ++j) d += (fp[j] - fm[j]) * w[j];
-    grad[i] = d / (2 * h);
-  }
-  return grad;
-}
-
-std::vector<double> normal_values(size_t n, uint64_t seed, double scale = 1.0, double shift = 0.0) {
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = shift + scale * philox::normal(seed, 0, i);
-  return v;
-}
-
-TEST(OpGradients, UnaryBackwardMatchesFiniteDifferences) {
-  const Shape shape = {3, 4};
-  for (UnaryOp op : {UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Tanh,
-                     UnaryOp::Sigmoid, UnaryOp::Relu, UnaryOp::Gelu, UnaryOp::Abs}) {
-    SCOPED_TRACE(kernels::unary_op_name(op));
-    const bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt;
-    // Away from the kinks of relu and abs at 0: |x| >= 0.1.
-    std::vector<double> x = normal_values(12, 11, positive ? 0.3 : 1.0, positive ? 1.5 : 0.0);
-    for (double& v : x) {
-      if (std::fabs(v) < 0.1) v = v < 0 ? -0.1 - v : 0.1 + v;
-    }
-    std::vector<double> w = normal_values(12, 12);
-    Tensor xt = from_vector<double>(x, shape);
-    Tensor dx = kernels::unary_backward(op, from_vector<double>(w, shape), xt, kernels::unary(op, xt));
-    std::vector<double> expected = numeric_grad(x, shape, w, [op](const Tensor& t) { return kernels::unary(op, t); });
-    EXPECT_TRUE(allclose(dx, from_vector<double>(expected, shape), 1e-7, 1e-8));
-    // y may be omitted: it is recomputed.
-    EXPECT_TRUE(allclose(kernels::unary_backward(op, from_vector<double>(w, shape), xt, Tensor()), dx, 0, 0));
-  }
-}
-
-TEST(OpGradients, SoftmaxAndLogSoftmaxBackwardMatchFiniteDifferences) {
-  const Shape shape = {3, 5};
-  std::vector<double> x = normal_values(15, 21), w = normal_values(15, 22);
-  Tensor xt = from_vector<double>(x, shape), wt = from_vector<double>(w, shape);
-  EXPECT_TRUE(allclose(kernels::softmax_backward(wt, kernels::softmax(xt)),
-                       from_vector<double>(numeric_grad(x, shape, w, [](const Tensor& t) { return kernels::softmax(t); }),
-                                           shape),
-                       1e-7, 1e-8));
-  EXPECT_TRUE(allclose(
-      kernels::log_softmax_backward(wt, kernels::log_softmax(xt)),
-      from_vector<double>(numeric_grad(x, shape, w, [](const Tensor& t) { return kernels::log_softmax(t); }), shape),
-      1e-7, 1e-8));
-}
-
-TEST(OpGradients, LayerNormBackwardMatchesFiniteDifferences) {
-  const Shape shape = {3, 6};
-  std::vector<double> x = normal_values(18, 31), dy = normal_values(18, 32);
-  Tensor weight = from_vector<double>(normal_values(6, 33), {6});
-  Tensor bias = from_vector<double>(normal_values(6, 34), {6});
-  Tensor xt = from_vector<double>(x, shape);
-  kernels::LayerNormOutput f = kernels::layernorm(xt, weight, bias, 1e-5);
-  kernels::LayerNormGrads g = kernels::layernorm_backward(from_vector<double>(dy, shape), xt, weight, f.mean, f.rstd, true);
-  auto forward = [&](const Tensor& t) { return kernels::layernorm(t, weight, bias, 1e-5).y; };
-  EXPECT_TRUE(allclose(g.dx, from_vector<double>(numeric_grad(x, shape, dy, forward), shape), 1e-6, 1e-7));
-  // dweight: perturb the weight instead.
-  std::vector<double> wv = weight.to_vector<double>();
-  auto by_weight = [&](const Tensor& w) { return kernels::layernorm(xt, w, bias, 1e-5).y; };
-  std::vector<double> dw(6);
-  for (int64_t j = 0; j < 6; ++j) {
-    std::vector<double> plus = wv, minus = wv;
-    plus[j] += 1e-6;
-    minus[j] -= 1e-6;
-    std::vector<double> yp = by_weight(from_vector<double>(plus, {6})).to_vector<double>();
-    std::vector<double> ym = by_weight(from_vector<double>(minus, {6})).to_vector<double>();
-    for (size_t i = 0; i < yp.size(); ++i) dw[j] += (yp[i] - ym[i]) * dy[i] / 2e-6;
-  }
-  EXPECT_TRUE(allclose(g.dweight, from_vector<double>(dw, {6}), 1e-6, 1e-7));
-}
-
-TEST(OpGradients, CrossEntropyGradMatchesFiniteDifferences) {
-  const Shape shape = {4, 5};
-  std::vector<double> x = normal_values(20, 41);
-  Tensor t = from_vector<int64_t>({3, -100, 0, 4}, {4});
-  kernels::CrossEntropyOutput out = kernels::cross_entropy(from_vector<double>(x, shape), t);
-  EXPECT_EQ(out.count, 3);
-  auto loss = [&](const Tensor& logits) { return kernels::cross_entropy(logits, t, -100, false).loss; };
-  EXPECT_TRUE(allclose(out.grad_logits, from_vector<double>(numeric_grad(x, shape, {1.0}, loss), shape), 1e-7, 1e-9));
-}
-
-// ---- dropout --------------------------------------------------------------------------------------------
-
-TEST(Dropout, KeepsAFractionOneMinusPScaledAndReplaysFromTheState) {
-  const double p = 0.3;
-  Tensor x = ones({400, 250});
-  Tensor y = kernels::dropout(x, p, {2024, 5});
-  std::vector<double> v = y.to_vector<double>();
-  size_t kept = 0;
-  for (double e : v) {
-    if (e != 0.0) {
-      ++kept;
-      EXPECT_FLOAT_EQ(e, 1.0 / (1.0 - p));
-    }
-  }
-  // 100000 Bernoulli(0.7) draws: standard deviation of the fraction ~0.0014; allow 5 sigma.
-  EXPECT_NEAR(static_cast<double>(kept) / static_cast<double>(v.size()), 1.0 - p, 0.007);
-  // The same state gives the same mask; another offset or seed a different one.
-  EXPECT_TRUE(allclose(kernels::dropout(x, p, {2024, 5}), y, 0, 0));
-  EXPECT_FALSE(allclose(kernels::dropout(x, p, {2024, 6}), y, 0, 0));
-  EXPECT_FALSE(allclose(kernels::dropout(x, p, {2025, 5}), y, 0, 0));
-  // The mask follows the logical (row-major) order of x, whatever its strides.
-  Tensor xt = from_vector<double>(normal_values(100, 3), {10, 10}).to(kFloat32).t();
-  EXPECT_TRUE(allclose(kernels::dropout(xt, p, {7, 1}), kernels::dropout(xt.contiguous(), p, {7, 1}), 0, 0));
-}
-
-TEST(Dropout, PZeroIsIdentityAndPOneIsZeros) {
-  Tensor x = from_vector<double>(normal_values(12, 4), {3, 4}).to(kFloat32);
-  EXPECT_TRUE(allclose(kernels::dropout(x, 0.0, {1, 1}), x, 0, 0));
-  EXPECT_TRUE(allclose(kernels::dropout(x, 1.0, {1, 1}), zeros({3, 4}), 0, 0));
-}
-
-// ---- determinism and hand-computed values ------------------------------------------------------------
-
-TEST(Determinism, ReductionsDoNotDependOnTheThreadCount) {
-  Tensor x = from_vector<double>(normal_values(3 * 50000, 51), {3, 50000}).to(kFloat32);
-  std::vector<int64_t> id_values(4000);
-  for (size_t i = 0; i < id_values.size(); ++i) id_values[i] = static_cast<int64_t>(i % 7);
-  Tensor ids = from_vector<int64_t>(id_values, {4000});
-  Tensor g = from_vector<double>(normal_values(4000 * 16, 52), {4000, 16}).to(kFloat32);
-  const int threads = omp_get_max_threads();
-  auto run = [&] {
-    return std::vector<Tensor>{kernels::sum(x, {1}), kernels::sum(x), kernels::embedding_backward(g, ids, 7),
-                               from_vector<double>({kernels::global_l2_norm({x, g})}, {})};
-  };
-  std::vector<Tensor> many = run();
-  omp_set_num_threads(1);
-  std::vector<Tensor> one = run();
-  omp_set_num_threads(threads);
-  for (size_t k = 0; k < many.size(); ++k) EXPECT_TRUE(allclose(many[k], one[k], 0, 0)) << "output " << k;
-}
-
-TEST(AdamW, OneStepMatchesHandComputedValues) {
-  // param 1, grad 0.5, m = v = 0, step 1, lr 0.1, betas (0.9, 0.999), eps 1e-8, weight decay 0.01:
-  //   m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25, update = 0.5 / (0.5 + 1e-8) = 0.99999998
-  //   param = 1 - 0.1 * (0.99999998 + 0.01 * 1) = 0.899000002
-  Tensor p = from_vector<double>({1.0}, {1}), g = from_vector<double>({0.5}, {1});
-  Tensor m = zeros({1}, kFloat64), v = zeros({1}, kFloat64);
-  kernels::adamw_update(p, g, m, v, {0.1, 0.9, 0.999, 1e-8, 0.01, 1});
-  EXPECT_NEAR(p.item(), 0.899000002, 1e-12);
-  EXPECT_NEAR(m.item(), 0.05, 1e-15);
-  EXPECT_NEAR(v.item(), 0.00025, 1e-15);
-  // Step 2 with grad 0.5 again: m = 0.095, v = 0.00049975, mhat = 0.5, vhat = 0.25 -> same update size.
-  kernels::adamw_update(p, g, m, v, {0.1, 0.9, 0.999, 1e-8, 0.01, 2});
-  EXPECT_NEAR(p.item(), 0.899000002 - 0.1 * (0.99999998 + 0.01 * 0.899000002), 1e-12);
-}
-
-TEST(InPlace, AddIntoItselfDoublesAndBroadcastDestinationsAreRefused) {
-  Tensor x = from_vector<double>({1, 2, 3, 4}, {2, 2});
-  kernels::add_(x, x);
-  EXPECT_TRUE(allclose(x, from_vector<double>({2, 4, 6, 8}, {2, 2}), 0, 0));
-  EXPECT_THROW(kernels::add_(from_vector<double>({1, 2}, {1, 2}).expand({3, 2}), x.narrow(0, 0, 1)), ValueError);
-  EXPECT_THROW(kernels::mul_(from_vector<double>({1, 2}, {2, 1}).expand({2, 3}), 2.0), ValueError);
-}
-
-TEST(GlobalL2Norm, SkipsUndefinedTensorsAndIsZeroForNone) {
-  EXPECT_EQ(kernels::global_l2_norm({}), 0.0);
-  EXPECT_DOUBLE_EQ(kernels::global_l2_norm({Tensor(), from_vector<double>({3, 4}, {2})}), 5.0);
 }
 
 }  // namespace
