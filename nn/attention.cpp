@@ -21,8 +21,8 @@ CausalSelfAttention::CausalSelfAttention(int64_t embd, int64_t heads, double dro
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  BRIGADE_CHECK_SHAPE(x.dim() == 3 && x.size(2) == embd_, "CausalSelfAttention: expected input [B, T, ", embd_,
-                      "], found ", shape_str(x.shape()));
+  BRIGADE_CHECK_SHAPE(x.dim() == 3 && x.size(2) == embd_, "CausalSelfAttention: expected input [B, T, ",
+                      embd_, "], found ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), H = heads_, D = embd_ / heads_;
 
   // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
@@ -31,11 +31,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   Tensor k = heads.select(0, 1).reshape({B * H, T, D});
   Tensor v = heads.select(0, 2).reshape({B * H, T, D});
 
-  if (!mask_.defined() || mask_.size(0) != T || mask_.device() != x.device()) {
-    mask_ = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
-  }
+  // Built per call (a T x T fill, small next to the GEMMs) rather than cached, so that one module can
+  // run on several threads at once.
+  const Tensor mask = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
   Tensor scores = matmul(q, k, false, true) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B*H, T, T]
-  scores = masked_fill(scores, mask_, -std::numeric_limits<double>::infinity());
+  scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
   Tensor att = (*attn_drop_)(softmax(scores));
   Tensor y = matmul(att, v);  // [B*H, T, D]
 

@@ -34,7 +34,6 @@ class CausalSelfAttention : public Module {
   int64_t embd_, heads_;
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<Dropout> attn_drop_, resid_drop_;
-  Tensor mask_;  // [T, T] causal mask of the last call, reused while T and the device stay the same
 };
 
 }  // namespace brigade::nn

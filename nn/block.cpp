@@ -11,11 +11,14 @@ MLP::MLP(int64_t embd, double dropout, bool bias, Generator* generator) : Module
   drop_ = register_module("drop", std::make_shared<Dropout>(dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) { return (*drop_)((*proj_)((*act_)((*fc_)(x)))); }
+Tensor MLP::forward(const Tensor& x) {
+  return (*drop_)((*proj_)((*act_)((*fc_)(x))));
+}
 
 Block::Block(int64_t embd, int64_t heads, double dropout, bool bias, Generator* generator) : Module("Block") {
   ln1_ = register_module("ln1", std::make_shared<LayerNorm>(embd, 1e-5, bias));
-  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(embd, heads, dropout, bias, generator));
+  attn_ =
+      register_module("attn", std::make_shared<CausalSelfAttention>(embd, heads, dropout, bias, generator));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(embd, 1e-5, bias));
   mlp_ = register_module("mlp", std::make_shared<MLP>(embd, dropout, bias, generator));
 }

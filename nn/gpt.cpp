@@ -12,7 +12,8 @@
 
 namespace brigade::nn {
 
-// ---- GPTConfig ----------------------------------------------------------------------------------------------
+// ---- GPTConfig
+// ----------------------------------------------------------------------------------------------
 
 void GPTConfig::validate() const {
   auto positive = [](const char* field, int64_t value) {
@@ -25,12 +26,14 @@ void GPTConfig::validate() const {
   positive("n_embd", n_embd);
   BRIGADE_CHECK_VALUE(n_embd % n_head == 0, "GPTConfig: n_head (", n_head, ") must divide n_embd (", n_embd,
                       ")");
-  BRIGADE_CHECK_VALUE(dropout >= 0.0 && dropout < 1.0, "GPTConfig: dropout must lie in [0, 1), found ", dropout);
+  BRIGADE_CHECK_VALUE(dropout >= 0.0 && dropout < 1.0, "GPTConfig: dropout must lie in [0, 1), found ",
+                      dropout);
 }
 
 std::string GPTConfig::to_json() const {
-  nlohmann::json j = {{"vocab_size", vocab_size}, {"block_size", block_size},   {"n_layer", n_layer},
-                      {"n_head", n_head},         {"n_embd", n_embd},           {"dropout", dropout},
+  nlohmann::json j = {{"vocab_size", vocab_size},   {"block_size", block_size},
+                      {"n_layer", n_layer},         {"n_head", n_head},
+                      {"n_embd", n_embd},           {"dropout", dropout},
                       {"tie_weights", tie_weights}, {"bias", bias}};
   return j.dump();
 }
@@ -46,24 +49,32 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
   GPTConfig c;
   for (const auto& [key, value] : j.items()) {
     auto integer = [&, &key = key, &value = value](int64_t& field) {
-      BRIGADE_CHECK_VALUE(value.is_number_integer(), "GPTConfig.from_json: '", key, "' must be an integer, found ",
-                          value.dump());
+      BRIGADE_CHECK_VALUE(value.is_number_integer(), "GPTConfig.from_json: '", key,
+                          "' must be an integer, found ", value.dump());
       field = value.get<int64_t>();
     };
     auto boolean = [&, &key = key, &value = value](bool& field) {
-      BRIGADE_CHECK_VALUE(value.is_boolean(), "GPTConfig.from_json: '", key, "' must be true or false, found ",
-                          value.dump());
+      BRIGADE_CHECK_VALUE(value.is_boolean(), "GPTConfig.from_json: '", key,
+                          "' must be true or false, found ", value.dump());
       field = value.get<bool>();
     };
-    if (key == "vocab_size") integer(c.vocab_size);
-    else if (key == "block_size") integer(c.block_size);
-    else if (key == "n_layer") integer(c.n_layer);
-    else if (key == "n_head") integer(c.n_head);
-    else if (key == "n_embd") integer(c.n_embd);
-    else if (key == "tie_weights") boolean(c.tie_weights);
-    else if (key == "bias") boolean(c.bias);
+    if (key == "vocab_size")
+      integer(c.vocab_size);
+    else if (key == "block_size")
+      integer(c.block_size);
+    else if (key == "n_layer")
+      integer(c.n_layer);
+    else if (key == "n_head")
+      integer(c.n_head);
+    else if (key == "n_embd")
+      integer(c.n_embd);
+    else if (key == "tie_weights")
+      boolean(c.tie_weights);
+    else if (key == "bias")
+      boolean(c.bias);
     else if (key == "dropout") {
-      BRIGADE_CHECK_VALUE(value.is_number(), "GPTConfig.from_json: 'dropout' must be a number, found ", value.dump());
+      BRIGADE_CHECK_VALUE(value.is_number(), "GPTConfig.from_json: 'dropout' must be a number, found ",
+                          value.dump());
       c.dropout = value.get<double>();
     } else {
       BRIGADE_THROW(ValueError, "GPTConfig.from_json: unknown field '", key, "'");
@@ -75,7 +86,8 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
 
 // ---- Embeddings, Head -------------------------------------------------------------------------------------
 
-Embeddings::Embeddings(int64_t vocab_size, int64_t block_size, int64_t embd, double dropout, Generator* generator)
+Embeddings::Embeddings(int64_t vocab_size, int64_t block_size, int64_t embd, double dropout,
+                       Generator* generator)
     : Module("Embeddings") {
   wte_ = register_module("wte", std::make_shared<Embedding>(vocab_size, embd, generator));
   wpe_ = register_module("wpe", std::make_shared<Embedding>(block_size, embd, generator));
@@ -83,9 +95,12 @@ Embeddings::Embeddings(int64_t vocab_size, int64_t block_size, int64_t embd, dou
 }
 
 Tensor Embeddings::forward(const Tensor& ids) {
-  BRIGADE_CHECK_SHAPE(ids.dim() == 2, "Embeddings: expected token ids [B, T], found ", shape_str(ids.shape()));
-  BRIGADE_CHECK_DTYPE(ids.dtype() == kInt64 || ids.dtype() == kInt32, "Embeddings: token ids must be int64 or "
-                      "int32, found ", dtype_name(ids.dtype()));
+  BRIGADE_CHECK_SHAPE(ids.dim() == 2, "Embeddings: expected token ids [B, T], found ",
+                      shape_str(ids.shape()));
+  BRIGADE_CHECK_DTYPE(ids.dtype() == kInt64 || ids.dtype() == kInt32,
+                      "Embeddings: token ids must be int64 or "
+                      "int32, found ",
+                      dtype_name(ids.dtype()));
   const int64_t T = ids.size(1);
   BRIGADE_CHECK_VALUE(T <= wpe_->num_embeddings(), "Embeddings: sequence length ", T, " exceeds block_size ",
                       wpe_->num_embeddings());
@@ -99,9 +114,12 @@ Head::Head(int64_t embd, int64_t vocab_size, bool bias, Generator* generator) : 
   lm_head_ = register_module("lm_head", std::make_shared<Linear>(embd, vocab_size, false, generator));
 }
 
-Tensor Head::forward(const Tensor& x) { return (*lm_head_)((*ln_f_)(x)); }
+Tensor Head::forward(const Tensor& x) {
+  return (*lm_head_)((*ln_f_)(x));
+}
 
-// ---- GPT ----------------------------------------------------------------------------------------------------
+// ---- GPT
+// ----------------------------------------------------------------------------------------------------
 
 GPT::GPT(const GPTConfig& config, uint64_t seed) : Sequential("GPT"), config_(config) {
   config_.validate();
@@ -122,8 +140,8 @@ GPT::GPT(const GPTConfig& config, uint64_t seed) : Sequential("GPT"), config_(co
 }
 
 Block& GPT::block(int64_t i) {
-  BRIGADE_CHECK_VALUE(i >= 0 && i < config_.n_layer, "GPT::block(", i, "): index outside [0, ", config_.n_layer,
-                      ")");
+  BRIGADE_CHECK_VALUE(i >= 0 && i < config_.n_layer, "GPT::block(", i, "): index outside [0, ",
+                      config_.n_layer, ")");
   return *blocks_[static_cast<size_t>(i)];
 }
 
@@ -162,8 +180,8 @@ void GPT::init_weights(uint64_t seed) {
 Tensor GPT::loss(const Tensor& logits, const Tensor& targets) {
   BRIGADE_CHECK_SHAPE(logits.dim() == 3 && targets.dim() == 2 && logits.size(0) == targets.size(0) &&
                           logits.size(1) == targets.size(1),
-                      "GPT::loss: expected logits [B, T, V] and targets [B, T], found ", shape_str(logits.shape()),
-                      " and ", shape_str(targets.shape()));
+                      "GPT::loss: expected logits [B, T, V] and targets [B, T], found ",
+                      shape_str(logits.shape()), " and ", shape_str(targets.shape()));
   const int64_t V = logits.size(2);
   return cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
 }
@@ -207,9 +225,12 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
                      Generator* generator) {
   BRIGADE_CHECK_SHAPE(ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
                       "GPT::generate: expected ids [B, T] with B, T >= 1, found ", shape_str(ids.shape()));
-  BRIGADE_CHECK_DTYPE(ids.dtype() == kInt64 || ids.dtype() == kInt32, "GPT::generate: ids must be int64 or int32, "
-                      "found ", dtype_name(ids.dtype()));
-  BRIGADE_CHECK_VALUE(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, found ", max_new_tokens);
+  BRIGADE_CHECK_DTYPE(ids.dtype() == kInt64 || ids.dtype() == kInt32,
+                      "GPT::generate: ids must be int64 or int32, "
+                      "found ",
+                      dtype_name(ids.dtype()));
+  BRIGADE_CHECK_VALUE(max_new_tokens >= 0, "GPT::generate: max_new_tokens must be >= 0, found ",
+                      max_new_tokens);
   BRIGADE_CHECK_VALUE(temperature >= 0.0, "GPT::generate: temperature must be >= 0, found ", temperature);
   BRIGADE_CHECK_VALUE(top_k >= 0, "GPT::generate: top_k must be >= 0, found ", top_k);
 
@@ -236,7 +257,7 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
     for (int64_t b = 0; b < B; ++b) {
       std::copy_n(tokens.begin() + b * total + (length - context), context, window.begin() + b * context);
     }
-    Tensor logits = forward(from_vector(window, {B, context}, device));     // [B, context, V]
+    Tensor logits = forward(from_vector(window, {B, context}, device));          // [B, context, V]
     std::vector<float> last = logits.select(1, context - 1).to_vector<float>();  // [B, V]
     std::vector<double> uniforms = rand({B}, TensorOptions(kFloat64), generator).to_vector<double>();
     const int64_t V = logits.size(2);

@@ -2,7 +2,8 @@
 //
 //   layer 0            "embed"     Embeddings: ids [B, T] (int64/int32) -> wte[ids] + wpe[0..T) -> dropout
 //   layers 1 .. N      "blocks.i"  Block (pre-norm attention + MLP), [B, T, C] -> [B, T, C]
-//   layer N + 1        "head"      Head: final LayerNorm, then the LM head Linear (no bias) -> logits [B, T, V]
+//   layer N + 1        "head"      Head: final LayerNorm, then the LM head Linear (no bias) -> logits [B, T,
+//   V]
 //
 // The pipeline cuts exactly this list into stages (Sequential::forward_range). Parameter names are
 //   embed.wte.weight [V, C], embed.wpe.weight [block_size, C],
@@ -20,12 +21,10 @@
 //
 // \code
 //   brigade::nn::GPTConfig config;
-//   config.vocab_size = 65; config.block_size = 128; config.n_layer = 4; config.n_head = 4; config.n_embd = 128;
-//   brigade::nn::GPT model(config, /*seed=*/1337);
-//   model.to(brigade::Device::cuda());
-//   brigade::Tensor logits = model.forward(ids);               // [B, T, V]
-//   brigade::Tensor loss = brigade::nn::GPT::loss(logits, targets);
-//   loss.backward();
+//   config.vocab_size = 65; config.block_size = 128; config.n_layer = 4; config.n_head = 4; config.n_embd =
+//   128; brigade::nn::GPT model(config, /*seed=*/1337); model.to(brigade::Device::cuda()); brigade::Tensor
+//   logits = model.forward(ids);               // [B, T, V] brigade::Tensor loss =
+//   brigade::nn::GPT::loss(logits, targets); loss.backward();
 // \endcode
 #pragma once
 
@@ -42,7 +41,7 @@
 namespace brigade::nn {
 
 struct GPTConfig {
-  int64_t vocab_size = 0;  ///< must be set (the tokenizer's vocabulary size)
+  int64_t vocab_size = 0;   ///< must be set (the tokenizer's vocabulary size)
   int64_t block_size = 64;  ///< longest context (number of learned positions)
   int64_t n_layer = 4;
   int64_t n_head = 4;
@@ -65,7 +64,8 @@ struct GPTConfig {
 /// Layer 0: token + learned position embedding, then dropout. ids [B, T] with T <= block_size.
 class Embeddings : public Module {
  public:
-  Embeddings(int64_t vocab_size, int64_t block_size, int64_t embd, double dropout, Generator* generator = nullptr);
+  Embeddings(int64_t vocab_size, int64_t block_size, int64_t embd, double dropout,
+             Generator* generator = nullptr);
   Tensor forward(const Tensor& ids) override;
 
   const std::shared_ptr<Embedding>& wte() const { return wte_; }

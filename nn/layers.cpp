@@ -13,13 +13,16 @@ namespace brigade::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* generator)
     : Module("Linear"), in_(in_features), out_(out_features) {
-  BRIGADE_CHECK_VALUE(in_features > 0 && out_features > 0, "Linear: in_features and out_features must be "
-                      "positive, found ", in_features, " and ", out_features);
+  BRIGADE_CHECK_VALUE(in_features > 0 && out_features > 0,
+                      "Linear: in_features and out_features must be "
+                      "positive, found ",
+                      in_features, " and ", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   auto uniform = [&](const Shape& shape) {
     Tensor u = rand(shape, {}, generator);  // [0, 1)
     NoGradGuard no_grad;
-    return kernels::binary(kernels::BinaryOp::Sub, kernels::binary(kernels::BinaryOp::Mul, u, 2.0 * bound), bound);
+    return kernels::binary(kernels::BinaryOp::Sub, kernels::binary(kernels::BinaryOp::Mul, u, 2.0 * bound),
+                           bound);
   };
   weight_ = &register_parameter("weight", uniform({out_features, in_features}));
   if (bias) bias_ = &register_parameter("bias", uniform({out_features}));
@@ -43,12 +46,16 @@ Tensor Linear::forward(const Tensor& x) {
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator* generator)
     : Module("Embedding"), num_(num_embeddings), dim_(dim) {
-  BRIGADE_CHECK_VALUE(num_embeddings > 0 && dim > 0, "Embedding: num_embeddings and dim must be positive, "
-                      "found ", num_embeddings, " and ", dim);
+  BRIGADE_CHECK_VALUE(num_embeddings > 0 && dim > 0,
+                      "Embedding: num_embeddings and dim must be positive, "
+                      "found ",
+                      num_embeddings, " and ", dim);
   weight_ = &register_parameter("weight", randn({num_embeddings, dim}, {}, generator));
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(*weight_, ids); }
+Tensor Embedding::forward(const Tensor& ids) {
+  return embedding(*weight_, ids);
+}
 
 // ---- LayerNorm ------------------------------------------------------------------------------------------
 
@@ -67,13 +74,17 @@ Tensor LayerNorm::forward(const Tensor& x) {
 
 // ---- GELU, Dropout --------------------------------------------------------------------------------------
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+Tensor GELU::forward(const Tensor& x) {
+  return gelu(x);
+}
 
 Dropout::Dropout(double p, Generator* generator) : Module("Dropout"), p_(p), generator_(generator) {
   BRIGADE_CHECK_VALUE(p >= 0.0 && p < 1.0, "Dropout: p must lie in [0, 1), found ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), generator_); }
+Tensor Dropout::forward(const Tensor& x) {
+  return dropout(x, p_, is_training(), generator_);
+}
 
 void set_dropout_generator(Module& root, Generator* generator) {
   root.apply([generator](Module& m) {

@@ -74,16 +74,18 @@ const Tensor& Module::parameter(const std::string& name) const {
 
 void Module::set_parameter(const std::string& name, const Tensor& tensor) {
   Tensor& slot = parameter(name);
-  BRIGADE_CHECK_SHAPE(tensor.defined() && tensor.shape() == slot.shape(), type_name_, ": set_parameter('", name,
-                      "'): expected shape ", shape_str(slot.shape()), ", found ",
+  BRIGADE_CHECK_SHAPE(tensor.defined() && tensor.shape() == slot.shape(), type_name_, ": set_parameter('",
+                      name, "'): expected shape ", shape_str(slot.shape()), ", found ",
                       tensor.defined() ? shape_str(tensor.shape()) : std::string("an undefined tensor"));
   slot = tensor;
 }
 
-// ---- traversal ----------------------------------------------------------------------------------------------
+// ---- traversal
+// ----------------------------------------------------------------------------------------------
 
 void Module::collect_named(const std::string& prefix, bool recurse,
-                           std::vector<std::pair<std::string, Tensor>>& out, std::vector<const void*>& seen) const {
+                           std::vector<std::pair<std::string, Tensor>>& out,
+                           std::vector<const void*>& seen) const {
   for (const auto& slot : parameters_) {
     const void* id = slot.tensor.unsafe_impl_id();
     if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
@@ -113,7 +115,9 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out;
@@ -140,7 +144,8 @@ int64_t Module::num_parameters() const {
   return total;
 }
 
-// ---- modes, devices, gradients ------------------------------------------------------------------------------
+// ---- modes, devices, gradients
+// ------------------------------------------------------------------------------
 
 void Module::train(bool on) {
   apply([on](Module& m) { m.training_ = on; });
@@ -195,7 +200,8 @@ void Module::zero_grad() {
   }
 }
 
-// ---- state --------------------------------------------------------------------------------------------------
+// ---- state
+// --------------------------------------------------------------------------------------------------
 
 StateDict Module::state_dict() const {
   StateDict out;

@@ -47,7 +47,7 @@ using StateDict = std::map<std::string, Tensor>;
 
 /// What load_state_dict(…, strict = false) skipped.
 struct LoadStateDictResult {
-  std::vector<std::string> missing_keys;     ///< parameters of the module absent from the map (left unchanged)
+  std::vector<std::string> missing_keys;  ///< parameters of the module absent from the map (left unchanged)
   std::vector<std::string> unexpected_keys;  ///< map entries the module has no parameter for (ignored)
 };
 
@@ -133,8 +133,8 @@ class Module {
   };
   // Slots live in a deque so that references returned by register_parameter stay valid.
   void collect_slots(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
-  void collect_named(const std::string& prefix, bool recurse, std::vector<std::pair<std::string, Tensor>>& out,
-                     std::vector<const void*>& seen) const;
+  void collect_named(const std::string& prefix, bool recurse,
+                     std::vector<std::pair<std::string, Tensor>>& out, std::vector<const void*>& seen) const;
   void convert_parameters(const std::function<Tensor(const Tensor&)>& convert);
   void check_new_name(const std::string& name, const char* what) const;
 

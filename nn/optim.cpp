@@ -63,8 +63,9 @@ Optimizer::Optimizer(std::string type_name, std::vector<ParamGroup> groups, doub
     if (!group.weight_decay) group.weight_decay = default_weight_decay;
     BRIGADE_CHECK_VALUE(*group.lr >= 0.0 && *group.weight_decay >= 0.0, type_name_, ": group ", g,
                         " has a negative lr (", *group.lr, ") or weight_decay (", *group.weight_decay, ")");
-    BRIGADE_CHECK_VALUE(group.names.empty() || group.names.size() == group.params.size(), type_name_, ": group ",
-                        g, " has ", group.params.size(), " parameters but ", group.names.size(), " names");
+    BRIGADE_CHECK_VALUE(group.names.empty() || group.names.size() == group.params.size(), type_name_,
+                        ": group ", g, " has ", group.params.size(), " parameters but ", group.names.size(),
+                        " names");
     if (group.names.empty()) {
       for (size_t i = 0; i < group.params.size(); ++i) {
         group.names.push_back("group" + std::to_string(g) + "." + std::to_string(i));
@@ -98,7 +99,8 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_lr(double lr) {
-  BRIGADE_CHECK_VALUE(lr >= 0.0 && std::isfinite(lr), type_name_, ".set_lr: lr must be finite and >= 0, found ", lr);
+  BRIGADE_CHECK_VALUE(lr >= 0.0 && std::isfinite(lr), type_name_,
+                      ".set_lr: lr must be finite and >= 0, found ", lr);
   for (auto& group : groups_) group.lr = lr;
 }
 
@@ -134,8 +136,9 @@ void Optimizer::load_state(const OptimizerState& state) {
   }
   for (const auto& [name, tensor] : mine.tensors) {
     const Tensor& source = state.tensors.at(name);
-    BRIGADE_CHECK_SHAPE(source.defined() && source.shape() == tensor.shape(), type_name_, ".load_state: '", name,
-                        "' has shape ", source.defined() ? shape_str(source.shape()) : std::string("(undefined)"),
+    BRIGADE_CHECK_SHAPE(source.defined() && source.shape() == tensor.shape(), type_name_, ".load_state: '",
+                        name, "' has shape ",
+                        source.defined() ? shape_str(source.shape()) : std::string("(undefined)"),
                         " in the state but ", shape_str(tensor.shape()), " here");
   }
   NoGradGuard no_grad;
@@ -153,8 +156,9 @@ void Optimizer::load_state(const OptimizerState& state) {
 // ---- SGD --------------------------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
-    : Optimizer("SGD", std::move(groups), options.lr, options.weight_decay,
-                options.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
+    : Optimizer(
+          "SGD", std::move(groups), options.lr, options.weight_decay,
+          options.momentum != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{}),
       options_(options) {
   BRIGADE_CHECK_VALUE(options.momentum >= 0.0, "SGD: momentum must be >= 0, found ", options.momentum);
   BRIGADE_CHECK_VALUE(!options.nesterov || options.momentum > 0.0, "SGD: nesterov needs a momentum > 0");
@@ -172,13 +176,15 @@ void SGD::step() {
       Tensor p = groups_[g].params[i];
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      Tensor d = wd != 0.0 ? kernels::binary(BinaryOp::Add, grad, kernels::binary(BinaryOp::Mul, p, wd)) : grad;
+      Tensor d =
+          wd != 0.0 ? kernels::binary(BinaryOp::Add, grad, kernels::binary(BinaryOp::Mul, p, wd)) : grad;
       if (options_.momentum != 0.0) {
         Tensor& buf = state_[g][i][0];
         kernels::mul_(buf, options_.momentum);
         kernels::add_(buf, d);
-        d = options_.nesterov ? kernels::binary(BinaryOp::Add, d, kernels::binary(BinaryOp::Mul, buf, options_.momentum))
-                              : buf;
+        d = options_.nesterov
+                ? kernels::binary(BinaryOp::Add, d, kernels::binary(BinaryOp::Mul, buf, options_.momentum))
+                : buf;
       }
       kernels::add_(p, kernels::binary(BinaryOp::Mul, d, -lr));
     }
@@ -190,8 +196,9 @@ void SGD::step() {
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Optimizer("AdamW", std::move(groups), options.lr, options.weight_decay, {"exp_avg", "exp_avg_sq"}),
       options_(options) {
-  BRIGADE_CHECK_VALUE(options.beta1 >= 0.0 && options.beta1 < 1.0 && options.beta2 >= 0.0 && options.beta2 < 1.0,
-                      "AdamW: betas must lie in [0, 1), found (", options.beta1, ", ", options.beta2, ")");
+  BRIGADE_CHECK_VALUE(
+      options.beta1 >= 0.0 && options.beta1 < 1.0 && options.beta2 >= 0.0 && options.beta2 < 1.0,
+      "AdamW: betas must lie in [0, 1), found (", options.beta1, ", ", options.beta2, ")");
   BRIGADE_CHECK_VALUE(options.eps > 0.0, "AdamW: eps must be positive, found ", options.eps);
 }
 
@@ -237,8 +244,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 }
 
 void CosineSchedule::validate() const {
-  BRIGADE_CHECK_VALUE(min_lr >= 0.0 && min_lr <= max_lr, "CosineSchedule: need 0 <= min_lr <= max_lr, found min_lr ",
-                      min_lr, " and max_lr ", max_lr);
+  BRIGADE_CHECK_VALUE(min_lr >= 0.0 && min_lr <= max_lr,
+                      "CosineSchedule: need 0 <= min_lr <= max_lr, found min_lr ", min_lr, " and max_lr ",
+                      max_lr);
   BRIGADE_CHECK_VALUE(warmup_steps >= 0, "CosineSchedule: warmup_steps must be >= 0, found ", warmup_steps);
   BRIGADE_CHECK_VALUE(decay_steps >= warmup_steps, "CosineSchedule: decay_steps (", decay_steps,
                       ") must be >= warmup_steps (", warmup_steps, ")");
@@ -251,7 +259,8 @@ double CosineSchedule::lr_at(int64_t step) const {
     return max_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   }
   if (step >= decay_steps) return min_lr;
-  const double ratio = static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
+  const double ratio =
+      static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
   return min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * ratio)) * (max_lr - min_lr);
 }
 

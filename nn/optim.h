@@ -78,8 +78,8 @@ class Optimizer {
 
  protected:
   /// @param state_names the per-parameter state tensors this optimizer keeps (zeros like the parameter).
-  Optimizer(std::string type_name, std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
-            std::vector<std::string> state_names);
+  Optimizer(std::string type_name, std::vector<ParamGroup> groups, double default_lr,
+            double default_weight_decay, std::vector<std::string> state_names);
   /// state_[g][i][s]: state tensor s of parameter i of group g.
   std::vector<std::vector<std::vector<Tensor>>> state_;
   std::vector<ParamGroup> groups_;
@@ -137,8 +137,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 /// Linear warmup then cosine decay (nanoGPT's schedule), for 0-based step s:
 ///   s < warmup_steps:          max_lr * (s + 1) / warmup_steps
-///   warmup_steps <= s < decay: min_lr + (max_lr - min_lr) * (1 + cos(pi * (s - warmup) / (decay - warmup))) / 2
-///   s >= decay_steps:          min_lr
+///   warmup_steps <= s < decay: min_lr + (max_lr - min_lr) * (1 + cos(pi * (s - warmup) / (decay - warmup)))
+///   / 2 s >= decay_steps:          min_lr
 struct CosineSchedule {
   double max_lr = 1e-3;
   double min_lr = 1e-4;

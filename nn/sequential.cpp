@@ -10,7 +10,9 @@ Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) : Module("Se
   for (auto& layer : layers) push_back(std::move(layer));
 }
 
-void Sequential::push_back(std::shared_ptr<Module> layer) { push_back(std::to_string(layers_.size()), std::move(layer)); }
+void Sequential::push_back(std::shared_ptr<Module> layer) {
+  push_back(std::to_string(layers_.size()), std::move(layer));
+}
 
 void Sequential::push_back(const std::string& name, std::shared_ptr<Module> layer) {
   add_child(name, layer);
@@ -24,16 +26,19 @@ const std::shared_ptr<Module>& Sequential::at(int64_t i) const {
 }
 
 const std::string& Sequential::name_at(int64_t i) const {
-  BRIGADE_CHECK_VALUE(i >= 0 && i < size(), type_name(), ".name_at(", i, "): index outside [0, ", size(), ")");
+  BRIGADE_CHECK_VALUE(i >= 0 && i < size(), type_name(), ".name_at(", i, "): index outside [0, ", size(),
+                      ")");
   return names_[static_cast<size_t>(i)];
 }
 
 void Sequential::check_range(int64_t begin, int64_t end, const char* op) const {
-  BRIGADE_CHECK_VALUE(0 <= begin && begin <= end && end <= size(), type_name(), ".", op, "(", begin, ", ", end,
-                      "): need 0 <= begin <= end <= ", size());
+  BRIGADE_CHECK_VALUE(0 <= begin && begin <= end && end <= size(), type_name(), ".", op, "(", begin, ", ",
+                      end, "): need 0 <= begin <= end <= ", size());
 }
 
-Tensor Sequential::forward(const Tensor& input) { return forward_range(input, 0, size()); }
+Tensor Sequential::forward(const Tensor& input) {
+  return forward_range(input, 0, size());
+}
 
 Tensor Sequential::forward_range(const Tensor& input, int64_t begin, int64_t end) {
   check_range(begin, end, "forward_range");
@@ -42,7 +47,8 @@ Tensor Sequential::forward_range(const Tensor& input, int64_t begin, int64_t end
   return x;
 }
 
-std::vector<std::pair<std::string, Tensor>> Sequential::named_parameters_range(int64_t begin, int64_t end) const {
+std::vector<std::pair<std::string, Tensor>> Sequential::named_parameters_range(int64_t begin,
+                                                                               int64_t end) const {
   check_range(begin, end, "named_parameters_range");
   // Names come from the whole model, so a tensor shared with a layer outside the range (a tied weight)
   // keeps the one name state_dict() gives it.
@@ -54,8 +60,8 @@ std::vector<std::pair<std::string, Tensor>> Sequential::named_parameters_range(i
       const void* id = tensor.unsafe_impl_id();
       if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      auto named =
-          std::find_if(all.begin(), all.end(), [&](const auto& p) { return p.second.unsafe_impl_id() == id; });
+      auto named = std::find_if(all.begin(), all.end(),
+                                [&](const auto& p) { return p.second.unsafe_impl_id() == id; });
       out.emplace_back(named->first, tensor);
     }
   }

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -32,7 +32,8 @@ nn::GPTConfig tiny_config() {
   return c;
 }
 
-// Closed form: wte V*C + wpe T*C + L * (ln 2*2C + qkv 3C*C + 3C + proj C*C + C + fc 4C*C + 4C + proj 4C*C + C)
+// Closed form: wte V*C + wpe T*C + L * (ln 2*2C + qkv 3C*C + 3C + proj C*C + C + fc 4C*C + 4C + proj 4C*C +
+// C)
 // + ln_f 2C + (untied) lm_head V*C; without bias every Linear/LayerNorm bias goes.
 int64_t closed_form_params(const nn::GPTConfig& c) {
   const int64_t C = c.n_embd, V = c.vocab_size, T = c.block_size, L = c.n_layer;
@@ -66,16 +67,16 @@ TEST(GPT, ParameterNamesAndClosedFormCounts) {
   std::vector<std::string> expected = {"embed.wte.weight", "embed.wpe.weight"};
   for (int i = 0; i < 2; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
-    for (const char* n : {"ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-                          "attn.proj.bias", "ln2.weight", "ln2.bias", "mlp.fc.weight", "mlp.fc.bias",
-                          "mlp.proj.weight", "mlp.proj.bias"}) {
+    for (const char* n :
+         {"ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
+          "ln2.weight", "ln2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"}) {
       expected.push_back(b + n);
     }
   }
   expected.push_back("head.ln_f.weight");
   expected.push_back("head.ln_f.bias");
   EXPECT_EQ(names, expected);  // tied: no head.lm_head.weight
-  EXPECT_EQ(model.size(), 4);   // embed, 2 blocks, head: the pipeline's layers
+  EXPECT_EQ(model.size(), 4);  // embed, 2 blocks, head: the pipeline's layers
   EXPECT_EQ(model.name_at(1), "blocks.0");
   EXPECT_EQ(model.state_dict().at("blocks.1.attn.qkv.weight").shape(), (brigade::Shape{24, 8}));
 
@@ -116,7 +117,8 @@ TEST(GPT, Gpt2InitialisationIsSeededAndScaled) {
   const double residual = 0.02 / std::sqrt(2.0 * 2);
   EXPECT_NEAR(stddev(sa.at("blocks.0.attn.proj.weight")), residual, residual * 0.06);
   EXPECT_NEAR(stddev(sa.at("blocks.1.mlp.proj.weight")), residual, residual * 0.06);
-  for (const char* name : {"blocks.0.attn.qkv.bias", "blocks.1.mlp.proj.bias", "head.ln_f.bias", "blocks.0.ln1.bias"}) {
+  for (const char* name :
+       {"blocks.0.attn.qkv.bias", "blocks.1.mlp.proj.bias", "head.ln_f.bias", "blocks.0.ln1.bias"}) {
     for (float v : sa.at(name).to_vector<float>()) ASSERT_EQ(v, 0.0f) << name;
   }
   for (const char* name : {"blocks.0.ln1.weight", "blocks.1.ln2.weight", "head.ln_f.weight"}) {
@@ -297,7 +299,8 @@ TEST(GPT, GenerateGreedyMatchesArgmaxAndCropsContext) {
     for (int step = 0; step < 5; ++step) {
       const int64_t n = std::min<int64_t>(seq.size(), 4);
       std::vector<int64_t> ctx(seq.end() - n, seq.end());
-      std::vector<float> row = model.forward(brigade::from_vector(ctx, {1, n})).select(1, n - 1).to_vector<float>();
+      std::vector<float> row =
+          model.forward(brigade::from_vector(ctx, {1, n})).select(1, n - 1).to_vector<float>();
       seq.push_back(std::max_element(row.begin(), row.end()) - row.begin());
     }
     EXPECT_EQ(seq, std::vector<int64_t>(got.begin() + b * 8, got.begin() + b * 8 + 8)) << "row " << b;
@@ -310,7 +313,8 @@ TEST(GPT, GenerateGreedyMatchesArgmaxAndCropsContext) {
   model.generate(prompt, 5, 1.0, 1, &g3);
   EXPECT_EQ(model.generate(prompt, 6, 1.0, 0, &g3).to_vector<int64_t>(), s1.to_vector<int64_t>());
   EXPECT_THROW(model.generate(prompt, 1, -1.0), brigade::ValueError);
-  EXPECT_THROW(model.forward(brigade::zeros({1, 5}, brigade::kInt64)), brigade::ValueError);  // T > block_size
+  EXPECT_THROW(model.forward(brigade::zeros({1, 5}, brigade::kInt64)),
+               brigade::ValueError);  // T > block_size
 }
 
 TEST(GPT, SampleTokenRules) {
@@ -355,9 +359,13 @@ TEST(GPTConfig, ValidationAndJson) {
   bad = c;
   bad.dropout = 1.0;
   EXPECT_NE(message([&] { bad.validate(); }).find("dropout"), std::string::npos);
-  EXPECT_NE(message([] { nn::GPTConfig::from_json(R"({"vocab_size": 5, "n_layers": 2})"); }).find("unknown field 'n_layers'"),
+  EXPECT_NE(message([] {
+              nn::GPTConfig::from_json(R"({"vocab_size": 5, "n_layers": 2})");
+            }).find("unknown field 'n_layers'"),
             std::string::npos);
-  EXPECT_NE(message([] { nn::GPTConfig::from_json(R"({"vocab_size": "5"})"); }).find("'vocab_size' must be an integer"),
+  EXPECT_NE(message([] {
+              nn::GPTConfig::from_json(R"({"vocab_size": "5"})");
+            }).find("'vocab_size' must be an integer"),
             std::string::npos);
   EXPECT_NE(message([] { nn::GPTConfig::from_json("{not json"); }).find("not valid JSON"), std::string::npos);
   nn::GPTConfig partial = nn::GPTConfig::from_json(R"({"vocab_size": 7})");

@@ -22,7 +22,9 @@ namespace nn = brigade::nn;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> values(const Tensor& t) {
+  return t.to_vector<double>();
+}
 
 // A user-defined module, libtorch style: its own parameter plus two submodules.
 struct Net : nn::Module {
@@ -60,7 +62,8 @@ TEST(Linear, EqualsHandMatmulOnEveryRank) {
         expected[r * 3 + o] = acc;
       }
     }
-    EXPECT_TRUE(allclose(y, brigade::from_vector(expected, expected_shape), 1e-6, 1e-6)) << brigade::shape_str(shape);
+    EXPECT_TRUE(allclose(y, brigade::from_vector(expected, expected_shape), 1e-6, 1e-6))
+        << brigade::shape_str(shape);
   }
   // Default init is U(-1/sqrt(in), 1/sqrt(in)) = U(-0.5, 0.5).
   for (double v : w) EXPECT_LE(std::fabs(v), 0.5);
@@ -115,7 +118,8 @@ TEST(LayerNorm, MatchesHandFormula) {
     double mean = 0, var = 0;
     for (int c = 0; c < 4; ++c) mean += xv[r * 4 + c] / 4;
     for (int c = 0; c < 4; ++c) var += (xv[r * 4 + c] - mean) * (xv[r * 4 + c] - mean) / 4;
-    for (int c = 0; c < 4; ++c) expected.push_back((xv[r * 4 + c] - mean) / std::sqrt(var + 1e-5) * g[c] + b[c]);
+    for (int c = 0; c < 4; ++c)
+      expected.push_back((xv[r * 4 + c] - mean) / std::sqrt(var + 1e-5) * g[c] + b[c]);
   }
   EXPECT_TRUE(allclose(ln(x), brigade::from_vector(expected, {2, 4}), 1e-5, 1e-6));
   nn::LayerNorm no_bias(4, 1e-5, false);
@@ -210,7 +214,8 @@ TEST(Module, StateDictRoundTripAndErrors) {
     b.load_state_dict(wrong);
     ADD_FAILURE() << "expected a ShapeError";
   } catch (const brigade::ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("'fc2.weight' has shape [3, 2] in the state but [2, 3]"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'fc2.weight' has shape [3, 2] in the state but [2, 3]"),
+              std::string::npos)
         << e.what();
   }
   // Nothing was copied by the failed load (shapes are checked first).

@@ -30,7 +30,8 @@ void set_grad(Tensor& p, const std::vector<double>& g) {
 void expect_near(const std::vector<double>& actual, const std::vector<double>& expected, double tol,
                  const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tol) << what << " [" << i << "]";
+  for (size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], tol) << what << " [" << i << "]";
 }
 
 }  // namespace
@@ -47,8 +48,8 @@ TEST(AdamW, TwoStepsMatchHandComputationWithDecayOnlyOnMatrices) {
   std::vector<std::vector<double>> grads_b = {{2.0, -1.0}, {0.5, 0.5}};
   std::vector<double> pw = {0.5, -1.0, 2.0, 0.25}, pb = {1.0, -0.5};
   std::vector<double> mw(4, 0), vw(4, 0), mb(2, 0), vb(2, 0);
-  auto hand = [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, const std::vector<double>& g,
-                  double wd, int t) {
+  auto hand = [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v,
+                  const std::vector<double>& g, double wd, int t) {
     for (size_t i = 0; i < p.size(); ++i) {
       m[i] = b1 * m[i] + (1 - b1) * g[i];
       v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
@@ -83,9 +84,10 @@ TEST(AdamW, DecayGroupsFollowNanoGPT) {
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(*groups[0].weight_decay, 0.1);
   EXPECT_EQ(*groups[1].weight_decay, 0.0);
-  EXPECT_EQ(groups[0].names, (std::vector<std::string>{"embed.wte.weight", "embed.wpe.weight",
-                                                        "blocks.0.attn.qkv.weight", "blocks.0.attn.proj.weight",
-                                                        "blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.weight"}));
+  EXPECT_EQ(groups[0].names,
+            (std::vector<std::string>{"embed.wte.weight", "embed.wpe.weight", "blocks.0.attn.qkv.weight",
+                                      "blocks.0.attn.proj.weight", "blocks.0.mlp.fc.weight",
+                                      "blocks.0.mlp.proj.weight"}));
   for (const Tensor& p : groups[1].params) EXPECT_EQ(p.dim(), 1);
   EXPECT_EQ(groups[0].params.size() + groups[1].params.size(), model.parameters().size());
   // A parameter listed twice is refused.
@@ -148,10 +150,10 @@ TEST(ClipGradNorm, ScalesToMaxNormAndReturnsTheNorm) {
 
 TEST(CosineSchedule, WarmupPeakMidpointAndEnd) {
   nn::CosineSchedule s{.max_lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 10, .decay_steps = 110};
-  EXPECT_DOUBLE_EQ(s.lr_at(0), 1e-4);    // 1e-3 * 1 / 10
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 1e-4);  // 1e-3 * 1 / 10
   EXPECT_DOUBLE_EQ(s.lr_at(4), 5e-4);
-  EXPECT_DOUBLE_EQ(s.lr_at(9), 1e-3);    // warmup ends at the peak
-  EXPECT_DOUBLE_EQ(s.lr_at(10), 1e-3);   // cosine starts at the peak
+  EXPECT_DOUBLE_EQ(s.lr_at(9), 1e-3);       // warmup ends at the peak
+  EXPECT_DOUBLE_EQ(s.lr_at(10), 1e-3);      // cosine starts at the peak
   EXPECT_NEAR(s.lr_at(60), 5.5e-4, 1e-15);  // halfway: (max + min) / 2
   EXPECT_NEAR(s.lr_at(35), 1e-4 + 0.9e-3 * (1 + std::cos(std::numbers::pi / 4)) / 2, 1e-15);
   EXPECT_DOUBLE_EQ(s.lr_at(110), 1e-4);
