@@ -47,34 +47,30 @@ GPTConfig GPTConfig::from_json(const std::string& text) {
   }
   BRIGADE_CHECK_VALUE(j.is_object(), "GPTConfig.from_json: expected a JSON object, found ", j.type_name());
   GPTConfig c;
-  for (const auto& [key, value] : j.items()) {
-    auto integer = [&, &key = key, &value = value](int64_t& field) {
-      BRIGADE_CHECK_VALUE(value.is_number_integer(), "GPTConfig.from_json: '", key,
-                          "' must be an integer, found ", value.dump());
-      field = value.get<int64_t>();
+  const std::vector<std::pair<const char*, int64_t*>> integers = {{"vocab_size", &c.vocab_size},
+                                                                  {"block_size", &c.block_size},
+                                                                  {"n_layer", &c.n_layer},
+                                                                  {"n_head", &c.n_head},
+                                                                  {"n_embd", &c.n_embd}};
+  const std::vector<std::pair<const char*, bool*>> flags = {{"tie_weights", &c.tie_weights},
+                                                            {"bias", &c.bias}};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& value = it.value();
+    auto expect = [&](bool ok, const char* kind) {
+      BRIGADE_CHECK_VALUE(ok, "GPTConfig.from_json: '", key, "' must be ", kind, ", found ", value.dump());
     };
-    auto boolean = [&, &key = key, &value = value](bool& field) {
-      BRIGADE_CHECK_VALUE(value.is_boolean(), "GPTConfig.from_json: '", key,
-                          "' must be true or false, found ", value.dump());
-      field = value.get<bool>();
-    };
-    if (key == "vocab_size")
-      integer(c.vocab_size);
-    else if (key == "block_size")
-      integer(c.block_size);
-    else if (key == "n_layer")
-      integer(c.n_layer);
-    else if (key == "n_head")
-      integer(c.n_head);
-    else if (key == "n_embd")
-      integer(c.n_embd);
-    else if (key == "tie_weights")
-      boolean(c.tie_weights);
-    else if (key == "bias")
-      boolean(c.bias);
-    else if (key == "dropout") {
-      BRIGADE_CHECK_VALUE(value.is_number(), "GPTConfig.from_json: 'dropout' must be a number, found ",
-                          value.dump());
+    auto integer =
+        std::find_if(integers.begin(), integers.end(), [&](const auto& f) { return key == f.first; });
+    auto flag = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return key == f.first; });
+    if (integer != integers.end()) {
+      expect(value.is_number_integer(), "an integer");
+      *integer->second = value.get<int64_t>();
+    } else if (flag != flags.end()) {
+      expect(value.is_boolean(), "true or false");
+      *flag->second = value.get<bool>();
+    } else if (key == "dropout") {
+      expect(value.is_number(), "a number");
       c.dropout = value.get<double>();
     } else {
       BRIGADE_THROW(ValueError, "GPTConfig.from_json: unknown field '", key, "'");
