@@ -27,14 +27,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
   // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
   Tensor heads = (*qkv_)(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-  Tensor q = heads.select(0, 0).reshape({B * H, T, D});
+  // q is scaled by 1/sqrt(D) on its way to a contiguous layout (the multiply writes a fresh contiguous
+  // tensor, so this costs no extra pass, whereas scaling the [B*H, T, T] scores would).
+  Tensor q = (heads.select(0, 0) * (1.0 / std::sqrt(static_cast<double>(D)))).view({B * H, T, D});
   Tensor k = heads.select(0, 1).reshape({B * H, T, D});
   Tensor v = heads.select(0, 2).reshape({B * H, T, D});
 
   // Built per call (a T x T fill, small next to the GEMMs) rather than cached, so that one module can
   // run on several threads at once.
   const Tensor mask = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
-  Tensor scores = matmul(q, k, false, true) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B*H, T, T]
+  Tensor scores = matmul(q, k, false, true);  // [B*H, T, T], already divided by sqrt(D)
   scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
   Tensor att = (*attn_drop_)(softmax(scores));
   Tensor y = matmul(att, v);  // [B*H, T, D]

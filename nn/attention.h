@@ -1,7 +1,7 @@
 // Causal multi-head self-attention (GPT-2's).
 //
 //   x [B, T, C] --qkv--> [B, T, 3C] --split heads--> q, k, v [B*H, T, D]   (D = C / H)
-//   scores = q k^T / sqrt(D)  [B*H, T, T], -inf above the diagonal (a query sees itself and the past)
+//   scores = (q / sqrt(D)) k^T  [B*H, T, T], -inf above the diagonal (a query sees itself and the past)
 //   att = dropout(softmax(scores));  y = att v  [B*H, T, D] --merge heads--> [B, T, C] --proj--> dropout
 //
 // The heads are split with views and one copy per q/k/v (a batched GEMM needs one batch stride); k^T is
