@@ -71,7 +71,8 @@ struct InputSpec {
   int64_t range = 0;                          ///< Ids / Targets: values lie in [0, range)
   int64_t ignore = -100;                      ///< Targets: the ignore_index mixed in
   std::function<Tensor(const Tensor&)> view;  ///< optional view of the base
-  std::string view_label;                     ///< "T", "N", "E" for names
+  const char* view_label = "";                ///< "T", "N", "E" for names (a literal: gcc 12 warns
+                                              ///< falsely (-Wrestrict) on assigning short literals to std::string)
 };
 
 struct OpCase {
