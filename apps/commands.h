@@ -18,5 +18,7 @@ struct Command {
 Command add_info_command(CLI::App& app);
 /// `brigade demo`: a short autograd walk-through (fits a line by gradient descent).
 Command add_demo_command(CLI::App& app);
+/// `brigade schedule`: draws a pipeline schedule and reports its bubble and memory (pipeline/).
+Command add_schedule_command(CLI::App& app);
 
 }  // namespace brigade::apps

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   std::vector<brigade::apps::Command> commands = {
       brigade::apps::add_info_command(app),
       brigade::apps::add_demo_command(app),
+      brigade::apps::add_schedule_command(app),
   };
 
   try {
