@@ -1,0 +1,93 @@
+// Training checkpoints: a GPT's parameters, its optimizer's state and everything a run needs to resume
+// exactly, in one plain safetensors file (nn/safetensors.h: atomic write, checksum, format version).
+//
+// Tensors (stable dotted names, so other tools can map them):
+//   "model.<parameter name>"           every entry of GPT::state_dict(), e.g. "model.blocks.0.attn.qkv.weight"
+//   "optim.<parameter name>.<state>"   every optimizer state tensor, e.g. "optim.embed.wte.weight.exp_avg"
+// __metadata__ (flat string -> string; JSON values are stored as JSON text):
+//   "brigade.format_version", "brigade.checksum"   written by save_safetensors
+//   "brigade.kind"        "checkpoint"
+//   "brigade.config"      GPTConfig::to_json()
+//   "brigade.tokenizer"   CharTokenizer::to_json()
+//   "brigade.step"        training steps completed ("1000": the next step to run is 1000)
+//   "brigade.generator"   {"seed": S, "offset": O}: the training generator (batches, dropout masks)
+//   "brigade.optimizer"   {"type": "AdamW", "step": N}, or absent when the file holds no optimizer state
+//   "brigade.train_args"  the run's options as JSON (nn/trainer.h TrainOptions::to_json), or "{}"
+//   "brigade.partition"   the pipeline partition that wrote it, {"stages": S, "balance": [...]} over the
+//                         model's Sequential layers. A checkpoint is partition-independent (every tensor is
+//                         stored whole); the field records provenance.
+//
+// A checkpoint saved from any device loads onto any device: the tensors come back on the CPU and
+// Module::load_state_dict / Optimizer::load_state copy them into tensors wherever those live.
+//
+// \code
+//   brigade::nn::CheckpointInfo info{.tokenizer = tok, .step = step, .generator = gen.state()};
+//   brigade::nn::save_checkpoint("run.safetensors", model, &optimizer, info);
+//   brigade::nn::Checkpoint ck = brigade::nn::load_checkpoint("run.safetensors");
+//   auto model = ck.build_model(brigade::Device::cuda());    // config + weights, on the device
+//   ck.restore_optimizer(optimizer);                          // m, v and the step count
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "nn/gpt.h"
+#include "nn/optim.h"
+#include "nn/tokenizer.h"
+#include "tensor/generator.h"
+
+namespace brigade::nn {
+
+/// Metadata keys of a brigade checkpoint (see the header comment).
+inline constexpr const char* kCheckpointKindKey = "brigade.kind";
+inline constexpr const char* kConfigKey = "brigade.config";
+inline constexpr const char* kTokenizerKey = "brigade.tokenizer";
+inline constexpr const char* kStepKey = "brigade.step";
+inline constexpr const char* kGeneratorKey = "brigade.generator";
+inline constexpr const char* kOptimizerKey = "brigade.optimizer";
+inline constexpr const char* kTrainArgsKey = "brigade.train_args";
+inline constexpr const char* kPartitionKey = "brigade.partition";
+
+/// What a checkpoint records besides the tensors.
+struct CheckpointInfo {
+  CharTokenizer tokenizer;
+  int64_t step = 0;            ///< training steps completed
+  GeneratorState generator;    ///< the training generator's state after `step` steps
+  std::string train_args = "{}";  ///< JSON object text
+  std::string partition;       ///< JSON object text; empty: unpipelined_partition(model)
+};
+
+/// {"stages":1,"balance":[L]} for a model whose Sequential has L layers (embedding, blocks..., head).
+std::string unpipelined_partition(const GPT& model);
+
+/// Writes `model` (and `optimizer`'s state when it is not null) with `info` to `path`, atomically.
+/// Throws IOError naming the path when the file cannot be written (an existing file is left intact).
+void save_checkpoint(const std::string& path, const GPT& model, const Optimizer* optimizer,
+                     const CheckpointInfo& info);
+
+/// A loaded checkpoint: CPU tensors and parsed metadata.
+struct Checkpoint {
+  GPTConfig config;
+  CheckpointInfo info;
+  StateDict model;                ///< parameter name (without "model.") -> CPU tensor
+  bool has_optimizer = false;
+  std::string optimizer_type;     ///< "AdamW", "SGD", ... ("" without optimizer state)
+  OptimizerState optimizer;       ///< step and tensors keyed "<parameter name>.<state>" (CPU)
+  std::map<std::string, std::string> metadata;  ///< the raw __metadata__
+
+  /// A GPT with this config on `device`, holding the checkpoint's weights (bit-exact).
+  std::unique_ptr<GPT> build_model(const Device& device) const;
+  /// Copies the optimizer state into `optimizer` (built over the same parameters, on any device).
+  /// ValueError when the file has no optimizer state or its type differs from `type_name`.
+  void restore_optimizer(Optimizer& optimizer, const std::string& type_name = "AdamW") const;
+};
+
+/// Reads a checkpoint. Refusals from load_safetensors (IOError: missing, truncated, checksum, not
+/// safetensors, newer format version) are passed on with the path; a safetensors file that is not a
+/// brigade checkpoint (missing or malformed metadata, missing tensors) is an IOError saying which key.
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace brigade::nn
