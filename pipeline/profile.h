@@ -1,0 +1,113 @@
+// Per-layer measurements of a Sequential: what the partitioner cuts on and what the memory model predicts
+// from.
+//
+// profile_layers runs the model layer by layer on the target device, keeping every intermediate
+// activation, with each layer's input detached into a fresh leaf so that each layer's forward and
+// backward can be timed and measured on its own:
+//
+//   x0 = input;  for i: h_i = detach(x_i) (requires grad if floating);  x_{i+1} = layer_i(h_i)
+//   backward, last layer first: layer_i's output gradient g_{i+1} (ones-like random values, or the loss's
+//   gradient for the last layer when a loss is given) -> backward(x_{i+1}, g_{i+1}) -> g_i = h_i.grad
+//
+// Time: each layer's forward and backward are bracketed by Events on the device's current stream (CUDA
+// events on a GPU, the steady clock on the CPU); the figure kept is the median of `repeats` runs after
+// `warmup` runs that are not timed (they also allocate the parameter gradients, so the measured runs see
+// the steady state of a training step).
+//
+// Memory: each layer runs under its own MemoryScope, so its figures are exactly the bytes it allocates:
+//   activation_bytes   allocated by the forward and still alive after it: the saved tensors its backward
+//                      needs plus its output (the output is what a following layer consumes, and what a
+//                      stage boundary after this layer carries: output_bytes).
+//   forward_workspace  the forward's scope peak above activation_bytes (temporaries freed before it ends).
+//   backward_workspace the backward's scope peak above the scope's level when it starts (the gradients of
+//                      the layer's intermediates, its input gradient, gradient-accumulation temporaries).
+// All activation figures are for the profiled microbatch (input.size(0) samples); they scale linearly
+// with the number of samples (every activation of a GPT is [B, ...]).
+//
+// \code
+//   brigade::nn::GPT model(config, 1);
+//   auto loss = [&](const brigade::Tensor& logits) { return brigade::nn::GPT::loss(logits, targets); };
+//   auto profile = brigade::pipeline::profile_layers(model, ids, {.repeats = 5, .loss = loss});
+//   std::cout << profile.table();
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/sequential.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+
+namespace brigade::pipeline {
+
+/// One parameter tensor a layer uses.
+struct ParameterInfo {
+  std::string name;  ///< its one model-wide dotted name ("embed.wte.weight")
+  int64_t numel = 0;
+  int64_t bytes = 0;
+};
+
+/// Figures of one layer of a Sequential.
+struct LayerProfile {
+  std::string name;  ///< the name the layer is registered under ("embed", "blocks.3", "head")
+  std::string type;  ///< its type name ("Embeddings", "Block", ...)
+  /// Every distinct parameter tensor the layer uses (a tied weight appears in each layer that uses it,
+  /// under its one model-wide name).
+  std::vector<ParameterInfo> parameter_list;
+  int64_t parameters = 0;       ///< elements of those tensors
+  int64_t parameter_bytes = 0;  ///< their bytes (gradients have the same size)
+
+  // Measured by profile_layers (zero when only counted).
+  double forward_ms = 0.0;   ///< median forward time
+  double backward_ms = 0.0;  ///< median backward time (input and weight gradients)
+  int64_t activation_bytes = 0;  ///< alive after the forward: saved tensors + output (see above)
+  int64_t output_bytes = 0;      ///< the output alone (a stage boundary after this layer)
+  int64_t input_bytes = 0;       ///< the input (for layer 0: the model input, e.g. token ids)
+  int64_t forward_workspace_bytes = 0;
+  int64_t backward_workspace_bytes = 0;
+
+  /// forward + backward time.
+  double time_ms() const { return forward_ms + backward_ms; }
+};
+
+/// Per-layer figures of a whole model.
+struct ModelProfile {
+  std::vector<LayerProfile> layers;
+  Device device = Device::cpu();
+  int64_t microbatch_size = 0;  ///< samples in the profiled input (0 when only counted)
+  int repeats = 0;              ///< timed repetitions behind each median (0 when only counted)
+  bool measured = false;        ///< times and activation sizes were measured (profile_layers)
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+  /// Elements of all distinct parameters of the model (a tied tensor once).
+  int64_t total_parameters() const;
+  /// A table: one row per layer with parameters, forward/backward ms, activation/output/workspace bytes.
+  std::string table() const;
+};
+
+struct ProfileOptions {
+  int repeats = 5;  ///< timed runs per layer; the median is kept (>= 1)
+  int warmup = 1;   ///< untimed runs first (>= 0)
+  /// Applied to the last layer's output to make a scalar loss; its forward and backward are counted
+  /// with the last layer (the last stage computes the loss). Without one the last layer's backward
+  /// starts from a random output gradient.
+  std::function<Tensor(const Tensor&)> loss;
+  uint64_t seed = 0;  ///< for the random output gradients
+};
+
+/// Names and parameter counts only, without running anything (enough to partition by parameters).
+ModelProfile count_parameters(const nn::Sequential& model);
+
+/// Measures every layer of `model` on the device of its parameters, with `input` (a representative
+/// microbatch, on the same device) as the model input. The model keeps its mode (train/eval); its
+/// parameter gradients are left as the runs accumulated them (call zero_grad() afterwards if needed).
+/// ValueError for an empty model or bad options.
+ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options = {});
+
+/// "1.5 MiB", "512 B": bytes for tables and messages.
+std::string format_bytes(double bytes);
+
+}  // namespace brigade::pipeline
