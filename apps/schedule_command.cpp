@@ -1,6 +1,7 @@
 // `brigade schedule`: draw a pipeline schedule and report what it costs, without training — a teaching tool.
 // It builds the IR the executor would run, validates it, simulates it with the given costs and prints the
 // stage x time grid, the step time, the bubble per stage and the activations each stage holds at its peak.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -69,8 +70,9 @@ int run_schedule(const ScheduleOptions& o) {
   std::printf("%s", render_time_grid(t, o.width).c_str());
   if (schedule.virtual_chunks > 1) std::printf("(a, b, c, ...: the stage's chunk 0, 1, 2, ...)\n");
 
-  const double ideal = schedule.microbatches * (costs.forward + costs.backward);
-  std::printf("\nstep time %g   (ideal M x (F + B) = %g)\n", t.step_time, ideal);
+  double busiest = 0.0;
+  for (const StageStats& stats : t.stats) busiest = std::max(busiest, stats.busy);
+  std::printf("\nstep time %g   (the busiest stage computes for %g of it)\n", t.step_time, busiest);
   print_row("bubble", t, [&](int s) { return format("%.1f%%", 100.0 * t.stats[s].bubble); });
   std::printf("   total %.1f%%", 100.0 * t.bubble);
   if (schedule.name != "zb-h1" && costs.transfer == 0 && costs.step == 0 && costs.per_chunk.empty() &&
@@ -85,6 +87,15 @@ int run_schedule(const ScheduleOptions& o) {
               schedule.virtual_chunks > 1 ? "(microbatch, chunk) pairs" : "microbatches");
   print_row("memory", t, [&](int s) { return format("%g", t.stats[s].peak_memory); });
   std::printf("   peak activations, in units of one stage's activations for one microbatch\n");
+  int activations = 0, gradients = 0;
+  for (const auto& list : schedule.actions) {
+    for (const Action& a : list) {
+      activations += a.kind == ActionKind::SendActivation;
+      gradients += a.kind == ActionKind::SendGrad;
+    }
+  }
+  std::printf("traffic     %d messages between stages per step (%d activations, %d gradients)\n",
+              activations + gradients, activations, gradients);
   if (!o.svg.empty()) std::printf("wrote %s\n", o.svg.c_str());
   return 0;
 }
@@ -98,7 +109,9 @@ Command add_schedule_command(CLI::App& app) {
   cmd->add_option("--schedule", o->schedule, "gpipe, 1f1b, interleaved or zb-h1")
       ->check(CLI::IsMember(pipeline::schedule_names()))
       ->capture_default_str();
-  cmd->add_option("--stages", o->stages, "pipeline stages S")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--stages", o->stages, "pipeline stages S")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--microbatches", o->microbatches, "microbatches M per step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -118,7 +131,8 @@ Command add_schedule_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--svg", o->svg, "also write an SVG timeline to this file");
   cmd->add_flag("--json", o->json, "print the simulated timeline as JSON instead of the picture");
-  cmd->add_flag("--actions", o->actions, "also print each stage's instruction list (with sends and receives)");
+  cmd->add_flag("--actions", o->actions,
+                "also print each stage's instruction list (with sends and receives)");
   cmd->add_option("--width", o->width, "most time columns in the grid")->check(CLI::PositiveNumber);
   return {cmd, [o] { return run_schedule(*o); }};
 }

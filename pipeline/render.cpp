@@ -235,7 +235,15 @@ std::string render_svg(const Timeline& timeline) {
   const Schedule& schedule = timeline.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
   const double T = std::max(timeline.step_time, 1e-12);
-  const double left = 56, plot = 960, right = 190, top = 52, lane = 30, gap = 8;
+  // Wide enough that the shortest action gets ~26 px for its label (960 to 2400 px of plot).
+  double shortest = T;
+  for (const auto& stage : timeline.stages) {
+    for (const TimedAction& t : stage) {
+      if (is_compute(t.action.kind) && t.end > t.start) shortest = std::min(shortest, t.end - t.start);
+    }
+  }
+  const double plot = std::clamp(26.0 * T / shortest, 960.0, 2400.0);
+  const double left = 56, right = 190, top = 52, lane = 30, gap = 8;
   const double scale = plot / T;
   const double lanes_bottom = top + schedule.stages * (lane + gap);
   const double width = left + plot + right, height = lanes_bottom + 84;
@@ -248,11 +256,10 @@ std::string render_svg(const Timeline& timeline) {
       << xml_escape(schedule.describe()) << "</text>\n";
   std::ostringstream costs;
   costs << "step time " << format_number(timeline.step_time) << ", bubble " << percent(timeline.bubble)
-        << "   (costs per stage and microbatch: F=" << format_number(timeline.costs.forward)
-        << " B=" << format_number(timeline.costs.backward) << " (Bw=" << format_number(timeline.costs.weight)
-        << ")";
-  if (timeline.costs.transfer > 0) costs << " transfer=" << format_number(timeline.costs.transfer);
-  costs << ")";
+        << "  |  costs per stage and microbatch: F=" << format_number(timeline.costs.forward)
+        << ", B=" << format_number(timeline.costs.backward)
+        << " of which Bw=" << format_number(timeline.costs.weight);
+  if (timeline.costs.transfer > 0) costs << ", transfer=" << format_number(timeline.costs.transfer);
   svg << "<text x=\"" << left << "\" y=\"40\" fill=\"#444\">" << xml_escape(costs.str()) << "</text>\n";
 
   for (int st = 0; st < schedule.stages; ++st) {
@@ -265,8 +272,9 @@ std::string render_svg(const Timeline& timeline) {
       if (!is_compute(t.action.kind) || t.end <= t.start) continue;
       const double x = left + t.start * scale, w = (t.end - t.start) * scale;
       const double shade = show_chunk ? 1.0 - 0.45 * t.action.chunk / (schedule.virtual_chunks - 1) : 1.0;
-      const std::string label = to_string(t.action, show_chunk);
-      svg << "<g><title>" << xml_escape(label) << " on stage " << st << ": " << format_number(t.start)
+      const std::string full = to_string(t.action, show_chunk);
+      const std::string label = time_label(t.action, show_chunk);  // "F3b" = F3 of chunk 1
+      svg << "<g><title>" << xml_escape(full) << " on stage " << st << ": " << format_number(t.start)
           << " .. " << format_number(t.end) << "</title><rect x=\"" << x << "\" y=\"" << y << "\" width=\""
           << w << "\" height=\"" << lane << "\" fill=\"" << svg_color(t.action.kind) << "\" fill-opacity=\""
           << shade << "\" stroke=\"white\" stroke-width=\"1\"/>";
@@ -278,7 +286,7 @@ std::string render_svg(const Timeline& timeline) {
     }
     const StageStats& stats = timeline.stats[st];
     svg << "<text x=\"" << left + plot + 10 << "\" y=\"" << y + lane / 2 + 4 << "\" fill=\"#444\">idle "
-        << percent(stats.bubble) << ", holds " << stats.peak_in_flight << "</text>\n";
+        << percent(stats.bubble) << ", peak " << stats.peak_in_flight << " in flight</text>\n";
   }
 
   // Time axis.
@@ -315,7 +323,8 @@ std::string render_svg(const Timeline& timeline) {
     x += 30 + 7.0 * std::string(e.name).size();
   }
   if (show_chunk) {
-    svg << "<text x=\"" << x << "\" y=\"" << y + 11 << "\" fill=\"#444\">lighter = later chunk</text>\n";
+    svg << "<text x=\"" << x << "\" y=\"" << y + 11
+        << "\" fill=\"#444\">lighter = later chunk (F3b: F3 on chunk 1)</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();

@@ -30,8 +30,8 @@ std::string render_stage_lists(const Schedule& schedule);
 std::string render_time_grid(const Timeline& timeline, int max_columns = 200);
 
 /// A self-contained SVG picture of the timeline: one lane per stage, a colored box per compute action
-/// (labelled where it fits; chunks of interleaved schedules in lighter shades), idle time as the bare lane,
-/// a time axis, a legend, and each stage's bubble and peak activations at the end of its lane.
+/// (labelled where it fits, chunks as letters: "F3b" is F3 of chunk 1, in a lighter shade), idle time as the
+/// bare lane, a time axis, a legend, and each stage's bubble and peak activations at the end of its lane.
 std::string render_svg(const Timeline& timeline);
 
 /// The timeline as JSON: the schedule's parameters, costs, step time, bubble, per-stage statistics and
