@@ -2,6 +2,7 @@
 #include "tensor/device_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "tensor/philox.h"
@@ -24,6 +25,52 @@ To convert(From value) {
   }
 }
 
+// Copies and fills move memory and do no math, so a thread team pays off only for large arrays (and a
+// team costs far more than its nominal microseconds on a loaded machine): below this many elements they
+// stay on the calling thread.
+constexpr int64_t kCopyGrain = int64_t{1} << 18;
+
+// dst[i, j] = src[j, i] for a [rows, cols] destination with unit column step whose source walks with unit
+// step down the rows: copied in square tiles so that both sides stay in cache.
+template <typename To, typename From>
+void copy_transposed(To* out, const From* in, int64_t rows, int64_t cols, int64_t out_row, int64_t in_col) {
+  constexpr int64_t kTile = 32;
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols >= kCopyGrain)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) out[r * out_row + c] = convert<To>(in[c * in_col + r]);
+      }
+    }
+  }
+}
+
+template <typename To, typename From>
+void copy_typed(const Tensor& dst, const Tensor& src) {
+  To* out = static_cast<To*>(dst.data_ptr());
+  const From* in = static_cast<const From*>(src.data_ptr());
+  const StridedLayout<2> layout = coalesce_dims<2>(dst.shape(), {&dst.strides(), &src.strides()});
+  if (layout.sizes.size() == 2 && layout.strides[1][0] == 1 && layout.strides[0][1] == 1 &&
+      layout.sizes[0] >= 8 && layout.sizes[1] >= 8) {
+    // A transpose (e.g. x.t().contiguous()): src is contiguous down dst's columns.
+    copy_transposed(out, in, layout.sizes[0], layout.sizes[1], layout.strides[0][0], layout.strides[1][1]);
+    return;
+  }
+  for_each_run<2>(dst.shape(), {&dst.strides(), &src.strides()}, kCopyGrain,
+                  [=](int64_t, int64_t count, const Offsets<2>& off, const Offsets<2>& step) {
+                    To* o = out + off[0];
+                    const From* a = in + off[1];
+                    if (step[0] == 1 && step[1] == 1) {
+                      for (int64_t k = 0; k < count; ++k) o[k] = convert<To>(a[k]);
+                    } else if (step[0] == 1 && step[1] == 0) {  // a broadcast source (expand().contiguous())
+                      std::fill_n(o, count, convert<To>(a[0]));
+                    } else {
+                      for (int64_t k = 0; k < count; ++k) o[k * step[0]] = convert<To>(a[k * step[1]]);
+                    }
+                  });
+}
+
 void cpu_copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
@@ -32,21 +79,33 @@ void cpu_copy(const Tensor& dst, const Tensor& src) {
   }
   BRIGADE_DISPATCH_ALL(dst.dtype(), "copy", [&] {
     using dst_t = scalar_t;
-    dst_t* out = static_cast<dst_t*>(dst.data_ptr());
-    BRIGADE_DISPATCH_ALL(src.dtype(), "copy", [&] {
-      const scalar_t* in = static_cast<const scalar_t*>(src.data_ptr());
-      for_each_offsets<2>(dst.shape(), {&dst.strides(), &src.strides()},
-                          [=](int64_t, int64_t o_dst, int64_t o_src) { out[o_dst] = convert<dst_t>(in[o_src]); });
-    });
+    BRIGADE_DISPATCH_ALL(src.dtype(), "copy", [&] { copy_typed<dst_t, scalar_t>(dst, src); });
   });
 }
 
 void cpu_fill(const Tensor& dst, double value) {
   if (dst.numel() == 0) return;
+  // +0.0 is all zero bits in every dtype (integers, IEEE floats, bfloat16): memset is the fastest fill.
+  if (value == 0.0 && !std::signbit(value) && dst.is_contiguous()) {
+    std::memset(dst.data_ptr(), 0, dst.nbytes());
+    return;
+  }
   BRIGADE_DISPATCH_ALL(dst.dtype(), "fill", [&] {
-    scalar_t v = convert<scalar_t>(value);
+    const scalar_t v = convert<scalar_t>(value);
     scalar_t* out = static_cast<scalar_t*>(dst.data_ptr());
-    for_each_offsets<1>(dst.shape(), {&dst.strides()}, [=](int64_t, int64_t o) { out[o] = v; });
+    if (dst.is_contiguous()) {
+      std::fill_n(out, dst.numel(), v);
+      return;
+    }
+    for_each_run<1>(dst.shape(), {&dst.strides()}, kCopyGrain,
+                    [=](int64_t, int64_t count, const Offsets<1>& off, const Offsets<1>& step) {
+                      scalar_t* o = out + off[0];
+                      if (step[0] == 1) {
+                        std::fill_n(o, count, v);
+                      } else {
+                        for (int64_t k = 0; k < count; ++k) o[k * step[0]] = v;
+                      }
+                    });
   });
 }
 
@@ -54,8 +113,9 @@ template <typename T>
 void cpu_fill_random_typed(T* out, int64_t n, RandomKind kind, const GeneratorState& state) {
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    float r = kind == RandomKind::Normal ? philox::normal(state.seed, state.offset, static_cast<uint64_t>(i))
-                                         : philox::uniform(state.seed, state.offset, static_cast<uint64_t>(i));
+    float r = kind == RandomKind::Normal
+                  ? philox::normal(state.seed, state.offset, static_cast<uint64_t>(i))
+                  : philox::uniform(state.seed, state.offset, static_cast<uint64_t>(i));
     out[i] = convert<T>(r);
   }
 }
@@ -69,8 +129,8 @@ void cpu_fill_random(const Tensor& dst, RandomKind kind, const GeneratorState& s
 void check_same_shape(const Tensor& dst, const Tensor& src) {
   BRIGADE_CHECK_SHAPE(dst.shape() == src.shape(), "copy: destination shape ", shape_str(dst.shape()),
                       " differs from source shape ", shape_str(src.shape()));
-  BRIGADE_CHECK_DEVICE(dst.device() == src.device(), "copy: destination on ", dst.device().str(), ", source on ",
-                       src.device().str());
+  BRIGADE_CHECK_DEVICE(dst.device() == src.device(), "copy: destination on ", dst.device().str(),
+                       ", source on ", src.device().str());
 }
 
 }  // namespace
