@@ -17,8 +17,12 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 /// Below this many elements (or rows x cols) a loop stays on one thread: starting the OpenMP team costs
-/// more than the work.
+/// more than the work. For loops that do some math per element (a row's softmax, layernorm, exp, tanh).
 inline constexpr int64_t kParallelGrain = 1 << 15;
+/// The same for memory-bound elementwise loops (add, mul, where, copies): once vectorised they move ~1
+/// element per ns per core, so a team (a few us on an idle machine, much more when the cores are shared)
+/// pays off only for arrays well beyond the L2 cache.
+inline constexpr int64_t kElementwiseGrain = 1 << 18;
 
 /// Element i (row-major) of a tensor of any strides; the contiguous case skips the index arithmetic.
 template <typename T>

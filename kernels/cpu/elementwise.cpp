@@ -1,16 +1,28 @@
 // CPU reference: unary ops and their backward, binary ops (tensor-tensor and tensor-scalar), where.
 // Operands arrive already expanded to the output's shape; any strides. Math in float (float32, bfloat16)
-// or double (float64); one OpenMP-parallel loop over the output's row-major elements.
+// or double (float64).
+//
+// Speed: the op is chosen once per call (a template argument, not a switch per element), and the loop
+// runs over the runs of tensor/strided_loop.h: a contiguous operand, a row vector broadcast over a matrix
+// (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
+// vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
+// kernels/cpu/vector_math.h (vectorisable) instead of libm's tanhf.
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/vector_math.h"
+#include "tensor/strided_loop.h"
 
 namespace brigade::kernels::cpu {
 
+using brigade::detail::for_each_run;
+using brigade::detail::Offsets;
 using detail::acc_t;
+using detail::kElementwiseGrain;
 using detail::kParallelGrain;
-using detail::StridedAccess;
 
 namespace {
 
@@ -26,164 +38,352 @@ A sigmoid(A x) {
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 constexpr double kGeluCubic = 0.044715;
 
-template <typename A>
-A unary_value(UnaryOp op, A x) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -x;
-    case UnaryOp::Exp:
-      return std::exp(x);
-    case UnaryOp::Log:
-      return std::log(x);
-    case UnaryOp::Sqrt:
-      return std::sqrt(x);
-    case UnaryOp::Rsqrt:
-      return A(1) / std::sqrt(x);
-    case UnaryOp::Tanh:
-      return std::tanh(x);
-    case UnaryOp::Sigmoid:
-      return sigmoid(x);
-    case UnaryOp::Relu:
-      return x < A(0) ? A(0) : x;  // NaN stays NaN
-    case UnaryOp::Gelu: {
+template <UnaryOp op, typename A>
+A unary_value(A x) {
+  if constexpr (op == UnaryOp::Neg) {
+    return -x;
+  } else if constexpr (op == UnaryOp::Exp) {
+    return std::exp(x);
+  } else if constexpr (op == UnaryOp::Log) {
+    return std::log(x);
+  } else if constexpr (op == UnaryOp::Sqrt) {
+    return std::sqrt(x);
+  } else if constexpr (op == UnaryOp::Rsqrt) {
+    return A(1) / std::sqrt(x);
+  } else if constexpr (op == UnaryOp::Tanh) {
+    return std::tanh(x);
+  } else if constexpr (op == UnaryOp::Sigmoid) {
+    return sigmoid(x);
+  } else if constexpr (op == UnaryOp::Relu) {
+    return x < A(0) ? A(0) : x;  // NaN stays NaN
+  } else if constexpr (op == UnaryOp::Gelu) {
+    if constexpr (std::is_same_v<A, float>) {
+      return detail::gelu_float(x);
+    } else {
       A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
       return A(0.5) * x * (A(1) + std::tanh(u));
     }
-    case UnaryOp::Abs:
-      return std::fabs(x);
+  } else {
+    static_assert(op == UnaryOp::Abs);
+    return std::fabs(x);
   }
-  return x;
 }
 
 /// dL/dx from g = dL/dy, the input x and the output y.
-template <typename A>
-A unary_grad(UnaryOp op, A g, A x, A y) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -g;
-    case UnaryOp::Exp:
-      return g * y;
-    case UnaryOp::Log:
-      return g / x;
-    case UnaryOp::Sqrt:
-      return g * A(0.5) / y;
-    case UnaryOp::Rsqrt:
-      return A(-0.5) * g * y * y * y;  // d x^(-1/2) = -x^(-3/2) / 2
-    case UnaryOp::Tanh:
-      return g * (A(1) - y * y);
-    case UnaryOp::Sigmoid:
-      return g * y * (A(1) - y);
-    case UnaryOp::Relu:
-      return x > A(0) ? g : A(0);
-    case UnaryOp::Gelu: {
+template <UnaryOp op, typename A>
+A unary_grad(A g, A x, A y) {
+  if constexpr (op == UnaryOp::Neg) {
+    return -g;
+  } else if constexpr (op == UnaryOp::Exp) {
+    return g * y;
+  } else if constexpr (op == UnaryOp::Log) {
+    return g / x;
+  } else if constexpr (op == UnaryOp::Sqrt) {
+    return g * A(0.5) / y;
+  } else if constexpr (op == UnaryOp::Rsqrt) {
+    return A(-0.5) * g * y * y * y;  // d x^(-1/2) = -x^(-3/2) / 2
+  } else if constexpr (op == UnaryOp::Tanh) {
+    return g * (A(1) - y * y);
+  } else if constexpr (op == UnaryOp::Sigmoid) {
+    return g * y * (A(1) - y);
+  } else if constexpr (op == UnaryOp::Relu) {
+    return x > A(0) ? g : A(0);
+  } else if constexpr (op == UnaryOp::Gelu) {
+    if constexpr (std::is_same_v<A, float>) {
+      return detail::gelu_grad_float(g, x);
+    } else {
       A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
       A t = std::tanh(u);
       A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x * x);
       return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
     }
-    case UnaryOp::Abs:
-      return x > A(0) ? g : (x < A(0) ? -g : A(0));
+  } else {
+    static_assert(op == UnaryOp::Abs);
+    return x > A(0) ? g : (x < A(0) ? -g : A(0));
   }
-  return g;
 }
 
-template <typename A>
-A binary_value(BinaryOp op, A a, A b) {
-  switch (op) {
-    case BinaryOp::Add:
-      return a + b;
-    case BinaryOp::Sub:
-      return a - b;
-    case BinaryOp::Mul:
-      return a * b;
-    case BinaryOp::Div:
-      return a / b;
-    case BinaryOp::Maximum:
-      return (a > b || std::isnan(a)) ? a : b;  // NaN propagates from either side
-    case BinaryOp::Pow:
-      return std::pow(a, b);
-    case BinaryOp::Eq:
-      return a == b ? A(1) : A(0);
-    case BinaryOp::Ne:
-      return a != b ? A(1) : A(0);
-    case BinaryOp::Lt:
-      return a < b ? A(1) : A(0);
-    case BinaryOp::Le:
-      return a <= b ? A(1) : A(0);
-    case BinaryOp::Gt:
-      return a > b ? A(1) : A(0);
-    case BinaryOp::Ge:
-      return a >= b ? A(1) : A(0);
+template <BinaryOp op, typename A>
+A binary_value(A a, A b) {
+  if constexpr (op == BinaryOp::Add) {
+    return a + b;
+  } else if constexpr (op == BinaryOp::Sub) {
+    return a - b;
+  } else if constexpr (op == BinaryOp::Mul) {
+    return a * b;
+  } else if constexpr (op == BinaryOp::Div) {
+    return a / b;
+  } else if constexpr (op == BinaryOp::Maximum) {
+    return (a > b || std::isnan(a)) ? a : b;  // NaN propagates from either side
+  } else if constexpr (op == BinaryOp::Pow) {
+    return std::pow(a, b);
+  } else if constexpr (op == BinaryOp::Eq) {
+    return a == b ? A(1) : A(0);
+  } else if constexpr (op == BinaryOp::Ne) {
+    return a != b ? A(1) : A(0);
+  } else if constexpr (op == BinaryOp::Lt) {
+    return a < b ? A(1) : A(0);
+  } else if constexpr (op == BinaryOp::Le) {
+    return a <= b ? A(1) : A(0);
+  } else if constexpr (op == BinaryOp::Gt) {
+    return a > b ? A(1) : A(0);
+  } else {
+    static_assert(op == BinaryOp::Ge);
+    return a >= b ? A(1) : A(0);
   }
-  return a;
+}
+
+/// Calls body(std::integral_constant<UnaryOp, op>{}): the op becomes a compile-time constant.
+template <typename Body>
+void with_unary_op(UnaryOp op, Body&& body) {
+  switch (op) {
+#define BRIGADE_UNARY_CASE(name) \
+  case UnaryOp::name:            \
+    return body(std::integral_constant<UnaryOp, UnaryOp::name>{});
+    BRIGADE_UNARY_CASE(Neg)
+    BRIGADE_UNARY_CASE(Exp)
+    BRIGADE_UNARY_CASE(Log)
+    BRIGADE_UNARY_CASE(Sqrt)
+    BRIGADE_UNARY_CASE(Rsqrt)
+    BRIGADE_UNARY_CASE(Tanh)
+    BRIGADE_UNARY_CASE(Sigmoid)
+    BRIGADE_UNARY_CASE(Relu)
+    BRIGADE_UNARY_CASE(Gelu)
+    BRIGADE_UNARY_CASE(Abs)
+#undef BRIGADE_UNARY_CASE
+  }
+}
+
+template <typename Body>
+void with_binary_op(BinaryOp op, Body&& body) {
+  switch (op) {
+#define BRIGADE_BINARY_CASE(name) \
+  case BinaryOp::name:            \
+    return body(std::integral_constant<BinaryOp, BinaryOp::name>{});
+    BRIGADE_BINARY_CASE(Add)
+    BRIGADE_BINARY_CASE(Sub)
+    BRIGADE_BINARY_CASE(Mul)
+    BRIGADE_BINARY_CASE(Div)
+    BRIGADE_BINARY_CASE(Maximum)
+    BRIGADE_BINARY_CASE(Pow)
+    BRIGADE_BINARY_CASE(Eq)
+    BRIGADE_BINARY_CASE(Ne)
+    BRIGADE_BINARY_CASE(Lt)
+    BRIGADE_BINARY_CASE(Le)
+    BRIGADE_BINARY_CASE(Gt)
+    BRIGADE_BINARY_CASE(Ge)
+#undef BRIGADE_BINARY_CASE
+  }
+}
+
+/// Ops whose element costs a libm call or a division chain: a thread team pays off sooner.
+constexpr bool is_costly(UnaryOp op) {
+  return op != UnaryOp::Neg && op != UnaryOp::Relu && op != UnaryOp::Abs;
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+// ---- loops: out[i] = f(inputs[i]...) over runs; unit steps take a loop g++ vectorises -------------------
+
+template <typename T, typename F>
+void map1(const Tensor& x, const Tensor& out, int64_t grain, F f) {
+  using A = acc_t<T>;
+  const T* xp = ptr<const T>(x);
+  T* op = ptr<T>(out);
+  for_each_run<2>(out.shape(), {&out.strides(), &x.strides()}, grain,
+                  [=](int64_t, int64_t n, const Offsets<2>& off, const Offsets<2>& st) {
+                    T* o = op + off[0];
+                    const T* a = xp + off[1];
+                    if (st[0] == 1 && st[1] == 1) {
+                      for (int64_t k = 0; k < n; ++k) o[k] = static_cast<T>(f(static_cast<A>(a[k])));
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) {
+                        o[k * st[0]] = static_cast<T>(f(static_cast<A>(a[k * st[1]])));
+                      }
+                    }
+                  });
+}
+
+template <typename T, typename F>
+void map2(const Tensor& a, const Tensor& b, const Tensor& out, int64_t grain, F f) {
+  using A = acc_t<T>;
+  const T* ap = ptr<const T>(a);
+  const T* bp = ptr<const T>(b);
+  T* op = ptr<T>(out);
+  for_each_run<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, grain,
+                  [=](int64_t, int64_t n, const Offsets<3>& off, const Offsets<3>& st) {
+                    T* o = op + off[0];
+                    const T* x = ap + off[1];
+                    const T* y = bp + off[2];
+                    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {  // contiguous, or a row broadcast's rows
+                      for (int64_t k = 0; k < n; ++k) {
+                        o[k] = static_cast<T>(f(static_cast<A>(x[k]), static_cast<A>(y[k])));
+                      }
+                    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // b is one value along the run
+                      const A yv = static_cast<A>(y[0]);
+                      for (int64_t k = 0; k < n; ++k) o[k] = static_cast<T>(f(static_cast<A>(x[k]), yv));
+                    } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {  // a is one value along the run
+                      const A xv = static_cast<A>(x[0]);
+                      for (int64_t k = 0; k < n; ++k) o[k] = static_cast<T>(f(xv, static_cast<A>(y[k])));
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) {
+                        o[k * st[0]] =
+                            static_cast<T>(f(static_cast<A>(x[k * st[1]]), static_cast<A>(y[k * st[2]])));
+                      }
+                    }
+                  });
+}
+
+template <typename T, typename F>
+void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, int64_t grain, F f) {
+  using A = acc_t<T>;
+  const T* ap = ptr<const T>(a);
+  const T* bp = ptr<const T>(b);
+  const T* cp = ptr<const T>(c);
+  T* op = ptr<T>(out);
+  for_each_run<4>(
+      out.shape(), {&out.strides(), &a.strides(), &b.strides(), &c.strides()}, grain,
+      [=](int64_t, int64_t n, const Offsets<4>& off, const Offsets<4>& st) {
+        T* o = op + off[0];
+        const T* x = ap + off[1];
+        const T* y = bp + off[2];
+        const T* z = cp + off[3];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+          for (int64_t k = 0; k < n; ++k) {
+            o[k] = static_cast<T>(f(static_cast<A>(x[k]), static_cast<A>(y[k]), static_cast<A>(z[k])));
+          }
+        } else {
+          for (int64_t k = 0; k < n; ++k) {
+            o[k * st[0]] = static_cast<T>(
+                f(static_cast<A>(x[k * st[1]]), static_cast<A>(y[k * st[2]]), static_cast<A>(z[k * st[3]])));
+          }
+        }
+      });
+}
+
+// GELU in float32: contiguous runs four lanes at a time (vector_math.h); strided ones run the same vector
+// code on one lane, so every layout gives the same bits.
+void gelu_float32(const Tensor& x, const Tensor& out) {
+  const float* xp = ptr<const float>(x);
+  float* op = ptr<float>(out);
+  for_each_run<2>(out.shape(), {&out.strides(), &x.strides()}, kParallelGrain,
+                  [=](int64_t, int64_t n, const Offsets<2>& off, const Offsets<2>& st) {
+                    float* o = op + off[0];
+                    const float* a = xp + off[1];
+                    if (st[0] == 1 && st[1] == 1) {
+                      detail::map4(o, a, n, [](detail::f32x4 v) { return detail::gelu4(v); });
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) o[k * st[0]] = detail::gelu_float(a[k * st[1]]);
+                    }
+                  });
+}
+
+void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& out) {
+  const float* gp = ptr<const float>(grad_y);
+  const float* xp = ptr<const float>(x);
+  float* op = ptr<float>(out);
+  for_each_run<3>(out.shape(), {&out.strides(), &grad_y.strides(), &x.strides()}, kParallelGrain,
+                  [=](int64_t, int64_t n, const Offsets<3>& off, const Offsets<3>& st) {
+                    float* o = op + off[0];
+                    const float* g = gp + off[1];
+                    const float* a = xp + off[2];
+                    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                      detail::map4(o, g, a, n, [](detail::f32x4 gv, detail::f32x4 xv) {
+                        return detail::gelu_grad4(gv, xv);
+                      });
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) {
+                        o[k * st[0]] = detail::gelu_grad_float(g[k * st[1]], a[k * st[2]]);
+                      }
+                    }
+                  });
 }
 
 template <typename T>
 void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out) {
   using A = acc_t<T>;
-  StridedAccess<const T> in(x, unary_op_name(op));
-  StridedAccess<T> result(out, unary_op_name(op));
-  const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    result[i] = static_cast<T>(unary_value<A>(op, static_cast<A>(in[i])));
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == UnaryOp::Gelu) return gelu_float32(x, out);
   }
+  const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
+  with_unary_op(
+      op, [&](auto k) { map1<T>(x, out, grain, [](A v) { return unary_value<decltype(k)::value, A>(v); }); });
 }
 
 template <typename T>
 void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y,
                          const Tensor& out) {
   using A = acc_t<T>;
-  StridedAccess<const T> g(grad_y, unary_op_name(op));
-  StridedAccess<const T> xs(x, unary_op_name(op));
-  StridedAccess<const T> ys(y, unary_op_name(op));
-  StridedAccess<T> result(out, unary_op_name(op));
-  const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    result[i] =
-        static_cast<T>(unary_grad<A>(op, static_cast<A>(g[i]), static_cast<A>(xs[i]), static_cast<A>(ys[i])));
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == UnaryOp::Gelu) return gelu_backward_float32(grad_y, x, out);
   }
+  const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
+  with_unary_op(op, [&](auto k) {
+    map3<T>(grad_y, x, y, out, grain,
+            [](A g, A xv, A yv) { return unary_grad<decltype(k)::value, A>(g, xv, yv); });
+  });
 }
 
 template <typename T>
 void binary_impl(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   using A = acc_t<T>;
-  StridedAccess<const T> as(a, binary_op_name(op));
-  StridedAccess<const T> bs(b, binary_op_name(op));
-  StridedAccess<T> result(out, binary_op_name(op));
-  const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    result[i] = static_cast<T>(binary_value<A>(op, static_cast<A>(as[i]), static_cast<A>(bs[i])));
-  }
+  const int64_t grain = op == BinaryOp::Pow ? kParallelGrain : kElementwiseGrain;
+  with_binary_op(op, [&](auto k) {
+    map2<T>(a, b, out, grain, [](A x, A y) { return binary_value<decltype(k)::value, A>(x, y); });
+  });
 }
 
 template <typename T>
 void binary_scalar_impl(BinaryOp op, const Tensor& a, double scalar, bool scalar_first, const Tensor& out) {
   using A = acc_t<T>;
-  StridedAccess<const T> as(a, binary_op_name(op));
-  StridedAccess<T> result(out, binary_op_name(op));
   const A s = static_cast<A>(scalar);
-  const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const A v = static_cast<A>(as[i]);
-    result[i] = static_cast<T>(scalar_first ? binary_value<A>(op, s, v) : binary_value<A>(op, v, s));
+  const int64_t grain = op == BinaryOp::Pow ? kParallelGrain : kElementwiseGrain;
+  with_binary_op(op, [&](auto k) {
+    constexpr BinaryOp kOp = decltype(k)::value;
+    if (scalar_first) {
+      map1<T>(a, out, grain, [s](A v) { return binary_value<kOp, A>(s, v); });
+    } else {
+      map1<T>(a, out, grain, [s](A v) { return binary_value<kOp, A>(v, s); });
+    }
+  });
+}
+
+/// Non-zero is true (NaN too, as `!= 0` says).
+template <typename C>
+bool is_true(C c) {
+  if constexpr (std::is_same_v<C, bfloat16>) {
+    return static_cast<float>(c) != 0.0f;
+  } else {
+    return c != C(0);
   }
 }
 
 template <typename C, typename T>
 void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  StridedAccess<const C> cs(cond, "where");
-  StridedAccess<const T> as(a, "where");
-  StridedAccess<const T> bs(b, "where");
-  StridedAccess<T> result(out, "where");
-  const int64_t n = out.numel();
-#pragma omp parallel for if (n >= kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    result[i] = static_cast<double>(cs[i]) != 0.0 ? as[i] : bs[i];
-  }
+  const C* cp = ptr<const C>(cond);
+  const T* ap = ptr<const T>(a);
+  const T* bp = ptr<const T>(b);
+  T* op = ptr<T>(out);
+  for_each_run<4>(out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
+                  kElementwiseGrain, [=](int64_t, int64_t n, const Offsets<4>& off, const Offsets<4>& st) {
+                    T* o = op + off[0];
+                    const C* c = cp + off[1];
+                    const T* x = ap + off[2];
+                    const T* y = bp + off[3];
+                    if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {  // masked_fill
+                      const T value = x[0];
+                      for (int64_t k = 0; k < n; ++k) o[k] = is_true(c[k]) ? value : y[k];
+                    } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+                      for (int64_t k = 0; k < n; ++k) o[k] = is_true(c[k]) ? x[k] : y[k];
+                    } else {
+                      for (int64_t k = 0; k < n; ++k) {
+                        o[k * st[0]] = is_true(c[k * st[1]]) ? x[k * st[2]] : y[k * st[3]];
+                      }
+                    }
+                  });
 }
 
 }  // namespace
