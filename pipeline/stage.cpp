@@ -82,8 +82,8 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
   // The reference for stream timings: recorded while the stream is idle, so its device time is "now".
   compute_.synchronize();
   Event reference(true);
-  reference.record(compute_);
   const double reference_ms = ms_since(inputs.origin);
+  reference.record(compute_);
 
   const std::vector<Action>& list = schedule_.actions[static_cast<size_t>(stage_)];
   std::vector<RawTiming> timings;
@@ -99,7 +99,9 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
     RawTiming& t = timings.emplace_back();
     t.event.step = step_;
     t.event.action = action;
-    t.on_stream = is_compute(action.kind) && action.kind != ActionKind::OptimizerStep;
+    // On a GPU the work runs later than the host enqueues it: time it on the stream. A CPU stream runs
+    // on this thread, so the host clock is its clock.
+    t.on_stream = device_.is_cuda() && is_compute(action.kind) && action.kind != ActionKind::OptimizerStep;
     t.event.start_ms = ms_since(inputs.origin);
     if (t.on_stream) t.start.record(compute_);
     execute(action, inputs, transport, t.event.bytes);

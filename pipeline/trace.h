@@ -1,10 +1,11 @@
 // Traces of executed steps: when every action of the IR ran on every stage, and pictures of it.
 //
-// Times are milliseconds since the step began. Compute actions (F, B, Bi, Bw, R) are timed on the
-// stage's compute stream with Events (the steady clock on the CPU; CUDA events on a GPU, placed on the
-// host time line through a reference event recorded when the stage's stream was idle). Send/Recv are
-// host-side operations and are timed with the host's steady clock: a Recv lasts as long as its stage
-// waited for the message (plus the hand-off copy on a GPU).
+// Times are milliseconds since the step began. On the CPU every action is timed with the host's steady
+// clock (a CPU stream runs its work on the calling thread). On a GPU the compute actions (F, B, Bi, Bw,
+// R) are timed with CUDA events on the stage's compute stream, placed on the host time line through a
+// reference event recorded while that stream was idle; Send/Recv are host-side operations and keep the
+// host clock there too: a Recv lasts as long as its stage waited for the message (plus the hand-off
+// copy's enqueueing).
 //
 // Measured bubble: the step time T is the span from the first action's start to the last action's end
 // over all stages (the optimizer step is not part of it); stage s's bubble is (T - busy_s) / T, where
