@@ -46,7 +46,8 @@
 #include "tensor/bfloat16.h"
 
 // The AVX2 micro-kernel needs GCC/Clang's target attribute and cpu-feature builtin, on x86-64.
-#if defined(__x86_64__) && defined(__GNUC__)
+// -DBRIGADE_GEMM_NO_AVX2 leaves it out (to test the baseline kernel on an AVX2 machine).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(BRIGADE_GEMM_NO_AVX2)
 #define BRIGADE_GEMM_AVX2 1
 #else
 #define BRIGADE_GEMM_AVX2 0
@@ -102,7 +103,13 @@ void pack_a(const T* a, int64_t lda, bool trans, int64_t mc, int64_t kc, Acc* ou
   for (int64_t r0 = 0; r0 < mc; r0 += MR) {
     const int64_t rows = std::min(MR, mc - r0);
     Acc* panel = out + r0 * kc;
-    if (!trans) {  // op(A)(i, p) = a[i * lda + p]: read each row contiguously
+    if (!trans && rows == MR) {  // op(A)(i, p) = a[i * lda + p]: MR row streams, contiguous writes
+      const T* src = a + r0 * lda;
+      for (int64_t p = 0; p < kc; ++p) {
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < MR; ++i) panel[p * MR + i] = static_cast<Acc>(src[i * lda + p]);
+      }
+    } else if (!trans) {
       for (int64_t i = 0; i < rows; ++i) {
         const T* src = a + (r0 + i) * lda;
         for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = static_cast<Acc>(src[p]);
@@ -133,7 +140,13 @@ void pack_b(const T* b, int64_t ldb, bool trans, int64_t kc, int64_t nc, Acc* ou
         for (; j < cols; ++j) panel[p * NR + j] = static_cast<Acc>(src[j]);
         for (; j < NR; ++j) panel[p * NR + j] = Acc(0);
       }
-    } else {  // op(B)(p, j) = b[j * ldb + p]
+    } else if (cols == NR) {  // op(B)(p, j) = b[j * ldb + p]: NR row streams, contiguous writes
+      const T* src = b + c0 * ldb;
+      for (int64_t p = 0; p < kc; ++p) {
+#pragma GCC unroll 16
+        for (int64_t j = 0; j < NR; ++j) panel[p * NR + j] = static_cast<Acc>(src[j * ldb + p]);
+      }
+    } else {
       for (int64_t j = 0; j < cols; ++j) {
         const T* src = b + (c0 + j) * ldb;
         for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = static_cast<Acc>(src[p]);
@@ -230,11 +243,14 @@ void gemm_typed(const GemmArgs& args) {
     Acc* const b_pack = a_pack + mc_max * kc_max;
     Acc* const c_block = b_pack + nc_max * kc_max;
 
+    // Tasks run M blocks fastest, so consecutive tasks of a thread usually share their B block: when K fits
+    // one KC slice, the packed B block is kept and reused (Linear layers pack W once, not once per M block).
+    int64_t packed_b = -1;  // batch * n_blocks + N block of what b_pack holds (single-slice K only)
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t batch_index = task / (m_blocks * n_blocks);
-      const int64_t ic = (task / n_blocks) % m_blocks * MC;
-      const int64_t jc = task % n_blocks * NC;
+      const int64_t jc = (task / m_blocks) % n_blocks * NC;
+      const int64_t ic = task % m_blocks * MC;
       const int64_t mc = std::min(MC, m - ic);
       const int64_t nc = std::min(NC, n - jc);
       const int64_t mc_padded = round_up(mc, MR), nc_padded = round_up(nc, NR);
@@ -250,7 +266,11 @@ void gemm_typed(const GemmArgs& args) {
         const T* a_origin = args.trans_a ? a + pc * args.lda + ic : a + ic * args.lda + pc;
         const T* b_origin = args.trans_b ? b + jc * args.ldb + pc : b + pc * args.ldb + jc;
         pack_a<T, Acc, MR>(a_origin, args.lda, args.trans_a, mc, kc, a_pack);
-        pack_b<T, Acc, NR>(b_origin, args.ldb, args.trans_b, kc, nc, b_pack);
+        const int64_t b_key = k <= KC ? (args.stride_b == 0 ? 0 : batch_index) * n_blocks + jc / NC : -1;
+        if (b_key < 0 || b_key != packed_b) {
+          pack_b<T, Acc, NR>(b_origin, args.ldb, args.trans_b, kc, nc, b_pack);
+          packed_b = b_key;
+        }
         for (int64_t jr = 0; jr < nc_padded; jr += NR) {
           for (int64_t ir = 0; ir < mc_padded; ir += MR) {
             Kernel::template run<Acc, MR, NR>(kc, a_pack + ir * kc, b_pack + jr * kc,
