@@ -53,6 +53,108 @@ int64_t microbatch_size_of(const ModelProfile& profile, const MemoryPlan& plan) 
 
 }  // namespace
 
+namespace {
+
+// Walks stage s's list as memory_model.h describes and returns the activation peak and the step peak
+// with its parts (resident figures and simulator counts are filled in by the caller).
+StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, const Schedule& schedule,
+                       const MemoryModel& sizes, int s, double r) {
+  const int S = schedule.stages, M = schedule.microbatches;
+  auto layer = [&](int i) -> const LayerProfile& { return profile.layers[static_cast<size_t>(i)]; };
+  auto scaled = [&](int64_t bytes) { return r * static_cast<double>(bytes); };
+
+  // Gradients: created per parameter name (a tensor used by two chunks of the stage is created once).
+  std::vector<std::string> created;
+  double gradients = 0.0;
+  auto uncreated_bytes = [&](int begin, int end) {
+    std::vector<std::string> counted;
+    double bytes = 0.0;
+    for (int i = begin; i < end; ++i) {
+      for (const ParameterInfo& p : layer(i).parameter_list) {
+        if (std::find(created.begin(), created.end(), p.name) != created.end()) continue;
+        if (std::find(counted.begin(), counted.end(), p.name) != counted.end()) continue;
+        counted.push_back(p.name);
+        bytes += static_cast<double>(p.bytes);
+      }
+    }
+    return bytes;
+  };
+  auto create = [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      for (const ParameterInfo& p : layer(i).parameter_list) {
+        if (std::find(created.begin(), created.end(), p.name) != created.end()) continue;
+        created.push_back(p.name);
+        gradients += static_cast<double>(p.bytes);
+      }
+    }
+  };
+
+  enum class Held { None, Boundary, Full };
+  std::vector<Held> held(static_cast<size_t>(schedule.virtual_chunks) * M, Held::None);
+  double live = 0.0, activation_peak = 0.0, in_transit = 0.0, best = -1.0;
+  StageMemory m;
+  m.stage = s;
+  const auto& list = schedule.actions[static_cast<size_t>(s)];
+  for (size_t step = 0; step < list.size(); ++step) {
+    const Action& a = list[step];
+    if (a.kind == ActionKind::OptimizerStep || is_transfer(a.kind)) continue;
+    const int k = schedule.model_chunk(s, a.chunk);
+    const ChunkPlan& c = partition.chunks[static_cast<size_t>(k)];
+    const ActivationSizes size = sizes.chunk(s, a.chunk, S, schedule.virtual_chunks);
+    Held& h = held[static_cast<size_t>(a.chunk) * M + a.microbatch];
+    bool boundary_only = false;
+    if (a.kind == ActionKind::Forward) {
+      boundary_only = recomputes(schedule.recompute, a.microbatch, M);
+      h = boundary_only ? Held::Boundary : Held::Full;
+      live += boundary_only ? size.boundary : size.full;
+    } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
+      h = Held::Full;
+      live += size.full - size.boundary;
+    }
+    activation_peak = std::max(activation_peak, live);
+
+    // The action's own term, walking its layers.
+    double term = 0.0, after = 0.0;  // after: activations of the layers after i in the chunk
+    const bool backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput ||
+                          a.kind == ActionKind::BackwardWeight;
+    for (int i = c.end - 1; i >= c.begin; --i) {
+      const LayerProfile& l = layer(i);
+      double t = 0.0;
+      if (a.kind == ActionKind::Forward && boundary_only)
+        t = scaled(l.forward_workspace_bytes);
+      else if (!backward)
+        t = scaled(l.forward_workspace_bytes) - after;
+      else
+        t = scaled(l.backward_workspace_bytes) - after +
+            (a.kind == ActionKind::BackwardInput ? 0.0 : uncreated_bytes(i, c.end));
+      term = std::max(term, t);
+      after += scaled(l.activation_bytes);
+    }
+    const double candidate = live + gradients + in_transit + term;
+    if (candidate > best) {
+      best = candidate;
+      m.peak_step = static_cast<int>(step);
+      m.peak_action = a;
+      m.peak_activations = std::llround(live);
+      m.peak_gradients = std::llround(gradients);
+      m.peak_workspace = std::llround(in_transit + term);
+    }
+
+    // Releases and creations when the action ends.
+    if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
+      live -= h == Held::Full ? size.full : size.boundary;
+      h = Held::None;
+    }
+    if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) create(c.begin, c.end);
+    if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) && k > 0)
+      in_transit = std::max(in_transit, scaled(c.input_bytes));
+  }
+  m.activation_bytes = std::llround(activation_peak);
+  return m;
+}
+
+}  // namespace
+
 MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& plan) {
   BRIGADE_CHECK_VALUE(profile.measured && profile.microbatch_size > 0,
                       "memory model: needs measured activation sizes (profile_layers), got parameter counts only");
@@ -88,24 +190,17 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
   for (int s = 0; s < plan.stages; ++s) {
     const StagePlan& st = partition.stage_plans[static_cast<size_t>(s)];
     const StageStats& stats = timeline.stats[static_cast<size_t>(s)];
-    StageMemory m;
-    m.stage = s;
+    StageMemory m = walk_stage(profile, partition, schedule, model, s, r);
+    // The walk repeats the simulator's activation accounting; they must agree.
+    BRIGADE_CHECK(std::abs(static_cast<double>(m.activation_bytes) - stats.peak_memory) <=
+                      1.0 + 1e-9 * stats.peak_memory,
+                  "memory model: stage ", s, " walk peak ", m.activation_bytes, " != simulator peak ",
+                  stats.peak_memory, " (a bug in memory_model.cpp)");
     m.parameter_bytes = st.parameter_bytes;
     m.gradient_bytes = st.parameter_bytes;
     m.optimizer_bytes = plan.optimizer_state_tensors * st.parameter_bytes;
-    m.activation_bytes = std::llround(stats.peak_memory);
     m.peak_in_flight = stats.peak_in_flight;
     m.peak_full = stats.peak_full;
-    int64_t work = 0, in_transit = 0;
-    for (int k : st.chunks) {
-      const ChunkPlan& c = partition.chunks[static_cast<size_t>(k)];
-      for (int i = c.begin; i < c.end; ++i) {
-        const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
-        work = std::max({work, layer.forward_workspace_bytes, layer.backward_workspace_bytes});
-      }
-      if (k > 0) in_transit = std::max(in_transit, c.input_bytes);
-    }
-    m.workspace_bytes = std::llround(r * static_cast<double>(work + in_transit));
     prediction.stages.push_back(m);
   }
   return prediction;
@@ -117,44 +212,50 @@ std::string MemoryPrediction::table(const std::vector<int64_t>& measured_step_pe
                       measured_step_peaks.size(), " measured peaks for ", stages.size(), " stages");
   std::ostringstream out;
   out << "memory per stage (" << plan.describe() << "):\n";
-  char line[320];
-  std::snprintf(line, sizeof line, "%5s %11s %11s %11s %11s %8s %11s %11s %11s", "stage", "params", "grads",
-                "optimizer", "activations", "flight", "workspace", "step peak", "total");
+  char line[400];
+  std::snprintf(line, sizeof line, "%5s %10s %10s %10s %11s %6s | %-8s %10s %10s %10s | %10s %10s", "stage",
+                "params", "optimizer", "grads", "activations", "flight", "peak at", "act", "grads", "work",
+                "step peak", "total");
   out << line;
   if (measured) {
-    std::snprintf(line, sizeof line, " %11s %7s", "measured", "error");
+    std::snprintf(line, sizeof line, " | %10s %7s", "measured", "error");
     out << line;
   }
   out << "\n";
   for (size_t s = 0; s < stages.size(); ++s) {
     const StageMemory& m = stages[s];
     const std::string flight = std::to_string(m.peak_full) + "/" + std::to_string(m.peak_in_flight);
-    std::snprintf(line, sizeof line, "%5zu %11s %11s %11s %11s %8s %11s %11s %11s", s, mib(m.parameter_bytes).c_str(),
-                  mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.activation_bytes).c_str(),
-                  flight.c_str(), mib(m.workspace_bytes).c_str(), mib(m.step_peak_bytes()).c_str(),
+    const std::string at = m.peak_step >= 0 ? to_string(m.peak_action, plan.virtual_chunks > 1) : "-";
+    std::snprintf(line, sizeof line, "%5zu %10s %10s %10s %11s %6s | %-8s %10s %10s %10s | %10s %10s", s,
+                  mib(m.parameter_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.gradient_bytes).c_str(),
+                  mib(m.activation_bytes).c_str(), flight.c_str(), at.c_str(), mib(m.peak_activations).c_str(),
+                  mib(m.peak_gradients).c_str(), mib(m.peak_workspace).c_str(), mib(m.step_peak_bytes()).c_str(),
                   mib(m.total_bytes()).c_str());
     out << line;
     if (measured) {
       const double got = static_cast<double>(measured_step_peaks[s]);
       const double error = got > 0 ? (static_cast<double>(m.step_peak_bytes()) - got) / got : 0.0;
-      std::snprintf(line, sizeof line, " %11s %+6.1f%%", mib(measured_step_peaks[s]).c_str(), 100.0 * error);
+      std::snprintf(line, sizeof line, " | %10s %+6.1f%%", mib(measured_step_peaks[s]).c_str(), 100.0 * error);
       out << line;
     }
     out << "\n";
   }
-  out << "flight = microbatches holding full activations / holding any, at the peak; step peak = grads + "
-         "activations + workspace; total = params + optimizer + step peak\n";
+  out << "activations: the most live at once (flight: microbatches holding full activations / any); at the "
+         "step peak: the action running and its live activations, gradients and workspace; step peak = their "
+         "sum; total = params + optimizer + step peak\n";
   return out.str();
 }
 
 namespace {
 
-std::string breakdown(const StageMemory& m) {
+std::string breakdown(const StageMemory& m, int virtual_chunks) {
   std::ostringstream out;
   out << mib(m.total_bytes()) << " = parameters " << mib(m.parameter_bytes) << " + optimizer state "
-      << mib(m.optimizer_bytes) << " + gradients " << mib(m.gradient_bytes) << " + activations "
-      << mib(m.activation_bytes) << " (" << m.peak_in_flight << " microbatch" << (m.peak_in_flight == 1 ? "" : "es")
-      << " in flight, " << m.peak_full << " with full activations) + workspace " << mib(m.workspace_bytes);
+      << mib(m.optimizer_bytes) << " + the step's peak " << mib(m.step_peak_bytes()) << " during "
+      << to_string(m.peak_action, virtual_chunks > 1) << " (activations " << mib(m.peak_activations)
+      << ", gradients " << mib(m.peak_gradients) << ", workspace " << mib(m.peak_workspace) << "; at most "
+      << m.peak_in_flight << " microbatch" << (m.peak_in_flight == 1 ? "" : "es") << " in flight, "
+      << m.peak_full << " with full activations)";
   return out.str();
 }
 
@@ -219,7 +320,7 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
   if (cert.fits) {
     const int w = p.worst_stage();
     msg << "memory budget " << mib(budget_bytes) << " per stage: fits (" << plan.describe() << "); the largest "
-        << "predicted peak is stage " << w << ": " << breakdown(p.stages[static_cast<size_t>(w)]);
+        << "predicted peak is stage " << w << ": " << breakdown(p.stages[static_cast<size_t>(w)], plan.virtual_chunks);
     cert.message = msg.str();
     return cert;
   }
@@ -227,7 +328,7 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
   int over = 0;
   for (const StageMemory& m : p.stages) over += m.total_bytes() > budget_bytes ? 1 : 0;
   msg << "memory budget " << mib(budget_bytes) << " per stage refused for " << plan.describe() << ": stage "
-      << cert.stage << " is predicted to peak at " << breakdown(p.stages[static_cast<size_t>(cert.stage)]);
+      << cert.stage << " is predicted to peak at " << breakdown(p.stages[static_cast<size_t>(cert.stage)], plan.virtual_chunks);
   if (over > 1) msg << " (" << over << " stages are over the budget)";
   msg << ". ";
   for (Alternative& alt : alternatives(profile, plan)) {

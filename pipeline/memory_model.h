@@ -11,25 +11,36 @@
 // start of the step, executor.h) and the resident part as StageReport::parameter_bytes; predictions are
 // compared with those figures, like with like:
 //   predicted total = parameters + optimizer state + step peak
-//   step peak       = gradients + activations + workspace
-// where, for stage s with model chunks C_s and microbatch size b (the profile was taken at size b0,
-// r = b / b0):
+//
+// Sizes, for stage s and microbatch size b (the profile was taken at size b0; r = b / b0 scales every
+// activation and workspace figure, parameters do not):
 //   parameters   P_s = bytes of the distinct parameter tensors its layers use (a tied weight counts on
 //                every stage that uses it: each such stage holds its own gradient of it)
-//   gradients    P_s (gradients have their parameter's dtype and shape)
 //   optimizer    k P_s with k state tensors per parameter (AdamW: m and v, k = 2)
-//   activations  the simulator's peak of live activation memory on stage s (simulator.h), fed per model
-//                chunk c with  full_c = r * sum over c's layers of activation_bytes  (saved tensors and
-//                outputs, loss included on the last chunk) and  boundary_c = r * output_bytes of c's last
-//                layer (what a recomputed microbatch keeps in this stage's scope: its output, until the
-//                next stage is done with it; 0 for the last chunk, whose output only feeds the loss). The
-//                simulator counts, per (chunk, microbatch), full_c from F to the end of its B (or Bw), or
-//                boundary_c from F until R and full_c from R to the end of the backward, so one recompute
-//                buffer is counted exactly where the schedule holds it.
-//   workspace    r * (the largest forward or backward workspace of a layer of the stage, profile.h, plus
-//                one input gradient on its way upstream: the stage's first layer's input bytes, except on
-//                the stage holding model chunk 0 alone, whose input needs no gradient)
-// Activations and workspace scale linearly with the microbatch size; parameters do not.
+//   per chunk c  full_c = r * sum over c's layers of activation_bytes (saved tensors and outputs, the loss
+//                on the last chunk); boundary_c = r * output_bytes of c's last layer: what a recomputed
+//                microbatch keeps in this stage's scope (its output, until the next stage is done with
+//                it; 0 for the last chunk, whose output only feeds the loss).
+//
+// The step peak is found by walking the stage's action list, as the executor runs it:
+//   live activations  exactly the simulator's accounting (simulator.h): F adds full_c (boundary_c when
+//                the policy recomputes that microbatch), R adds full_c - boundary_c, B or Bw frees the
+//                (chunk, microbatch)'s bytes when it ends. Its maximum is the "activations" column, and
+//                one recompute buffer is counted exactly where the schedule holds it.
+//   gradients G       the bytes of the gradients that exist when the action starts: a chunk's parameter
+//                gradients are created by its first B (or Bw) of the step and live to the end.
+//   in transit        after the stage's first B/Bi of a chunk that has an upstream stage, one input
+//                gradient (r * the chunk's input bytes) is held until the previous stage has used it.
+//   the action itself, walking the chunk's layers i as the action does:
+//     F, R   max over i of  fwd_ws_i - (activations of the layers after i, not allocated yet)
+//            (a recomputed F runs without grad: max over i of fwd_ws_i on top of its boundary)
+//     B, Bi, Bw   max over i, from the last layer down, of  bwd_ws_i - (activations of the layers after i,
+//            already freed) + (gradients of the layers from i on that this B creates, if it is the
+//            chunk's first backward; never for Bi)
+//   candidate(action) = live + G + in transit + max(0, the action's term); step peak = max over actions.
+// The prediction reports the action at the peak and the three parts of its candidate. (fwd_ws, bwd_ws:
+// the per-layer workspaces of profile.h; they are net figures, so the walk above adds them to the level
+// where the layer starts.)
 //
 // Certification. certify() refuses a plan whose predicted total on some stage exceeds the budget, naming
 // the stage, the prediction (broken down as above) and the cheapest change that fits, tried in this
@@ -78,16 +89,22 @@ struct MemoryPlan {
 /// One stage's prediction, in bytes.
 struct StageMemory {
   int stage = 0;
-  int64_t parameter_bytes = 0;
-  int64_t gradient_bytes = 0;
-  int64_t optimizer_bytes = 0;
-  int64_t activation_bytes = 0;  ///< peak live activations (simulator)
-  int64_t workspace_bytes = 0;
-  int peak_in_flight = 0;        ///< (chunk, microbatch) pairs holding activations at the peak (simulator)
+  int64_t parameter_bytes = 0;   ///< P_s
+  int64_t optimizer_bytes = 0;   ///< k P_s
+  int64_t gradient_bytes = 0;    ///< the stage's gradients once they all exist (= P_s)
+  int64_t activation_bytes = 0;  ///< the largest live activations over the step (the simulator's peak)
+  int peak_in_flight = 0;        ///< (chunk, microbatch) pairs holding activations at that peak (simulator)
   int peak_full = 0;             ///< of those, holding their full activations
 
-  /// What the executor's StageReport::peak_bytes measures: gradients + activations + workspace.
-  int64_t step_peak_bytes() const { return gradient_bytes + activation_bytes + workspace_bytes; }
+  /// The action at the step peak and the parts of its candidate (see the header comment).
+  int peak_step = -1;  ///< index in the stage's action list
+  Action peak_action;
+  int64_t peak_activations = 0;  ///< live activations while it runs
+  int64_t peak_gradients = 0;    ///< gradients existing then (plus those it creates: in peak_workspace)
+  int64_t peak_workspace = 0;    ///< in-transit gradient + the action's own term
+
+  /// What the executor's StageReport::peak_bytes measures.
+  int64_t step_peak_bytes() const { return peak_activations + peak_gradients + peak_workspace; }
   /// Everything the stage's device holds at the peak: resident + step peak.
   int64_t total_bytes() const { return parameter_bytes + optimizer_bytes + step_peak_bytes(); }
 };
@@ -102,8 +119,8 @@ struct MemoryPrediction {
   int worst_stage() const;
   /// The largest total over stages.
   int64_t peak_bytes() const;
-  /// One row per stage: parameters, gradients, optimizer state, activations (with microbatches in
-  /// flight), workspace, predicted step peak and total. With `measured_step_peaks` (one per stage, e.g.
+  /// One row per stage: parameters, optimizer state, gradients, peak activations (with microbatches in
+  /// flight), the action at the step peak with its workspace, predicted step peak and total. With `measured_step_peaks` (one per stage, e.g.
   /// StageReport::peak_bytes) it adds the measured step peak and the relative error beside the
   /// prediction.
   std::string table(const std::vector<int64_t>& measured_step_peaks = {}) const;

@@ -34,10 +34,11 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// Scope tags are process-wide; the prefix keeps them apart from the executor's stage tags.
-std::string scope_tag(int64_t layer, const char* phase) {
-  return "brigade.profile." + std::to_string(layer) + "." + phase;
-}
+// Scope tags are process-wide; the prefix keeps them apart from the executor's stage tags. A layer's
+// forward and backward share one tag: the activations its backward frees are subtracted from the scope
+// that allocated them, so the backward's peak above its starting level is net of what it releases on the
+// way (a tag per phase would count every temporary the backward allocates, freed or not).
+std::string scope_tag(int64_t layer) { return "brigade.profile." + std::to_string(layer); }
 
 // What one layer's forward or backward did under its scope.
 struct ScopeDelta {
@@ -81,6 +82,26 @@ class GradEnabled {
 
  private:
   bool previous_;
+};
+
+// Takes the parameters' gradients out for the profile's runs and puts them back afterwards (also when a
+// run throws), so that profiling leaves the model's gradients as it found them.
+class GradientStash {
+ public:
+  explicit GradientStash(const nn::Module& model) : params_(model.parameters()) {
+    for (Tensor& p : params_) {
+      grads_.push_back(p.grad());
+      p.set_grad(Tensor());
+    }
+  }
+  ~GradientStash() {
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
+  }
+  GradientStash(const GradientStash&) = delete;
+  GradientStash& operator=(const GradientStash&) = delete;
+
+ private:
+  std::vector<Tensor> params_, grads_;
 };
 
 }  // namespace
@@ -147,6 +168,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   const size_t L = static_cast<size_t>(model.size());
   Generator generator(options.seed);
   GradEnabled grad_on;
+  GradientStash stash(model);
 
   std::vector<std::vector<double>> fwd_ms(L), bwd_ms(L);
   for (int run = 0; run < options.warmup + options.repeats; ++run) {
@@ -161,7 +183,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
       inputs[i] = h;
       ScopeDelta d;
       const bool with_loss = i + 1 == L && static_cast<bool>(options.loss);
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i), "forward")).run([&] {
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i))).run([&] {
         outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
         if (with_loss) loss = options.loss(outputs[i]);
       }, d);
@@ -187,7 +209,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
       }
       if (!with_loss && !grad.defined()) grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
       ScopeDelta d;
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k), "backward")).run([&] {
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k))).run([&] {
         if (with_loss)
           loss.backward();
         else

@@ -11,8 +11,9 @@
 //
 // Time: each layer's forward and backward are bracketed by Events on the device's current stream (CUDA
 // events on a GPU, the steady clock on the CPU); the figure kept is the median of `repeats` runs after
-// `warmup` runs that are not timed (they also allocate the parameter gradients, so the measured runs see
-// the steady state of a training step).
+// `warmup` runs that are not timed. The parameters' gradients are set aside first and put back at the end:
+// the warm-up runs create fresh ones, so the measured runs see the steady state of a training step
+// (gradients exist and accumulate), and the model's gradients are left as they were.
 //
 // Memory: each layer runs under its own MemoryScope, so its figures are exactly the bytes it allocates:
 //   activation_bytes   allocated by the forward and still alive after it: the saved tensors its backward
@@ -90,7 +91,7 @@ struct ModelProfile {
 
 struct ProfileOptions {
   int repeats = 5;  ///< timed runs per layer; the median is kept (>= 1)
-  int warmup = 1;   ///< untimed runs first (>= 0)
+  int warmup = 1;   ///< untimed runs first (>= 0); memory figures come from the last run
   /// Applied to the last layer's output to make a scalar loss; its forward and backward are counted
   /// with the last layer (the last stage computes the loss). Without one the last layer's backward
   /// starts from a random output gradient.
@@ -102,8 +103,8 @@ struct ProfileOptions {
 ModelProfile count_parameters(const nn::Sequential& model);
 
 /// Measures every layer of `model` on the device of its parameters, with `input` (a representative
-/// microbatch, on the same device) as the model input. The model keeps its mode (train/eval); its
-/// parameter gradients are left as the runs accumulated them (call zero_grad() afterwards if needed).
+/// microbatch, on the same device) as the model input. The model keeps its mode (train/eval) and its
+/// parameters' gradients; dropout layers draw from their generators as in training.
 /// ValueError for an empty model or bad options.
 ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options = {});
 

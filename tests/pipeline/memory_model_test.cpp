@@ -73,45 +73,72 @@ MemoryPlan plan(const std::string& schedule, int S, int M, Recompute r = Recompu
 
 TEST(MemoryModel, OneFOneBAndGPipeByHand) {
   const ModelProfile profile = hand_profile();
-  // Stage 0 holds layers 0-1 (full 3000 bytes per microbatch), stage 1 layers 2-3 (full 7000).
+  // Stage 0 holds layers 0-1 (full 3000 bytes per microbatch, 800 bytes of parameters), stage 1 layers
+  // 2-3 (full 7000). Model chunk 0 sends no gradient upstream; stage 1 sends one of 20 bytes (layer 2's
+  // input).
   const MemoryPrediction gpipe = predict_memory(profile, plan("gpipe", 2, 4));
   ASSERT_EQ(gpipe.stages.size(), 2u);
   EXPECT_EQ(gpipe.microbatch_size, 2);
   const StageMemory& g0 = gpipe.stages[0];
   EXPECT_EQ(g0.parameter_bytes, 800);
   EXPECT_EQ(g0.gradient_bytes, 800);
-  EXPECT_EQ(g0.optimizer_bytes, 1600);           // AdamW: m and v
-  EXPECT_EQ(g0.activation_bytes, 4 * 3000);      // GPipe: all four microbatches
-  EXPECT_EQ(g0.workspace_bytes, 50);             // max(7, 0, 0, 50); model chunk 0 sends no gradient
+  EXPECT_EQ(g0.optimizer_bytes, 1600);       // AdamW: m and v
+  EXPECT_EQ(g0.activation_bytes, 4 * 3000);  // GPipe: all four microbatches
   EXPECT_EQ(g0.peak_in_flight, 4);
-  EXPECT_EQ(g0.step_peak_bytes(), 800 + 12000 + 50);
-  EXPECT_EQ(g0.total_bytes(), 800 + 1600 + 800 + 12000 + 50);
+  // The peak is the first backward, B3: all activations live, no gradient yet; walking down from layer 1
+  // its workspace is 50 + the 400 bytes of gradients it creates (layer 0: 0 - 2000 freed + 800 < 450).
+  EXPECT_EQ(g0.peak_action, B(3));
+  EXPECT_EQ(g0.peak_activations, 12000);
+  EXPECT_EQ(g0.peak_gradients, 0);
+  EXPECT_EQ(g0.peak_workspace, 450);
+  EXPECT_EQ(g0.step_peak_bytes(), 12450);
+  EXPECT_EQ(g0.total_bytes(), 800 + 1600 + 12450);
   const StageMemory& g1 = gpipe.stages[1];
   EXPECT_EQ(g1.activation_bytes, 4 * 7000);
-  EXPECT_EQ(g1.workspace_bytes, 60 + 20);        // max workspace 60 + its input gradient (layer 2's input)
+  EXPECT_EQ(g1.peak_action, B(3));
+  EXPECT_EQ(g1.step_peak_bytes(), 28000 + 400);  // layer 3: workspace 0 + its 400 bytes of gradients
 
   const MemoryPrediction f = predict_memory(profile, plan("1f1b", 2, 4));
-  EXPECT_EQ(f.stages[0].activation_bytes, 2 * 3000);  // 1F1B: S - s microbatches in flight
-  EXPECT_EQ(f.stages[1].activation_bytes, 1 * 7000);
+  // 1F1B: S - s microbatches in flight. Stage 0 peaks in B1 (two sets live, gradients exist, 50 of
+  // workspace); stage 1 in F1: one set + gradients + the gradient in transit + layer 3's forward
+  // workspace of 1.
+  EXPECT_EQ(f.stages[0].activation_bytes, 2 * 3000);
   EXPECT_EQ(f.stages[0].peak_in_flight, 2);
+  EXPECT_EQ(f.stages[0].peak_action, B(1));
+  EXPECT_EQ(f.stages[0].step_peak_bytes(), 6000 + 800 + 50);
+  EXPECT_EQ(f.stages[1].activation_bytes, 1 * 7000);
+  EXPECT_EQ(f.stages[1].peak_action, F(1));
+  EXPECT_EQ(f.stages[1].peak_activations, 7000);
+  EXPECT_EQ(f.stages[1].peak_gradients, 800);
+  EXPECT_EQ(f.stages[1].peak_workspace, 20 + 1);
   EXPECT_EQ(f.worst_stage(), 1);
   EXPECT_EQ(f.peak_bytes(), f.stages[1].total_bytes());
+  EXPECT_THAT(f.table({6850, 7000}), HasSubstr("+11.7%"));  // (7821 - 7000) / 7000
 }
 
 TEST(MemoryModel, RecomputeKeepsOnlyTheBoundaryPlusOneBuffer) {
   const ModelProfile profile = hand_profile();
   // GPipe, recompute always: stage 0's F keep its output (20 bytes) each; R(3) brings one microbatch's
-  // full 3000 back while the other three keep their boundary: 3 * 20 + 3000. The last stage's boundary
-  // is 0 (its output only feeds the loss): one recompute buffer, 7000.
+  // full 3000 back while the other three keep their boundary: at most 3 * 20 + 3000 live. The step peak
+  // comes later, in B2: R2 rebuilt microbatch 2 (2 * 20 + 3000 live), the gradients (800) exist, and
+  // layer 1's backward needs 50.
   const MemoryPrediction always = predict_memory(profile, plan("gpipe", 2, 4, Recompute::Always));
-  EXPECT_EQ(always.stages[0].activation_bytes, 3 * 20 + 3000);
+  const StageMemory& a0 = always.stages[0];
+  EXPECT_EQ(a0.activation_bytes, 3 * 20 + 3000);
+  EXPECT_EQ(a0.peak_full, 1);
+  EXPECT_EQ(a0.peak_action, B(2));
+  EXPECT_EQ(a0.step_peak_bytes(), 3040 + 800 + 50);
+  // The last stage's boundary is 0 (its output only feeds the loss): one recompute buffer; its peak is
+  // R2 with the gradients, the gradient in transit and layer 3's forward workspace.
   EXPECT_EQ(always.stages[1].activation_bytes, 7000);
-  EXPECT_EQ(always.stages[0].peak_full, 1);
+  EXPECT_EQ(always.stages[1].peak_action, R(2));
+  EXPECT_EQ(always.stages[1].step_peak_bytes(), 7000 + 800 + 20 + 1);
   // except-last: microbatch 3 keeps its full activations: three boundaries + 3000 at F3; B3 frees it
-  // before R2 rebuilds one (two boundaries + 3000), so the peak is the same.
+  // before R2 rebuilds one (two boundaries + 3000), so the peaks are the same.
   const MemoryPrediction except_last = predict_memory(profile, plan("gpipe", 2, 4, Recompute::ExceptLast));
   EXPECT_EQ(except_last.stages[0].activation_bytes, 3 * 20 + 3000);
-  // One stage, one recompute buffer: the step peak is gradients + one full set + workspace.
+  EXPECT_EQ(except_last.stages[0].step_peak_bytes(), a0.step_peak_bytes());
+  // One stage, one recompute buffer.
   const MemoryPrediction one = predict_memory(profile, plan("1f1b", 1, 4, Recompute::Always));
   EXPECT_EQ(one.stages[0].activation_bytes, 10000);
 }
@@ -126,8 +153,11 @@ TEST(MemoryModel, ActivationsAndWorkspaceScaleWithTheMicrobatchParametersDoNot) 
   EXPECT_EQ(twice.microbatch_size, 4);
   for (int s = 0; s < 2; ++s) {
     EXPECT_EQ(twice.stages[s].activation_bytes, 2 * same.stages[s].activation_bytes);
-    EXPECT_EQ(twice.stages[s].workspace_bytes, 2 * same.stages[s].workspace_bytes);
-    EXPECT_EQ(twice.stages[s].gradient_bytes, same.stages[s].gradient_bytes);
+    EXPECT_EQ(twice.stages[s].peak_action, same.stages[s].peak_action);
+    EXPECT_EQ(twice.stages[s].peak_activations, 2 * same.stages[s].peak_activations);
+    EXPECT_EQ(twice.stages[s].peak_workspace, 2 * same.stages[s].peak_workspace);
+    EXPECT_EQ(twice.stages[s].peak_gradients, same.stages[s].peak_gradients);
+    EXPECT_EQ(twice.stages[s].parameter_bytes, same.stages[s].parameter_bytes);
   }
   p.batch_size = 10;
   try {
@@ -285,6 +315,145 @@ TEST(ParseBytes, ReadsUnitsAndRefusesNonsense) {
     } catch (const ValueError& e) {
       EXPECT_THAT(e.what(), HasSubstr(std::string("'") + bad + "'"));
     }
+  }
+}
+
+}  // namespace
+}  // namespace brigade::pipeline
+
+namespace brigade::pipeline {
+namespace {
+
+// The 8-block GPT of the memory tests (10 layers: embed, 8 blocks, head), with a context of 32 so
+// that activations, not gradients, dominate each stage's step peak.
+nn::GPTConfig eight_block_config() {
+  nn::GPTConfig c = testing::tiny_config(8);
+  c.block_size = 32;
+  return c;
+}
+constexpr int64_t kMicrobatch = 4, kT = 32;
+constexpr int kStages = 4, kMicrobatches = 8;
+
+ModelProfile profile_eight_blocks(nn::GPT& model) {
+  const testing::Batch mb = testing::make_batch(kMicrobatch, kT, model.config().vocab_size, 3);
+  ProfileOptions po;
+  po.repeats = 1;
+  po.loss = [&](const Tensor& logits) { return nn::GPT::loss(logits, mb.targets); };
+  return profile_layers(model, mb.ids, po);
+}
+
+MemoryPlan eight_block_plan(const std::string& schedule, Recompute recompute) {
+  MemoryPlan p;
+  p.schedule = schedule;
+  p.stages = kStages;
+  p.microbatches = kMicrobatches;
+  p.virtual_chunks = schedule == "interleaved" ? 2 : 1;
+  p.recompute = recompute;
+  p.batch_size = kMicrobatch * kMicrobatches;
+  return p;
+}
+
+PipelineConfig config_for(const MemoryPrediction& prediction) {
+  PipelineConfig pc;
+  pc.schedule = prediction.plan.schedule;
+  pc.stages = prediction.plan.stages;
+  pc.microbatches = prediction.plan.microbatches;
+  pc.virtual_chunks = prediction.plan.virtual_chunks;
+  pc.recompute = prediction.plan.recompute;
+  pc.recv_timeout_seconds = 60;
+  for (const ChunkPlan& c : prediction.partition.chunks) pc.balance.push_back(c.layers());
+  return pc;
+}
+
+// Two AdamW steps of a fresh model with the prediction's configuration: the executor's reports.
+std::vector<StepResult> run_steps(const MemoryPrediction& prediction) {
+  const nn::GPTConfig c = eight_block_config();
+  nn::GPT model(c, 1);
+  Pipeline pipe(model, config_for(prediction));
+  nn::AdamW opt(std::vector<nn::ParamGroup>{nn::all_parameters(model)});
+  const testing::Batch batch =
+      testing::make_batch(prediction.plan.batch_size, kT, c.vocab_size, 4);
+  std::vector<StepResult> results;
+  for (int step = 0; step < 2; ++step) results.push_back(pipe.train_step(batch.ids, batch.targets, opt));
+  return results;
+}
+
+TEST(MemoryModelVsExecutor, PredictedStagePeaksWithinFifteenPercentForEveryScheduleAndPolicy) {
+  testing::Watchdog watchdog(300, "memory model vs executor");
+  nn::GPT profiled(eight_block_config(), 1);
+  const ModelProfile profile = profile_eight_blocks(profiled);
+  double worst = 0.0;
+  for (const std::string& schedule : schedule_names()) {
+    for (Recompute r : {Recompute::Never, Recompute::ExceptLast, Recompute::Always}) {
+      SCOPED_TRACE(schedule + " recompute " + to_string(r));
+      const MemoryPrediction prediction = predict_memory(profile, eight_block_plan(schedule, r));
+      const std::vector<StepResult> steps = run_steps(prediction);
+      for (const StepResult& result : steps) {
+        ASSERT_EQ(result.stages.size(), static_cast<size_t>(kStages));
+        std::vector<int64_t> measured;
+        for (int s = 0; s < kStages; ++s) {
+          const StageReport& report = result.stages[static_cast<size_t>(s)];
+          const StageMemory& m = prediction.stages[static_cast<size_t>(s)];
+          // Like with like: the scope's step peak, and the resident parameters counted the same way.
+          EXPECT_EQ(m.parameter_bytes, report.parameter_bytes) << "stage " << s;
+          const double error = std::abs(static_cast<double>(m.step_peak_bytes() - report.peak_bytes)) /
+                               static_cast<double>(report.peak_bytes);
+          EXPECT_LE(error, 0.15) << "stage " << s << ": predicted " << m.step_peak_bytes() << ", measured "
+                                 << report.peak_bytes;
+          worst = std::max(worst, error);
+          measured.push_back(report.peak_bytes);
+        }
+        if (&result == &steps.front()) std::printf("%s", prediction.table(measured).c_str());
+      }
+    }
+  }
+  std::printf("largest relative error of a stage's step peak: %.1f%%\n", 100.0 * worst);
+}
+
+TEST(MemoryModelVsExecutor, ABudgetBelowThePredictionIsRefusedBeforeAnyStepAndTheSuggestionFits) {
+  testing::Watchdog watchdog(120, "memory budget refusal");
+  nn::GPT model(eight_block_config(), 1);
+  const nn::StateDict before = model.state_dict();
+  std::vector<std::vector<float>> values;
+  for (const auto& [name, tensor] : before) values.push_back(tensor.to_vector<float>());
+  const ModelProfile profile = profile_eight_blocks(model);
+  for (const Tensor& p : model.parameters()) EXPECT_FALSE(p.grad().defined());  // the profile left none
+
+  const MemoryPlan gpipe = eight_block_plan("gpipe", Recompute::Never);
+  const MemoryPrediction prediction = predict_memory(profile, gpipe);
+  const int64_t peak = prediction.peak_bytes();
+  EXPECT_NO_THROW(certify(profile, gpipe, peak));
+  bool ran = false;
+  try {
+    certify(profile, gpipe, peak - 1);
+    ran = true;  // only reached when certified: this is where the pipeline would be built and stepped
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("stage " + std::to_string(prediction.worst_stage()) +
+                                    " is predicted to peak at " + format_bytes(static_cast<double>(peak))));
+  }
+  EXPECT_FALSE(ran);
+  // Nothing ran: no gradients, the same weights.
+  size_t i = 0;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    EXPECT_FALSE(tensor.grad().defined()) << name;
+    EXPECT_EQ(tensor.to_vector<float>(), values[i++]) << name;
+  }
+
+  // A budget GPipe cannot meet without recomputation: the certificate suggests except-last (more
+  // microbatches do not help GPipe, which holds the whole batch's activations either way), and the
+  // suggested configuration, executed, stays under the budget on every stage.
+  MemoryPlan except_last = gpipe;
+  except_last.recompute = Recompute::ExceptLast;
+  const int64_t budget = predict_memory(profile, except_last).peak_bytes() * 5 / 4;
+  const Certificate c = check_memory(profile, gpipe, budget);
+  EXPECT_FALSE(c.fits);
+  EXPECT_EQ(c.change, "--recompute except-last") << c.message;
+  ASSERT_TRUE(c.suggestion_prediction);
+  const std::vector<StepResult> steps = run_steps(*c.suggestion_prediction);
+  for (int s = 0; s < kStages; ++s) {
+    const StageReport& report = steps.front().stages[static_cast<size_t>(s)];
+    const int64_t measured_total = report.parameter_bytes * 3 + report.peak_bytes;  // params, m, v + step
+    EXPECT_LE(measured_total, budget) << "stage " << s;
   }
 }
 
