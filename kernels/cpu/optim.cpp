@@ -21,19 +21,24 @@ void adamw_impl(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   auto* mp = m.data<S>();
   auto* vp = v.data<S>();
   const double step = static_cast<double>(s.step);
-  const double bias1 = 1.0 - std::pow(s.beta1, step), bias2 = 1.0 - std::pow(s.beta2, step);
+  // Loop constants in locals (a store through pp may alias a double field of `s` for float64), and the
+  // bias corrections as reciprocals: one division per element (the adaptive step) instead of three;
+  // division and sqrt throughput are what this loop waits on.
+  const double beta1 = s.beta1, beta2 = s.beta2, lr = s.lr, eps = s.eps, weight_decay = s.weight_decay;
+  const double inv_bias1 = 1.0 / (1.0 - std::pow(beta1, step));
+  const double inv_bias2 = 1.0 / (1.0 - std::pow(beta2, step));
   const int64_t n = param.numel();
 #pragma omp parallel for if (n >= kParallelGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const double g = static_cast<double>(gp[i]);
-    const double m_new = s.beta1 * static_cast<double>(mp[i]) + (1.0 - s.beta1) * g;
-    const double v_new = s.beta2 * static_cast<double>(vp[i]) + (1.0 - s.beta2) * g * g;
+    const double m_new = beta1 * static_cast<double>(mp[i]) + (1.0 - beta1) * g;
+    const double v_new = beta2 * static_cast<double>(vp[i]) + (1.0 - beta2) * g * g;
     mp[i] = static_cast<S>(m_new);
     vp[i] = static_cast<S>(v_new);
-    const double m_hat = m_new / bias1, v_hat = v_new / bias2;
+    const double m_hat = m_new * inv_bias1, v_hat = v_new * inv_bias2;
     const double p = static_cast<double>(pp[i]);
     // Decoupled weight decay: the decay term is not divided by the adaptive denominator.
-    pp[i] = static_cast<T>(p - s.lr * (m_hat / (std::sqrt(v_hat) + s.eps) + s.weight_decay * p));
+    pp[i] = static_cast<T>(p - lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * p));
   }
 }
 

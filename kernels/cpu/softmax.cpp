@@ -1,9 +1,12 @@
 // CPU reference: softmax / log_softmax of each row of x [R, C] and their backward, one row per OpenMP
 // iteration. The row max is subtracted before exp (so exp never overflows); sums accumulate in double.
+// float32 forward rows use the 4-lane exp of vector_math.h (~2 ulp) instead of exp in double.
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace brigade::kernels::cpu {
 
@@ -11,8 +14,33 @@ using detail::kParallelGrain;
 
 namespace {
 
+// float32 rows: the max, exp and scaling four lanes at a time (vector_math.h), the sum still in double.
+void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const auto* xp = static_cast<const float*>(x.data_ptr());
+  auto* yp = out.data<float>();
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = xp + r * cols;
+    float* y = yp + r * cols;
+    const float row_max = detail::max_of(in, cols);
+    const double total = detail::exp_shifted_sum(in, row_max, y, cols);
+    if (log) {
+      const double max_d = row_max, log_total = std::log(total);
+      for (int64_t j = 0; j < cols; ++j)
+        y[j] = static_cast<float>(static_cast<double>(in[j]) - max_d - log_total);
+    } else {
+      const auto inv_total = static_cast<float>(1.0 / total);
+      for (int64_t j = 0; j < cols; ++j) y[j] *= inv_total;
+    }
+  }
+}
+
 template <typename T>
 void softmax_impl(const Tensor& x, const Tensor& out, bool log) {
+  if constexpr (std::is_same_v<T, float>) {
+    return softmax_float32(x, out, log);
+  }
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const T*>(x.data_ptr());
   auto* yp = out.data<T>();

@@ -37,16 +37,18 @@ inline f32x4 clamp4(f32x4 x, float lo, float hi) {
 }
 
 /// exp(x) within 2 ulp of the exact value for x in [-87.3, 88] (Cephes' expf: x = n ln2 + r with
-/// |r| <= ln2 / 2, a degree-6 polynomial for exp(r), then 2^n put in the exponent bits). Arguments are
-/// clamped to that range first: exp4(-inf) is ~1e-38 rather than 0, exp4(+inf) ~1.7e38 rather than inf,
-/// and a NaN lane gives ~1e-38. Callers use it where that makes no difference (see each use).
+/// |r| <= ln2 / 2, a degree-6 polynomial for exp(r), then 2^n put in the exponent bits). Below -87.3 the
+/// result is 0 (the exact value is below 1.2e-38: a denormal or 0), above 88 it is +inf (exp overflows
+/// float at 88.72; the narrow band in between is taken as overflow too: no caller goes there). NaN gives
+/// NaN.
 inline f32x4 exp4(f32x4 x) {
-  x = clamp4(x, -87.3f, 88.0f);
+  constexpr float kLow = -87.3f, kHigh = 88.0f;
+  const f32x4 xc = clamp4(x, kLow, kHigh);
   // n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest, no SSE4.1 roundps needed).
   const f32x4 round = splat(12582912.0f);
-  const f32x4 n = (x * 1.44269504088896341f + round) - round;
+  const f32x4 n = (xc * 1.44269504088896341f + round) - round;
   // r = x - n ln2, with ln2 split in two so that n * kLn2Hi is exact.
-  const f32x4 r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  const f32x4 r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
   f32x4 p = splat(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -56,7 +58,42 @@ inline f32x4 exp4(f32x4 x) {
   p = p * r * r + r + 1.0f;
   // n lies in [-126, 127] after the clamp: 2^n is a normal float.
   const i32x4 bits = (__builtin_convertvector(n, i32x4) + 127) << 23;
-  return p * std::bit_cast<f32x4>(bits);
+  f32x4 e = p * std::bit_cast<f32x4>(bits);
+  e = x < kLow ? splat(0.0f) : e;
+  return x > kHigh ? splat(__builtin_inff()) : e;
+}
+
+/// e[j] = exp(x[j] - shift) for j in [0, n) (x[j] - shift in float), and returns the sum of the e[j] in
+/// double (four lane sums, added at the end: a fixed order).
+inline double exp_shifted_sum(const float* x, float shift, float* e, int64_t n) {
+  double lanes[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const f32x4 v = exp4(load4(x + k) - shift);
+    store4(e + k, v);
+    for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[l]);
+  }
+  for (; k < n; ++k) {
+    const float v = exp4(splat(x[k] - shift))[0];
+    e[k] = v;
+    lanes[0] += static_cast<double>(v);
+  }
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+/// The largest of x[0..n) (n >= 1). NaN elements are skipped unless x[0] is NaN; the callers' sums turn a
+/// row with a NaN into NaN either way.
+inline float max_of(const float* x, int64_t n) {
+  f32x4 best = splat(x[0]);
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const f32x4 v = load4(x + k);
+    best = v > best ? v : best;
+  }
+  float m = best[0];
+  for (int l = 1; l < 4; ++l) m = best[l] > m ? best[l] : m;
+  for (; k < n; ++k) m = x[k] > m ? x[k] : m;
+  return m;
 }
 
 // GELU, tanh form, rewritten without tanh: 0.5 x (1 + tanh(u)) = x * sigmoid(2u) = x / (1 + exp(-2u)),
