@@ -2,9 +2,11 @@
 #include "pipeline/memory_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include "pipeline/generators.h"
@@ -261,50 +263,92 @@ std::string breakdown(const StageMemory& m, int virtual_chunks) {
 
 bool fits(const MemoryPrediction& p, int64_t budget) { return p.peak_bytes() <= budget; }
 
-// The single-change alternatives of memory_model.h, in order; each is predicted and the first that fits
-// is kept. Plans that are invalid (a count that does not divide, too many stages) are skipped.
-struct Alternative {
-  MemoryPlan plan;
-  std::string change;
+// The changes of memory_model.h, one dimension each, cheapest first: option 0 of a dimension is "keep".
+// A candidate plan picks one option per dimension; its cost key is (number of changes, then the option
+// index of the dearest dimension first: stages, schedule, recompute, microbatches), so that single
+// changes come out in the documented order and combinations only after every single change.
+struct Option {
+  std::string flag;  // "" for "keep"
+  std::function<void(MemoryPlan&)> apply;
 };
 
-std::vector<Alternative> alternatives(const ModelProfile& profile, const MemoryPlan& plan) {
-  std::vector<Alternative> out;
+std::vector<std::vector<Option>> dimensions(const ModelProfile& profile, const MemoryPlan& plan) {
+  std::vector<Option> microbatches{{"", nullptr}}, recompute{{"", nullptr}}, schedule{{"", nullptr}},
+      stages{{"", nullptr}};
   if (plan.batch_size > 0) {
     for (int m = plan.microbatches + 1; m <= plan.batch_size; ++m) {
       if (plan.batch_size % m != 0) continue;
-      MemoryPlan p = plan;
-      p.microbatches = m;
-      out.push_back({p, "--microbatches " + std::to_string(m)});
+      microbatches.push_back({"--microbatches " + std::to_string(m), [m](MemoryPlan& p) { p.microbatches = m; }});
     }
   }
-  if (plan.recompute == Recompute::Never) {
-    MemoryPlan p = plan;
-    p.recompute = Recompute::ExceptLast;
-    out.push_back({p, "--recompute except-last"});
+  if (plan.recompute == Recompute::Never)
+    recompute.push_back({"--recompute except-last", [](MemoryPlan& p) { p.recompute = Recompute::ExceptLast; }});
+  if (plan.recompute != Recompute::Always)
+    recompute.push_back({"--recompute always", [](MemoryPlan& p) { p.recompute = Recompute::Always; }});
+  if (plan.schedule == "gpipe") schedule.push_back({"--schedule 1f1b", [](MemoryPlan& p) { p.schedule = "1f1b"; }});
+  for (int n = plan.stages + 1; n * plan.virtual_chunks <= profile.num_layers(); ++n) {
+    const bool balance = plan.partition == PartitionMethod::Balance;
+    stages.push_back({"--stages " + std::to_string(n) + (balance ? " --partition params" : ""),
+                      [n, balance](MemoryPlan& p) {
+                        p.stages = n;
+                        if (balance) {  // a hand-made balance does not extend to more stages
+                          p.partition = PartitionMethod::Parameters;
+                          p.balance.clear();
+                        }
+                      }});
   }
-  if (plan.recompute != Recompute::Always) {
+  return {microbatches, recompute, schedule, stages};  // flags are printed in this order
+}
+
+struct Found {
+  MemoryPlan plan;
+  std::string change;
+  MemoryPrediction prediction;
+  int changes = 0;
+};
+
+// The cheapest candidate that fits, or the one with the lowest peak when none fits (fits() false).
+Found search(const ModelProfile& profile, const MemoryPlan& plan, int64_t budget) {
+  const std::vector<std::vector<Option>> dims = dimensions(profile, plan);
+  struct Candidate {
+    std::array<int, 4> pick;  // option per dimension (microbatches, recompute, schedule, stages)
+    std::array<int, 5> key;   // changes, stages, schedule, recompute, microbatches
+  };
+  std::vector<Candidate> candidates;
+  for (int a = 0; a < static_cast<int>(dims[0].size()); ++a)
+    for (int b = 0; b < static_cast<int>(dims[1].size()); ++b)
+      for (int c = 0; c < static_cast<int>(dims[2].size()); ++c)
+        for (int d = 0; d < static_cast<int>(dims[3].size()); ++d) {
+          const int changes = (a > 0) + (b > 0) + (c > 0) + (d > 0);
+          if (changes > 0) candidates.push_back({{a, b, c, d}, {changes, d, c, b, a}});
+        }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& x, const Candidate& y) { return x.key < y.key; });
+  Found lowest;
+  bool have_lowest = false;
+  for (const Candidate& cand : candidates) {
     MemoryPlan p = plan;
-    p.recompute = Recompute::Always;
-    out.push_back({p, "--recompute always"});
-  }
-  if (plan.schedule == "gpipe") {
-    MemoryPlan p = plan;
-    p.schedule = "1f1b";
-    out.push_back({p, "--schedule 1f1b"});
-  }
-  for (int s = plan.stages + 1; s * plan.virtual_chunks <= profile.num_layers(); ++s) {
-    MemoryPlan p = plan;
-    p.stages = s;
-    std::string change = "--stages " + std::to_string(s);
-    if (p.partition == PartitionMethod::Balance) {
-      p.partition = PartitionMethod::Parameters;  // a hand-made balance does not extend to more stages
-      p.balance.clear();
-      change += " --partition params";
+    std::string change;
+    for (size_t dim = 0; dim < dims.size(); ++dim) {
+      const Option& o = dims[dim][static_cast<size_t>(cand.pick[dim])];
+      if (!o.apply) continue;
+      o.apply(p);
+      change += (change.empty() ? "" : " ") + o.flag;
     }
-    out.push_back({p, change});
+    MemoryPrediction prediction;
+    try {
+      prediction = predict_memory(profile, p);
+    } catch (const ValueError&) {
+      continue;  // not a valid configuration (e.g. interleaved needs M divisible by S)
+    }
+    const bool ok = fits(prediction, budget);
+    if (ok || !have_lowest || prediction.peak_bytes() < lowest.prediction.peak_bytes()) {
+      lowest = Found{p, change, std::move(prediction), cand.key[0]};
+      have_lowest = true;
+    }
+    if (ok) break;
   }
-  return out;
+  return lowest;
 }
 
 }  // namespace
@@ -331,26 +375,22 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
       << cert.stage << " is predicted to peak at " << breakdown(p.stages[static_cast<size_t>(cert.stage)], plan.virtual_chunks);
   if (over > 1) msg << " (" << over << " stages are over the budget)";
   msg << ". ";
-  for (Alternative& alt : alternatives(profile, plan)) {
-    MemoryPrediction candidate;
-    try {
-      candidate = predict_memory(profile, alt.plan);
-    } catch (const ValueError&) {
-      continue;  // not a valid configuration (e.g. interleaved needs M divisible by S)
-    }
-    if (!fits(candidate, budget_bytes)) continue;
-    msg << "Cheapest change that fits: " << alt.change << " (largest predicted peak "
-        << mib(candidate.peak_bytes()) << ", stage " << candidate.worst_stage() << ").";
-    cert.change = alt.change;
-    cert.suggestion = alt.plan;
-    cert.suggestion_prediction = std::move(candidate);
-    break;
-  }
-  if (!cert.suggestion) {
-    msg << "No single change fits (tried more microbatches";
+  Found found = search(profile, plan, budget_bytes);
+  if (!found.change.empty() && fits(found.prediction, budget_bytes)) {
+    msg << (found.changes == 1 ? "Cheapest change that fits: " : "No single change fits; the cheapest combination that fits: ")
+        << found.change << " (largest predicted peak " << mib(found.prediction.peak_bytes()) << ", stage "
+        << found.prediction.worst_stage() << ").";
+    cert.change = found.change;
+    cert.suggestion = found.plan;
+    cert.suggestion_prediction = std::move(found.prediction);
+  } else {
+    msg << "Nothing fits: no change or combination of more microbatches";
     if (plan.batch_size <= 0) msg << " (not applicable without a batch size)";
-    msg << ", recompute except-last and always, 1f1b instead of gpipe, more stages up to "
-        << profile.num_layers() / std::max(1, plan.virtual_chunks) << ").";
+    msg << ", recompute, 1f1b instead of gpipe and more stages (up to "
+        << profile.num_layers() / std::max(1, plan.virtual_chunks) << ") brings every stage under the budget";
+    if (!found.change.empty())
+      msg << "; the lowest predicted peak is " << mib(found.prediction.peak_bytes()) << ", with " << found.change;
+    msg << ".";
   }
   cert.message = msg.str();
   return cert;

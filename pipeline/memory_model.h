@@ -46,7 +46,9 @@
 // the stage, the prediction (broken down as above) and the cheapest change that fits, tried in this
 // order, one change at a time: more microbatches (the smallest count, dividing the batch, that fits),
 // recompute except-last, recompute always, 1f1b instead of gpipe, more stages (the fewest that fit,
-// repartitioned by the same method). If none fits it says so.
+// repartitioned by the same method). When no single change fits, the cheapest combination of them that
+// fits (fewest changes, then the cheapest in the same order, dearest dimension first: stages, schedule,
+// recompute, microbatches); when nothing fits it says so, with the lowest peak any combination reaches.
 //
 // \code
 //   auto profile = brigade::pipeline::profile_layers(model, ids_microbatch, {.loss = loss});
@@ -136,8 +138,9 @@ struct Certificate {
   int64_t budget_bytes = 0;
   MemoryPrediction prediction;
   int stage = -1;  ///< the worst stage over the budget (-1 when it fits)
-  /// The first single change that fits (see the header comment), if any, and what it is, e.g.
-  /// "--microbatches 16", "--recompute except-last", "--schedule 1f1b", "--stages 6".
+  /// The cheapest change that fits (see the header comment), if any, and what it is, e.g.
+  /// "--microbatches 16", "--recompute except-last", "--schedule 1f1b", "--stages 6", or a combination
+  /// "--microbatches 32 --recompute always".
   std::optional<MemoryPlan> suggestion;
   std::string change;
   std::optional<MemoryPrediction> suggestion_prediction;

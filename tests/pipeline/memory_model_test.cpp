@@ -292,12 +292,38 @@ TEST(Certify, ThenOneFOneBThenMoreStages) {
   EXPECT_EQ(c.suggestion->stages, 2);
 }
 
+TEST(Certify, CombinesChangesWhenNoSingleOneFits) {
+  const ModelProfile profile = hand_profile();
+  MemoryPlan p = plan("gpipe", 2, 4);
+  p.batch_size = 8;  // 4 microbatches of 2
+  MemoryPlan both = p;
+  both.microbatches = 8;  // of 1: half the bytes per microbatch ...
+  both.recompute = Recompute::ExceptLast;  // ... and only one of them full at a time
+  const int64_t budget = predict_memory(profile, both).peak_bytes();
+  // No single change gets there: GPipe holds the whole batch either way, recomputation alone keeps a
+  // full microbatch of 2, more stages (by parameters: one layer each) still hold four microbatches.
+  MemoryPlan single = p;
+  single.microbatches = 8;
+  EXPECT_GT(predict_memory(profile, single).peak_bytes(), budget);
+  single = p;
+  single.recompute = Recompute::Always;
+  EXPECT_GT(predict_memory(profile, single).peak_bytes(), budget);
+  const Certificate c = check(profile, p, budget);
+  EXPECT_EQ(c.change, "--microbatches 8 --recompute except-last") << c.message;
+  EXPECT_THAT(c.message, HasSubstr("No single change fits; the cheapest combination that fits: "
+                                   "--microbatches 8 --recompute except-last"));
+  ASSERT_TRUE(c.suggestion);
+  EXPECT_EQ(c.suggestion->microbatches, 8);
+  EXPECT_EQ(c.suggestion->recompute, Recompute::ExceptLast);
+}
+
 TEST(Certify, SaysWhenNothingFits) {
   const ModelProfile profile = hand_profile();
   const Certificate c = check(profile, plan("1f1b", 2, 4), 100);
   EXPECT_FALSE(c.fits);
   EXPECT_FALSE(c.suggestion);
-  EXPECT_THAT(c.message, HasSubstr("No single change fits"));
+  EXPECT_THAT(c.message, HasSubstr("Nothing fits"));
+  EXPECT_THAT(c.message, HasSubstr("the lowest predicted peak is"));
   EXPECT_THROW(check(profile, plan("1f1b", 2, 4), 0), ValueError);
 }
 

@@ -1,0 +1,256 @@
+// Pipeline scaling: throughput of a small GPT against stages S in {1, 2, 4, 8} and microbatches M in
+// {1, 4, 32} (GPipe's Table 2 layout), simulated from per-layer costs measured on this machine and
+// measured by running the executor with one CPU thread group per stage.
+//
+//   ./pipeline_scaling_bench --table            # the tables of docs/pipeline.md (profile, partitions,
+//                                               # simulated and measured throughput)
+//   ./pipeline_scaling_bench --table --threads 2 --steps 5
+//   ./pipeline_scaling_bench --benchmark_filter=PipelineStep/2/4   # Google Benchmark cases
+//
+// The model: 8 blocks of n_embd 128, 4 heads, context 64, vocabulary 16 (the shape `brigade train` uses,
+// with 8 blocks instead of 2 so that 8 stages have a layer each), global batch 32, no dropout. A microbatch
+// holds 32 / M sequences; M = 1 is the unpipelined step when S = 1.
+//
+// Simulated. For each microbatch size the layers are profiled (profile.h: median of 5 forward and backward
+// times, one OpenMP thread unless --threads), cut by measured time into S stages (partition.h) and fed to
+// the simulator (simulator.h) as per-stage forward/backward costs of a GPipe schedule without
+// recomputation, transfers free (in-process hand-offs do not copy). Throughput = batch / step time. Each
+// stage is assumed to have its own processor, like GPipe's one accelerator per partition.
+//
+// Measured. The executor runs forward_backward on the same batch with the same partition, each stage on
+// its own host thread with --threads OpenMP threads; the step time is the median of --steps steps after one
+// warm-up. A machine with fewer cores than S x threads cannot show the simulated speed-up: the table says
+// how many cores it had.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nn/gpt.h"
+#include "pipeline/executor.h"
+#include "pipeline/generators.h"
+#include "pipeline/partition.h"
+#include "pipeline/profile.h"
+#include "pipeline/simulator.h"
+#include "tensor/tensor.h"
+
+namespace {
+
+using brigade::Tensor;
+namespace pl = brigade::pipeline;
+
+constexpr int64_t kBatch = 32, kT = 64, kVocab = 16;
+const std::vector<int> kStages{1, 2, 4, 8};
+const std::vector<int> kMicrobatches{1, 4, 32};
+
+brigade::nn::GPTConfig model_config() {
+  brigade::nn::GPTConfig c;
+  c.vocab_size = kVocab;
+  c.block_size = kT;
+  c.n_layer = 8;
+  c.n_head = 4;
+  c.n_embd = 128;
+  return c;
+}
+
+Tensor random_ids(int64_t rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(0, kVocab - 1);
+  std::vector<int64_t> ids(static_cast<size_t>(rows * kT));
+  for (auto& id : ids) id = pick(rng);
+  return brigade::from_vector(ids, {rows, kT});
+}
+
+struct Data {
+  Tensor ids, targets;
+};
+Data batch_of(int64_t rows) { return {random_ids(rows, 1), random_ids(rows, 2)}; }
+
+pl::ModelProfile profile_at(brigade::nn::GPT& model, int64_t microbatch, int repeats) {
+  const Data d = batch_of(microbatch);
+  pl::ProfileOptions o;
+  o.repeats = repeats;
+  o.warmup = 1;
+  o.loss = [&](const Tensor& logits) { return brigade::nn::GPT::loss(logits, d.targets); };
+  return pl::profile_layers(model, d.ids, o);
+}
+
+// Simulated step time (ms) of GPipe with the time partition of `profile` into S stages and M microbatches.
+double simulated_ms(const pl::ModelProfile& profile, int S, int M, pl::Partition* out = nullptr) {
+  pl::PartitionOptions po;
+  po.method = pl::PartitionMethod::Time;
+  po.stages = S;
+  const pl::Partition part = pl::make_partition(profile, po);
+  pl::Costs costs;
+  for (const pl::ChunkPlan& c : part.chunks) {
+    pl::ChunkCosts cc;
+    cc.forward = cc.backward = 0.0;
+    for (int i = c.begin; i < c.end; ++i) {
+      cc.forward += profile.layers[static_cast<size_t>(i)].forward_ms;
+      cc.backward += profile.layers[static_cast<size_t>(i)].backward_ms;
+    }
+    cc.weight = cc.backward / 2;
+    cc.recompute = cc.forward;
+    costs.per_chunk.push_back(cc);
+  }
+  if (out) *out = part;
+  return pl::simulate(pl::make_schedule("gpipe", S, M), costs).step_time;
+}
+
+// Median step time (ms) of the executor, forward_backward only (the simulation has no optimizer step).
+double measured_ms(const pl::Partition& part, int M, int threads, int steps) {
+  brigade::nn::GPT model(model_config(), 1);
+  pl::PipelineConfig pc;
+  pc.schedule = "gpipe";
+  pc.stages = part.stages;
+  pc.microbatches = M;
+  pc.threads_per_stage = threads;
+  for (const pl::ChunkPlan& c : part.chunks) pc.balance.push_back(c.layers());
+  pl::Pipeline pipe(model, pc);
+  const Data d = batch_of(kBatch);
+  std::vector<double> ms;
+  for (int i = 0; i <= steps; ++i) {
+    model.zero_grad();
+    const pl::StepResult r = pipe.forward_backward(d.ids, d.targets);
+    if (i > 0) ms.push_back(r.step_ms);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::string cell(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+
+void print_table(const std::string& title, const std::map<std::pair<int, int>, double>& value,
+                 const std::map<std::pair<int, int>, double>& bubble) {
+  std::printf("\n%s\n\n| M \\ S |", title.c_str());
+  for (int S : kStages) std::printf(" %d |", S);
+  std::printf("\n|---|");
+  for (size_t i = 0; i < kStages.size(); ++i) std::printf("---|");
+  std::printf("\n");
+  for (int M : kMicrobatches) {
+    std::printf("| %d |", M);
+    for (int S : kStages) {
+      std::printf(" %s", cell(value.at({S, M})).c_str());
+      if (!bubble.empty()) std::printf(" (%.0f%%)", 100.0 * bubble.at({S, M}));
+      std::printf(" |");
+    }
+    std::printf("\n");
+  }
+}
+
+int run_tables(int threads, int steps) {
+  omp_set_num_threads(threads);
+  brigade::nn::GPT model(model_config(), 1);
+  std::printf("pipeline scaling: GPT 8 x 128, T %lld, vocab %lld, batch %lld; %d OpenMP thread(s) per stage; "
+              "this machine has %u hardware threads\n",
+              static_cast<long long>(kT), static_cast<long long>(kVocab), static_cast<long long>(kBatch), threads,
+              std::thread::hardware_concurrency());
+  std::map<std::pair<int, int>, double> sim_tput, sim_bubble, meas_tput, meas_ms;
+  std::map<std::pair<int, int>, pl::Partition> parts;
+  for (int M : kMicrobatches) {
+    const pl::ModelProfile profile = profile_at(model, kBatch / M, 5);
+    if (M == 4) {
+      std::printf("\n%s", profile.table().c_str());
+      for (const char* method : {"params", "time", "memory"}) {
+        pl::PartitionOptions po;
+        po.method = pl::parse_partition_method(method);
+        po.stages = 4;
+        std::printf("\n%s", pl::make_partition(profile, po).table().c_str());
+      }
+    }
+    double serial = 0.0;
+    for (const pl::LayerProfile& l : profile.layers) serial += l.time_ms();
+    for (int S : kStages) {
+      pl::Partition part;
+      const double T = simulated_ms(profile, S, M, &part);
+      parts[{S, M}] = part;
+      sim_tput[{S, M}] = kBatch / T;
+      // Idle fraction of S processors: 1 - (all work) / (S x step time).
+      sim_bubble[{S, M}] = 1.0 - M * serial / (S * T);
+    }
+  }
+  const double base = sim_tput.at({1, 1}), base2 = sim_tput.at({2, 1});
+  std::map<std::pair<int, int>, double> norm, norm2;
+  for (auto& [key, v] : sim_tput) norm[key] = v / base, norm2[key] = v / base2;
+  print_table("simulated throughput, relative to S = 1, M = 1 (idle fraction of the S processors)", norm,
+              sim_bubble);
+  print_table("simulated throughput, relative to S = 2, M = 1 (GPipe's normalisation)", norm2, {});
+
+  for (int M : kMicrobatches) {
+    for (int S : kStages) {
+      const double ms = measured_ms(parts.at({S, M}), M, threads, steps);
+      meas_tput[{S, M}] = kBatch / ms;
+      meas_ms[{S, M}] = ms;
+    }
+  }
+  const double mbase = meas_tput.at({1, 1});
+  std::map<std::pair<int, int>, double> mnorm;
+  for (auto& [key, v] : meas_tput) mnorm[key] = v / mbase;
+  print_table("measured throughput (executor, CPU threads), relative to S = 1, M = 1", mnorm, {});
+  std::printf("\nmeasured step times (ms):\n");
+  print_table("", meas_ms, {});
+  std::printf("\nsimulated step times (ms):\n");
+  std::map<std::pair<int, int>, double> sim_ms;
+  for (auto& [key, v] : sim_tput) sim_ms[key] = kBatch / v;
+  print_table("", sim_ms, {});
+  return 0;
+}
+
+// Google Benchmark: one measured pipelined forward_backward per iteration. Args: S, M.
+void PipelineStep(benchmark::State& state) {
+  const int S = static_cast<int>(state.range(0)), M = static_cast<int>(state.range(1));
+  brigade::nn::GPT model(model_config(), 1);
+  pl::PipelineConfig pc;
+  pc.schedule = "gpipe";
+  pc.stages = S;
+  pc.microbatches = M;
+  pc.threads_per_stage = 1;
+  pl::Pipeline pipe(model, pc);
+  const Data d = batch_of(kBatch);
+  double bubble = 0.0;
+  for (auto _ : state) {
+    model.zero_grad();
+    bubble = pipe.forward_backward(d.ids, d.targets).bubble;
+  }
+  state.counters["samples/s"] =
+      benchmark::Counter(static_cast<double>(kBatch * state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["bubble"] = bubble;
+}
+BENCHMARK(PipelineStep)->ArgsProduct({{1, 2, 4, 8}, {1, 4, 32}})->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool table = false;
+  int threads = 1, steps = 3;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--table") == 0) {
+      table = true;
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      steps = std::max(1, std::atoi(argv[++i]));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (table) return run_tables(threads, steps);
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
