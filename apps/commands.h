@@ -2,7 +2,9 @@
 // that is called only if that subcommand was chosen.
 #pragma once
 
+#include <cstdio>
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -14,11 +16,37 @@ struct Command {
   std::function<int()> run;
 };
 
+/// Exit status of a bad flag or flag value (CLI11 parse errors and the commands' own checks).
+inline constexpr int kUsageExit = 2;
+
+/// The one-line usage of `command` ("usage: brigade train [flags]  (brigade train --help for details)").
+inline std::string usage_line(const CLI::App& command) {
+  const std::string name = command.get_parent() != nullptr ? "brigade " + command.get_name() : "brigade <command>";
+  return "usage: " + name + " [flags]   (" + name + " --help for details)";
+}
+
+/// Prints "brigade <command>: <message>" and the usage line to stderr; returns kUsageExit. For flag values
+/// that parse but make no sense together (heads not dividing embd, a missing data file, ...).
+/// A library error's " [file.cpp:123]" suffix is dropped: here the message is about the user's flags.
+inline int usage_error(const CLI::App& command, std::string message) {
+  const size_t where = message.rfind(" [");
+  if (where != std::string::npos && message.back() == ']' && message.find(':', where) != std::string::npos) {
+    message.erase(where);
+  }
+  std::fprintf(stderr, "brigade %s: %s\n%s\n", command.get_name().c_str(), message.c_str(),
+               usage_line(command).c_str());
+  return kUsageExit;
+}
+
 /// `brigade info`: build configuration, devices, memory.
 Command add_info_command(CLI::App& app);
 /// `brigade demo`: a short autograd walk-through (fits a line by gradient descent).
 Command add_demo_command(CLI::App& app);
 /// `brigade schedule`: draws a pipeline schedule and reports its bubble and memory (pipeline/).
 Command add_schedule_command(CLI::App& app);
+/// `brigade train`: trains a GPT on the default corpus or a text file (nn/trainer.h).
+Command add_train_command(CLI::App& app);
+/// `brigade sample`: generates text from a checkpoint.
+Command add_sample_command(CLI::App& app);
 
 }  // namespace brigade::apps

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
       brigade::apps::add_info_command(app),
       brigade::apps::add_demo_command(app),
       brigade::apps::add_schedule_command(app),
+      brigade::apps::add_train_command(app),
+      brigade::apps::add_sample_command(app),
   };
 
   try {
@@ -25,9 +27,16 @@ int main(int argc, char** argv) {
     std::cout << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::ParseError& e) {
+    // The usage line of the subcommand the error is about (the top level's when none was chosen).
+    const CLI::App* chosen = &app;
+    for (const CLI::App* sub : app.get_subcommands()) chosen = sub;
     std::cerr << "brigade: " << e.what() << "\n";
-    std::cerr << "usage: brigade <info|demo> [flags]   (brigade <command> --help for details)\n";
-    return 2;
+    if (chosen == &app) {
+      std::cerr << "usage: brigade <info|demo|train|sample> [flags]   (brigade <command> --help for details)\n";
+    } else {
+      std::cerr << brigade::apps::usage_line(*chosen) << "\n";
+    }
+    return brigade::apps::kUsageExit;
   }
   try {
     for (const auto& command : commands) {

@@ -1,0 +1,178 @@
+// The training loop of `brigade train`, as a library: the CLI, the tests and user programs share it.
+//
+// One run: build (or resume) a GPT, then for each step s in [start, steps):
+//   lr = warmup + cosine schedule(s); (x, y) = random batch drawn from the training generator;
+//   loss = cross_entropy(model(x), y); stop if the loss is NaN/Inf; backward; global grad norm (clipped to
+//   grad_clip when > 0); stop if the norm is NaN/Inf; AdamW step (decay on matrices only).
+// Every eval_every steps (and at the end) the validation loss is the mean over eval_iters fixed batches
+// (the same windows at every evaluation, drawn from their own generator, so evaluations do not disturb the
+// training stream and their figures are comparable). On the default corpus the held-out exact-match
+// accuracy is measured too (greedy completion of "123+045=").
+//
+// Determinism and resuming. Batches and dropout masks come from one Philox generator (nn/data.h); a
+// checkpoint stores it with the weights, the AdamW moments and the step. A run resumed from the checkpoint of
+// step k on the same device and thread count therefore computes bit-for-bit the losses the uninterrupted run
+// computed from step k on.
+//
+// A non-finite loss or gradient norm stops the run with a NonFiniteLossError naming the step, before the
+// optimizer touches the weights; checkpoints are only ever written after good steps, so the last one on disk
+// stays intact.
+//
+// \code
+//   brigade::nn::TrainOptions options;          // the default corpus and model
+//   options.steps = 500;
+//   brigade::nn::TrainResult result = brigade::nn::train(options);
+//   std::printf("loss %.3f accuracy %.1f%%\n", result.final_loss, 100 * *result.accuracy);
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/checkpoint.h"
+#include "nn/corpus.h"
+#include "nn/data.h"
+#include "nn/gpt.h"
+#include "nn/tokenizer.h"
+#include "tensor/error.h"
+
+namespace brigade::nn {
+
+/// The settings of a training run. Field names mirror the `brigade train` flags (--min-lr is min_lr, ...).
+struct TrainOptions {
+  std::string data;        ///< UTF-8 text file; empty: the embedded addition corpus (nn/corpus.h)
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t embd = 128;
+  int64_t block = 0;       ///< context length; 0: automatic (one line of the default corpus, 64 with data)
+  int64_t batch = 64;
+  int64_t steps = 1500;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int64_t warmup = 100;
+  double weight_decay = 0.1;
+  double dropout = 0.0;
+  double grad_clip = 1.0;  ///< 0: no clipping (the norm is still computed and checked)
+  int64_t eval_every = 250;  ///< 0: only at the end
+  int64_t eval_iters = 20;
+  std::string device = "cpu";
+  int threads = 0;         ///< OpenMP threads; 0: OpenMP's default
+  uint64_t seed = 1337;
+  std::string save;        ///< checkpoint path; empty: no checkpoint
+  int64_t save_every = 0;  ///< also save every N steps (0: only at the end)
+  std::string resume;      ///< checkpoint to resume from; empty: a fresh model
+  std::string metrics;     ///< JSON file for the final figures; empty: none
+
+  /// ValueError naming the flag and the value for the first invalid setting (negative or zero sizes,
+  /// heads not dividing embd, learning rates, dropout outside [0, 1), an unknown device string, ...).
+  /// Does not touch files or devices.
+  void validate() const;
+  /// block, or its automatic value.
+  int64_t resolved_block() const;
+  /// Every field as one JSON object (stored in checkpoints as "brigade.train_args").
+  std::string to_json() const;
+  /// Parses to_json()'s output; missing fields keep their defaults, unknown ones are ignored (a newer
+  /// brigade may add some); wrong types are ValueErrors naming the field.
+  static TrainOptions from_json(const std::string& text);
+};
+
+/// What the loop reports after each step.
+struct StepReport {
+  int64_t step = 0;      ///< the step just completed, 1-based (== steps done)
+  int64_t steps = 0;     ///< the run's total
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;  ///< before clipping
+  double step_ms = 0.0;
+  int64_t tokens = 0;    ///< tokens in the step's batch
+};
+
+/// What an evaluation reports.
+struct EvalReport {
+  int64_t step = 0;             ///< steps completed when it ran
+  double train_loss = 0.0;      ///< mean training loss since the previous evaluation
+  double val_loss = 0.0;
+  std::optional<double> accuracy;  ///< held-out exact match (default corpus only)
+  int64_t problems = 0;         ///< how many held-out problems the accuracy is over
+};
+
+/// Observers of a run (all optional). before_step is a hook for tests (e.g. poisoning a weight to check
+/// the NaN stop); it runs before step `step` (0-based) draws its batch.
+struct TrainHooks {
+  std::function<void(const std::string&)> on_message;
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(const EvalReport&)> on_eval;
+  std::function<void(int64_t step, GPT& model)> before_step;
+};
+
+/// The figures of a finished run (also what --metrics writes).
+struct TrainResult {
+  int64_t start_step = 0;        ///< 0, or the step the run resumed at
+  int64_t steps = 0;             ///< steps completed at the end
+  std::vector<double> losses;    ///< training loss of each step run here: losses[i] is step start_step + i
+  double final_loss = 0.0;       ///< training loss of the last step (NaN when no step ran)
+  double val_loss = 0.0;         ///< from the final evaluation
+  double ms_per_step = 0.0;      ///< median over steady-state steps (the first few are excluded)
+  double tokens_per_s = 0.0;     ///< batch * block / median step time
+  double wall_s = 0.0;           ///< the whole run, data and evaluations included
+  int64_t params = 0;
+  int64_t peak_bytes = 0;        ///< memory_stats(device).peak_bytes over the run
+  std::optional<double> accuracy;  ///< default corpus: exact match over every held-out problem
+  int64_t correct = 0;
+  int64_t total = 0;
+  std::vector<std::string> mistakes;  ///< a few wrong completions, for logs
+  GPTConfig config;
+  std::string device;
+
+  /// {"final_loss":…, "val_loss":…, "tokens_per_s":…, "ms_per_step":…, "params":…, "peak_bytes":…,
+  ///  "accuracy":… (null without the default corpus), "steps":…, "config":{…}, "train_args":{…}, …}
+  std::string metrics_json(const TrainOptions& options) const;
+};
+
+/// Thrown when the loss or the gradient norm stops being finite. The message names the step.
+class NonFiniteLossError : public Error {
+  using Error::Error;
+};
+
+/// The tokenized training and validation text of a run.
+struct TrainData {
+  CharTokenizer tokenizer;
+  std::vector<int64_t> train, val;
+  std::vector<int64_t> train_starts, val_starts;  ///< window starts (line starts); empty: any position
+  std::shared_ptr<const AdditionTask> task;       ///< the default corpus, or null with --data
+  /// Which targets the loss counts: the target at window position p (the token at p + 1) is scored iff
+  /// scored_columns[(p + 1) % scored_columns.size()]; empty: every target. The default corpus scores only
+  /// the answer and its newline (columns prompt_length .. line_length - 1 of a line-aligned window): the
+  /// operand digits are uniformly random, so their loss (ln 10 each) carries no signal, only noise, and
+  /// the reported loss then falls to ~0 as the model learns to add.
+  std::vector<bool> scored_columns;
+  std::string description;
+};
+
+/// Sets the targets that data.scored_columns leaves out to -100 (ignored by the loss).
+void mask_unscored_targets(Batch& batch, const TrainData& data);
+
+/// Reads options.data (IOError naming the path when missing, empty, unreadable or not UTF-8) or builds
+/// the default corpus, tokenizes it (with `tokenizer` when given, e.g. a resumed checkpoint's: a character
+/// outside its vocabulary is a ValueError) and splits it 90/10 (the default corpus validates on its
+/// held-out problems). Windows of `block` tokens must fit in both parts (ValueError otherwise).
+TrainData load_train_data(const TrainOptions& options, int64_t block, const CharTokenizer* tokenizer = nullptr);
+
+/// ValueError when the explicit model flags of `options` disagree with the checkpoint's model (a resumed
+/// run keeps the checkpoint's layers, heads, embd and block).
+void check_resume_compatible(const TrainOptions& options, const Checkpoint& checkpoint);
+
+/// Runs the whole loop (see the header comment). Throws ValueError for invalid options, IOError for
+/// unreadable data or checkpoints, DeviceError for an unavailable device, NonFiniteLossError on divergence.
+TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {});
+
+/// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each.
+std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokenizer,
+                                         const std::vector<std::string>& prompts, int64_t max_new_tokens,
+                                         const Device& device);
+
+}  // namespace brigade::nn

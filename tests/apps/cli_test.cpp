@@ -1,0 +1,185 @@
+// The `brigade` binary as a user meets it: --help, exit status 2 with a usage line for bad flags and flag
+// values, a tiny training run that writes its metrics and a checkpoint, sampling from that checkpoint, and
+// a corrupted checkpoint refused with exit status 1. Runs the real executable (BRIGADE_CLI_PATH).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#ifndef BRIGADE_CLI_PATH
+#error "BRIGADE_CLI_PATH must name the brigade executable (tests/CMakeLists.txt defines it)"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("brigade_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+  /// Runs `brigade <args>` (args are passed through the shell as written) in the test's directory.
+  CliRun brigade(const std::string& args) const {
+    const std::string command = "cd '" + dir_.string() + "' && '" BRIGADE_CLI_PATH "' " + args + " >'" +
+                                file("stdout.txt") + "' 2>'" + file("stderr.txt") + "'";
+    const int raw = std::system(command.c_str());
+    CliRun run;
+    run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    run.out = read_file(file("stdout.txt"));
+    run.err = read_file(file("stderr.txt"));
+    return run;
+  }
+
+  fs::path dir_;
+};
+
+// Flags of a model small enough to train in well under a second.
+const std::string kTiny = "--layers 1 --heads 2 --embd 32 --batch 8 --eval-iters 1 --threads 1";
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST_F(CliTest, HelpExitsZeroAndListsEveryFlag) {
+  CliRun run = brigade("train --help");
+  EXPECT_EQ(run.status, 0) << run.err;
+  for (const char* flag : {"--data", "--layers", "--heads", "--embd", "--block", "--batch", "--steps", "--lr",
+                           "--min-lr", "--warmup", "--weight-decay", "--dropout", "--grad-clip", "--eval-every",
+                           "--eval-iters", "--device", "--threads", "--seed", "--save", "--save-every", "--resume",
+                           "--metrics"}) {
+    EXPECT_TRUE(contains(run.out, flag)) << flag << " missing from:\n" << run.out;
+  }
+  run = brigade("sample --help");
+  EXPECT_EQ(run.status, 0) << run.err;
+  for (const char* flag : {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--device"}) {
+    EXPECT_TRUE(contains(run.out, flag)) << flag << " missing from:\n" << run.out;
+  }
+}
+
+TEST_F(CliTest, UnknownFlagExitsTwoWithTheUsageLine) {
+  CliRun run = brigade("train --bogus 3");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "--bogus")) << run.err;
+  EXPECT_TRUE(contains(run.err, "usage: brigade train")) << run.err;
+  run = brigade("train --layers two");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "usage: brigade train")) << run.err;
+  run = brigade("frobnicate");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "usage: brigade")) << run.err;
+}
+
+TEST_F(CliTest, BadValuesExitTwoNamingTheFlag) {
+  struct Case {
+    std::string args, message;
+  } cases[] = {
+      {"train --layers -1", "--layers must be a positive integer, found -1"},
+      {"train --embd -64", "--embd must be a positive integer, found -64"},
+      {"train --batch 0", "--batch must be a positive integer, found 0"},
+      {"train --heads 3 --embd 64", "--heads 3 does not divide --embd 64"},
+      {"train --device tpu", "--device 'tpu' is not a device"},
+      {"train --device cuda:9", "--device cuda:9 is not available"},
+      {"train --dropout 1.5", "--dropout must be in [0, 1)"},
+      {"train --data '" + file("missing.txt") + "'", file("missing.txt")},
+      {"sample --checkpoint x.safetensors --device gpu", "unknown device 'gpu'"},
+  };
+  for (const Case& c : cases) {
+    CliRun run = brigade(c.args);
+    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.err;
+    EXPECT_TRUE(contains(run.err, c.message)) << c.args << ": expected '" << c.message << "' in:\n" << run.err;
+    EXPECT_TRUE(contains(run.err, "usage: brigade")) << c.args << "\n" << run.err;
+  }
+}
+
+TEST_F(CliTest, EmptyDataFileExitsTwoNamingThePath) {
+  std::ofstream(file("empty.txt")).close();
+  CliRun run = brigade("train --data '" + file("empty.txt") + "'");
+  EXPECT_EQ(run.status, 2) << run.err;
+  EXPECT_TRUE(contains(run.err, file("empty.txt"))) << run.err;
+  EXPECT_TRUE(contains(run.err, "empty")) << run.err;
+}
+
+TEST_F(CliTest, TinyRunWritesMetricsAndACheckpointThatSamplesAndResumes) {
+  CliRun run = brigade("train " + kTiny + " --steps 5 --metrics m.json --save ck.safetensors");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "held-out exact-match accuracy")) << run.out;
+  // Not a terminal: plain log lines, no carriage-return bar.
+  EXPECT_TRUE(contains(run.out, "step 1/5")) << run.out;
+  EXPECT_FALSE(contains(run.out, "\r")) << run.out;
+
+  const nlohmann::json m = nlohmann::json::parse(read_file(file("m.json")));
+  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes", "accuracy",
+                          "steps", "config", "train_args"}) {
+    EXPECT_TRUE(m.contains(key)) << key << " missing from " << m.dump();
+  }
+  EXPECT_EQ(m["steps"], 5);
+  EXPECT_GT(m["params"].get<int64_t>(), 0);
+  EXPECT_GT(m["peak_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(m["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GE(m["accuracy"].get<double>(), 0.0);
+  EXPECT_LE(m["accuracy"].get<double>(), 1.0);
+  EXPECT_GT(m["final_loss"].get<double>(), 0.0);
+  EXPECT_EQ(m["config"]["n_embd"], 32);
+  EXPECT_EQ(m["config"]["block_size"], 13);
+
+  // Sampling prints the prompt and then the continuation.
+  run = brigade("sample --checkpoint ck.safetensors --prompt '123+045=' --tokens 5 --temperature 0");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("123+045=", 0), 0u) << run.out;
+  EXPECT_GE(run.out.size(), 13u) << run.out;
+  // A prompt character outside the vocabulary is a bad flag value.
+  run = brigade("sample --checkpoint ck.safetensors --prompt 'hello'");
+  EXPECT_EQ(run.status, 2) << run.err;
+  EXPECT_TRUE(contains(run.err, "--prompt")) << run.err;
+
+  // Resuming takes the recorded settings; --steps extends the run.
+  run = brigade("train --resume ck.safetensors --steps 7 --threads 1 --metrics m2.json");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "resumed from 'ck.safetensors' at step 5")) << run.out;
+  const nlohmann::json m2 = nlohmann::json::parse(read_file(file("m2.json")));
+  EXPECT_EQ(m2["steps"], 7);
+  EXPECT_EQ(m2["start_step"], 5);
+  EXPECT_EQ(m2["config"]["n_embd"], 32);
+  // A model flag that contradicts the checkpoint is refused.
+  run = brigade("train --resume ck.safetensors --embd 64 --heads 2");
+  EXPECT_EQ(run.status, 2) << run.err;
+  EXPECT_TRUE(contains(run.err, "--embd 64 differs from the checkpoint's model (32)")) << run.err;
+}
+
+TEST_F(CliTest, CorruptedCheckpointIsRefusedWithExitOne) {
+  CliRun run = brigade("train " + kTiny + " --steps 2 --save ck.safetensors");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  std::string bytes = read_file(file("ck.safetensors"));
+  bytes[bytes.size() - 5] ^= 0x40;
+  std::ofstream(file("bad.safetensors"), std::ios::binary) << bytes;
+  run = brigade("train --resume bad.safetensors --steps 4");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "checksum")) << run.err;
+  EXPECT_TRUE(contains(run.err, "bad.safetensors")) << run.err;
+  run = brigade("sample --checkpoint bad.safetensors");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "checksum")) << run.err;
+  run = brigade("sample --checkpoint nothing.safetensors");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "nothing.safetensors")) << run.err;
+}
+
+}  // namespace

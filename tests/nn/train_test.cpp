@@ -1,0 +1,262 @@
+// The training loop (nn/trainer.h): it learns on the default corpus, a resumed run reproduces the
+// uninterrupted run's losses bit for bit, a NaN stops the run naming the step and leaves the last checkpoint
+// intact, options validate and round-trip, data files are checked. Tiny models keep this under a few seconds.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "nn/trainer.h"
+#include "tensor/grad_mode.h"
+#include "test_support.h"
+
+namespace {
+
+using namespace brigade;
+using namespace brigade::nn;
+namespace fs = std::filesystem;
+
+class TrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("brigade_train_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+// A model small enough that a step takes a few milliseconds.
+TrainOptions tiny(int64_t steps) {
+  TrainOptions o;
+  o.layers = 1;
+  o.heads = 2;
+  o.embd = 32;
+  o.batch = 16;
+  o.steps = steps;
+  o.lr = 1e-2;
+  o.min_lr = 1e-3;
+  o.warmup = 5;
+  o.eval_every = 0;
+  o.eval_iters = 2;
+  o.threads = 1;  // a model this small gains nothing from threads, and a busy machine makes them costly
+  return o;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+template <typename E, typename F>
+std::string expect_throw_message(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong type: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+double mean(const std::vector<double>& v, size_t begin, size_t end) {
+  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end),
+                         0.0) / static_cast<double>(end - begin);
+}
+
+TEST_F(TrainTest, LossDecreasesOnTheDefaultCorpus) {
+  TrainResult r = train(tiny(80));
+  ASSERT_EQ(r.losses.size(), 80u);
+  // Uniform guessing over the 13 tokens costs ln 13 = 2.565 nats; the model starts there.
+  EXPECT_NEAR(mean(r.losses, 0, 3), std::log(13.0), 0.15);
+  // Learning the fixed characters ('+', '=', '\n') and the digit positions alone takes it below 1.9.
+  EXPECT_LT(mean(r.losses, 70, 80), 1.9);
+  EXPECT_LT(mean(r.losses, 70, 80), mean(r.losses, 0, 10) - 0.5);
+  EXPECT_EQ(r.steps, 80);
+  EXPECT_EQ(r.final_loss, r.losses.back());
+  EXPECT_TRUE(std::isfinite(r.val_loss));
+  EXPECT_LT(r.val_loss, 2.0);
+  ASSERT_TRUE(r.accuracy.has_value());
+  EXPECT_EQ(r.total, 1000);  // every held-out problem is scored at the end
+  EXPECT_GE(*r.accuracy, 0.0);
+  EXPECT_GT(r.params, 0);
+  EXPECT_GT(r.peak_bytes, 0);
+  EXPECT_GT(r.ms_per_step, 0.0);
+  EXPECT_NEAR(r.tokens_per_s, 16 * 13 * 1e3 / r.ms_per_step, 1e-6 * r.tokens_per_s);
+}
+
+TEST_F(TrainTest, ResumeReproducesTheLossesBitForBit) {
+  // Dropout on, so that the restored generator must also reproduce the masks, not just the batches.
+  TrainOptions options = tiny(12);
+  options.dropout = 0.1;
+  options.save = file("run.safetensors");
+  options.save_every = 6;
+  TrainHooks hooks;
+  hooks.before_step = [&](int64_t step, GPT&) {
+    if (step == 6) fs::copy_file(options.save, file("step6.safetensors"));  // saved after step 6 completed
+  };
+  TrainResult full = train(options, hooks);
+  ASSERT_EQ(full.losses.size(), 12u);
+
+  TrainOptions resumed_options = options;
+  resumed_options.resume = file("step6.safetensors");
+  resumed_options.save = file("resumed.safetensors");
+  TrainResult resumed = train(resumed_options);
+  EXPECT_EQ(resumed.start_step, 6);
+  ASSERT_EQ(resumed.losses.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(resumed.losses[i], full.losses[6 + i]) << "step " << 7 + i << " (must be bit-identical)";
+  }
+  EXPECT_EQ(resumed.val_loss, full.val_loss);
+  // Both runs end in the same state: the final checkpoints hold the same tensors.
+  Checkpoint a = load_checkpoint(options.save), b = load_checkpoint(resumed_options.save);
+  EXPECT_EQ(a.info.step, 12);
+  EXPECT_EQ(b.info.step, 12);
+  EXPECT_EQ(a.info.generator, b.info.generator);
+  for (auto& [name, tensor] : a.model) {
+    EXPECT_TRUE(brigade::testing::allclose(b.model.at(name), tensor, 0.0, 0.0)) << name;
+  }
+  for (auto& [name, tensor] : a.optimizer.tensors) {
+    EXPECT_TRUE(brigade::testing::allclose(b.optimizer.tensors.at(name), tensor, 0.0, 0.0)) << name;
+  }
+}
+
+TEST_F(TrainTest, NanStopsTheRunNamingTheStepAndKeepsTheLastCheckpoint) {
+  TrainOptions options = tiny(10);
+  options.save = file("run.safetensors");
+  options.save_every = 3;
+  std::string saved_bytes;
+  TrainHooks hooks;
+  hooks.before_step = [&](int64_t step, GPT& model) {
+    if (step == 5) {  // the 6th step: the checkpoint of step 3 is on disk
+      saved_bytes = read_bytes(options.save);
+      NoGradGuard no_grad;
+      model.state_dict().at("head.ln_f.weight").fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+  };
+  std::string message = expect_throw_message<NonFiniteLossError>([&] { train(options, hooks); });
+  EXPECT_NE(message.find("loss is nan at step 6 of 10"), std::string::npos) << message;
+  EXPECT_NE(message.find(options.save), std::string::npos) << message;
+  EXPECT_NE(message.find("(step 3), is intact"), std::string::npos) << message;
+  ASSERT_FALSE(saved_bytes.empty());
+  EXPECT_EQ(read_bytes(options.save), saved_bytes);
+  Checkpoint ck = load_checkpoint(options.save);  // still valid: checksum, step 3
+  EXPECT_EQ(ck.info.step, 3);
+}
+
+TEST(TrainOptions, ValidationNamesTheFlag) {
+  auto message_for = [](const std::function<void(TrainOptions&)>& change) {
+    TrainOptions o;
+    change(o);
+    return expect_throw_message<ValueError>([&] { o.validate(); });
+  };
+  EXPECT_NE(message_for([](TrainOptions& o) { o.layers = -1; }).find("--layers must be a positive integer, found -1"),
+            std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.batch = 0; }).find("--batch"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.block = -5; }).find("--block"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.heads = 3; }).find("--heads 3 does not divide --embd 128"),
+            std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.device = "tpu"; }).find("--device 'tpu'"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.dropout = 1.0; }).find("--dropout"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.min_lr = 1.0; }).find("--min-lr"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.save_every = 5; }).find("needs --save"), std::string::npos);
+  TrainOptions fine;
+  fine.device = "cuda:3";  // a valid name; whether it exists is checked when training starts
+  EXPECT_NO_THROW(fine.validate());
+}
+
+TEST(TrainOptions, JsonRoundTripAndAutomaticBlock) {
+  TrainOptions o;
+  o.data = "input.txt";
+  o.layers = 3;
+  o.lr = 1.5e-3;
+  o.seed = 18446744073709551615ull;  // uint64 max survives
+  o.save = "x.safetensors";
+  TrainOptions back = TrainOptions::from_json(o.to_json());
+  EXPECT_EQ(back.to_json(), o.to_json());
+  EXPECT_EQ(back.seed, o.seed);
+  EXPECT_EQ(back.lr, 1.5e-3);
+  EXPECT_EQ(TrainOptions::from_json(R"({"steps": 7, "future_field": 1})").steps, 7);
+  EXPECT_THROW(TrainOptions::from_json(R"({"steps": "seven"})"), ValueError);
+  EXPECT_EQ(TrainOptions().resolved_block(), 13);  // one line of the default corpus
+  EXPECT_EQ(back.resolved_block(), 64);
+}
+
+TEST_F(TrainTest, DataFilesAreCheckedAndSplit) {
+  TrainOptions o = tiny(1);
+  o.data = file("missing.txt");
+  std::string message = expect_throw_message<IOError>([&] { load_train_data(o, 8); });
+  EXPECT_NE(message.find(o.data), std::string::npos) << message;
+
+  std::ofstream(file("empty.txt")).close();
+  o.data = file("empty.txt");
+  message = expect_throw_message<IOError>([&] { load_train_data(o, 8); });
+  EXPECT_NE(message.find("empty"), std::string::npos) << message;
+
+  std::ofstream(file("short.txt")) << "hello";
+  o.data = file("short.txt");
+  message = expect_throw_message<ValueError>([&] { load_train_data(o, 8); });
+  EXPECT_NE(message.find("too few for --block 8"), std::string::npos) << message;
+
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "to be or not to be\n";
+  std::ofstream(file("text.txt")) << text;
+  o.data = file("text.txt");
+  TrainData data = load_train_data(o, 8);
+  EXPECT_EQ(data.tokenizer.decode(data.train) + data.tokenizer.decode(data.val), text);
+  EXPECT_EQ(data.train.size(), 855u);  // 90% of 950
+  EXPECT_EQ(data.task, nullptr);
+  EXPECT_TRUE(data.train_starts.empty());
+}
+
+TEST_F(TrainTest, TrainsOnATextFileAndMetricsJsonHasTheFigures) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog\n";
+  std::ofstream(file("fox.txt")) << text;
+  TrainOptions o = tiny(30);
+  o.data = file("fox.txt");
+  o.block = 16;
+  TrainResult r = train(o);
+  EXPECT_FALSE(r.accuracy.has_value());
+  EXPECT_LT(mean(r.losses, 25, 30), mean(r.losses, 0, 5) - 0.5);
+  nlohmann::json j = nlohmann::json::parse(r.metrics_json(o));
+  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes", "accuracy",
+                          "steps", "config", "train_args"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["accuracy"].is_null());
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_EQ(j["params"], r.params);
+  EXPECT_EQ(j["config"]["block_size"], 16);
+  EXPECT_EQ(j["train_args"]["data"], o.data);
+}
+
+TEST_F(TrainTest, ResumeRefusesADifferentModelShape) {
+  TrainOptions o = tiny(2);
+  o.save = file("a.safetensors");
+  train(o);
+  o.resume = o.save;
+  o.embd = 64;
+  std::string message = expect_throw_message<ValueError>([&] { train(o); });
+  EXPECT_NE(message.find("--embd 64 differs from the checkpoint's model (32)"), std::string::npos) << message;
+}
+
+TEST_F(TrainTest, UnavailableCudaDeviceIsADeviceError) {
+  if (cuda_device_count() > 7) GTEST_SKIP() << "this machine has a cuda:7";
+  TrainOptions o = tiny(1);
+  o.device = "cuda:7";
+  std::string message = expect_throw_message<DeviceError>([&] { train(o); });
+  EXPECT_NE(message.find("cuda:7 is not available"), std::string::npos) << message;
+}
+
+}  // namespace
