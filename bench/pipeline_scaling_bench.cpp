@@ -12,7 +12,8 @@
 // holds 32 / M sequences; M = 1 is the unpipelined step when S = 1.
 //
 // Simulated. For each microbatch size the layers are profiled (profile.h: median of 5 forward and backward
-// times, one OpenMP thread unless --threads), cut by measured time into S stages (partition.h) and fed to
+// times, one OpenMP thread unless --threads, timed with the thread's CPU clock when one thread, so that a
+// busy machine does not inflate the costs), cut by measured time into S stages (partition.h) and fed to
 // the simulator (simulator.h) as per-stage forward/backward costs of a GPipe schedule without
 // recomputation, transfers free (in-process hand-offs do not copy). Throughput = batch / step time. Each
 // stage is assumed to have its own processor, like GPipe's one accelerator per partition.
@@ -80,6 +81,8 @@ pl::ModelProfile profile_at(brigade::nn::GPT& model, int64_t microbatch, int rep
   o.repeats = repeats;
   o.warmup = 1;
   o.loss = [&](const Tensor& logits) { return brigade::nn::GPT::loss(logits, d.targets); };
+  // With one thread per stage, the thread's CPU time is the layer's work even on a busy machine.
+  o.thread_cpu_time = omp_get_max_threads() == 1;
   return pl::profile_layers(model, d.ids, o);
 }
 
@@ -157,6 +160,8 @@ int run_tables(int threads, int steps) {
               "this machine has %u hardware threads\n",
               static_cast<long long>(kT), static_cast<long long>(kVocab), static_cast<long long>(kBatch), threads,
               std::thread::hardware_concurrency());
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) std::printf("load average at the start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::map<std::pair<int, int>, double> sim_tput, sim_bubble, meas_tput, meas_ms;
   std::map<std::pair<int, int>, pl::Partition> parts;
   for (int M : kMicrobatches) {
@@ -178,7 +183,7 @@ int run_tables(int threads, int steps) {
       parts[{S, M}] = part;
       sim_tput[{S, M}] = kBatch / T;
       // Idle fraction of S processors: 1 - (all work) / (S x step time).
-      sim_bubble[{S, M}] = 1.0 - M * serial / (S * T);
+      sim_bubble[{S, M}] = std::max(0.0, 1.0 - M * serial / (S * T));
     }
   }
   const double base = sim_tput.at({1, 1}), base2 = sim_tput.at({2, 1});
@@ -201,6 +206,7 @@ int run_tables(int threads, int steps) {
   print_table("measured throughput (executor, CPU threads), relative to S = 1, M = 1", mnorm, {});
   std::printf("\nmeasured step times (ms):\n");
   print_table("", meas_ms, {});
+  if (getloadavg(load, 3) == 3) std::printf("\nload average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::printf("\nsimulated step times (ms):\n");
   std::map<std::pair<int, int>, double> sim_ms;
   for (auto& [key, v] : sim_tput) sim_ms[key] = kBatch / v;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <ctime>
 
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -45,31 +46,42 @@ struct ScopeDelta {
   int64_t before = 0, after = 0, peak = 0;
 };
 
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
 class ScopedMeasure {
  public:
-  ScopedMeasure(const Device& device, std::string tag) : device_(device), tag_(std::move(tag)) {}
+  ScopedMeasure(const Device& device, std::string tag, bool cpu_time)
+      : device_(device), tag_(std::move(tag)), cpu_time_(cpu_time) {}
   template <typename Fn>
   double run(Fn&& fn, ScopeDelta& delta) {
     Stream stream = Stream::current(device_);
     Event start(/*enable_timing=*/true), end(/*enable_timing=*/true);
+    double cpu_start = 0.0, cpu_end = 0.0;
     {
       MemoryScope scope(tag_);
       reset_scope_peak(device_, tag_);
       delta.before = scope_memory_stats(device_, tag_).in_use_bytes;
       start.record(stream);
+      if (cpu_time_) cpu_start = thread_cpu_ms();
       fn();
+      if (cpu_time_) cpu_end = thread_cpu_ms();
       end.record(stream);
     }
     end.synchronize();
     const MemoryStats stats = scope_memory_stats(device_, tag_);
     delta.after = stats.in_use_bytes;
     delta.peak = stats.peak_bytes;
-    return start.elapsed_ms(end);
+    return cpu_time_ ? cpu_end - cpu_start : start.elapsed_ms(end);
   }
 
  private:
   Device device_;
   std::string tag_;
+  bool cpu_time_;
 };
 
 // Profiling needs the graph even if the caller runs under NoGradGuard.
@@ -159,6 +171,9 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   BRIGADE_CHECK_VALUE(options.warmup >= 0, "profile_layers: warmup must be >= 0, got ", options.warmup);
   BRIGADE_CHECK_VALUE(input.defined() && input.dim() >= 1, "profile_layers: need an input with a batch "
                       "dimension, got ", input.defined() ? shape_str(input.shape()) : std::string("undefined"));
+  BRIGADE_CHECK_DEVICE(!options.thread_cpu_time || input.device().is_cpu(),
+                       "profile_layers: thread_cpu_time times host threads; the input is on ", input.device().str(),
+                       " (use events: thread_cpu_time = false)");
   ModelProfile profile = count_parameters(model);
   profile.device = input.device();
   profile.microbatch_size = input.size(0);
@@ -183,7 +198,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
       inputs[i] = h;
       ScopeDelta d;
       const bool with_loss = i + 1 == L && static_cast<bool>(options.loss);
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i))).run([&] {
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time).run([&] {
         outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
         if (with_loss) loss = options.loss(outputs[i]);
       }, d);
@@ -209,7 +224,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
       }
       if (!with_loss && !grad.defined()) grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
       ScopeDelta d;
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k))).run([&] {
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time).run([&] {
         if (with_loss)
           loss.backward();
         else

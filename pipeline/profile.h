@@ -97,6 +97,10 @@ struct ProfileOptions {
   /// starts from a random output gradient.
   std::function<Tensor(const Tensor&)> loss;
   uint64_t seed = 0;  ///< for the random output gradients
+  /// Time with the calling thread's CPU clock instead of events (CPU only). On a machine shared with
+  /// other work a wall clock also counts the time the thread waits for a core; the thread's CPU time
+  /// counts only its own work. Exact with one OpenMP thread (kernels' other threads are not counted).
+  bool thread_cpu_time = false;
 };
 
 /// Names and parameter counts only, without running anything (enough to partition by parameters).
@@ -105,7 +109,7 @@ ModelProfile count_parameters(const nn::Sequential& model);
 /// Measures every layer of `model` on the device of its parameters, with `input` (a representative
 /// microbatch, on the same device) as the model input. The model keeps its mode (train/eval) and its
 /// parameters' gradients; dropout layers draw from their generators as in training.
-/// ValueError for an empty model or bad options.
+/// ValueError for an empty model, bad options, or thread_cpu_time on a CUDA device.
 ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options = {});
 
 /// "1.5 MiB", "512 B": bytes for tables and messages.

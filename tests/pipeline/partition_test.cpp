@@ -398,6 +398,20 @@ TEST(Profile, ActivationsScaleLinearlyWithTheMicrobatch) {
   }
 }
 
+TEST(Profile, ThreadCpuTimeCountsTheLayersWork) {
+  const nn::GPTConfig c = small_config(1);
+  nn::GPT model(c, 1);
+  ProfileOptions o;
+  o.repeats = 3;
+  o.thread_cpu_time = true;
+  const ModelProfile p = profile_layers(model, random_ids(2, 8, c.vocab_size, 1), o);
+  for (const LayerProfile& l : p.layers) {
+    EXPECT_GT(l.forward_ms, 0.0) << l.name;
+    EXPECT_GT(l.backward_ms, 0.0) << l.name;
+    EXPECT_LT(l.time_ms(), 1000.0) << l.name;  // milliseconds, not nanoseconds
+  }
+}
+
 TEST(Profile, RejectsBadOptions) {
   nn::GPT model(small_config(1), 1);
   const Tensor ids = random_ids(1, 4, 65, 1);
