@@ -16,13 +16,18 @@ namespace brigade::kernels::cpu::detail {
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-/// Below this many elements (or rows x cols) a loop stays on one thread: starting the OpenMP team costs
-/// more than the work. For loops that do some math per element (a row's softmax, layernorm, exp, tanh).
-inline constexpr int64_t kParallelGrain = 1 << 15;
-/// The same for memory-bound elementwise loops (add, mul, where, copies): once vectorised they move ~1
-/// element per ns per core, so a team (a few us on an idle machine, much more when the cores are shared)
-/// pays off only for arrays well beyond the L2 cache.
-inline constexpr int64_t kElementwiseGrain = 1 << 18;
+/// Threading thresholds. Starting an OpenMP team costs a few microseconds on an idle machine, but on a
+/// machine whose cores are shared (other processes runnable) every parallel region waits until all its
+/// threads get scheduled: measured on a loaded 2-core box, a training step with ~100 regions ran 20x
+/// slower on 2 threads than on 1 (libgomp's default spin-waiting makes it worse; OMP_WAIT_POLICY=passive
+/// brings 2 threads back to par). So a loop goes parallel only when one thread would need a few hundred
+/// microseconds for it; below, a second thread saves little even on an idle machine.
+///
+/// Loops that do some math per element (a row's softmax, layernorm, exp, gelu: ~1-3 ns an element).
+inline constexpr int64_t kParallelGrain = 1 << 17;
+/// Memory-bound elementwise loops (add, mul, where, sums of squares: ~0.3 ns an element once
+/// vectorised); copies use the same (tensor/device_ops.cpp).
+inline constexpr int64_t kElementwiseGrain = 1 << 20;
 
 /// Element i (row-major) of a tensor of any strides; the contiguous case skips the index arithmetic.
 template <typename T>
@@ -47,18 +52,23 @@ inline acc_t<T> load(const T* p, int64_t i) {
 }
 
 /// Deterministic sums: f(i) for i in [0, n) is summed in double in chunks of kSumChunk, then the chunk
-/// sums left to right. A chunk is summed by chunk_sum, one vectorised loop (an `omp simd` reduction: a
-/// fixed lane order). The serial and the parallel version both call that one function on the same chunks,
-/// so a result never depends on the number of threads or on which version ran.
+/// sums left to right. A chunk is summed by chunk_sum in a fixed order: eight running sums (element i goes
+/// to sum i mod 8, from the chunk's start; a tail shorter than 8 to sum 0), added pairwise at the end. Eight
+/// independent chains keep the adder busy where one chain waits ~4 cycles per element. The serial and the
+/// parallel version both call that one function on the same chunks, so a result never depends on the
+/// number of threads or on which version ran.
 inline constexpr int64_t kSumChunk = 4096;
 
 // Not inlined, so that both versions run the very same machine code for a chunk.
 template <typename F>
 __attribute__((noinline)) double chunk_sum(int64_t start, int64_t end, const F& f) {
-  double part = 0.0;
-#pragma omp simd reduction(+ : part)
-  for (int64_t i = start; i < end; ++i) part += f(i);
-  return part;
+  double sums[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  int64_t i = start;
+  for (; i + 8 <= end; i += 8) {
+    for (int l = 0; l < 8; ++l) sums[l] += f(i + l);
+  }
+  for (; i < end; ++i) sums[0] += f(i);
+  return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
 }
 
 template <typename F>
@@ -69,10 +79,11 @@ double chunked_sum_serial(int64_t n, F f) {
   return total;
 }
 
+/// Uses several threads from kElementwiseGrain elements (same result either way).
 template <typename F>
 double chunked_sum_parallel(int64_t n, F f) {
   const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  if (chunks <= 1) return chunked_sum_serial(n, f);
+  if (chunks <= 1 || n < kElementwiseGrain) return chunked_sum_serial(n, f);
   std::vector<double> parts(static_cast<size_t>(chunks));
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {

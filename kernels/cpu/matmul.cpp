@@ -226,8 +226,9 @@ void gemm_typed(const GemmArgs& args) {
   const int64_t m_blocks = (m + MC - 1) / MC;
   const int64_t n_blocks = (n + NC - 1) / NC;
   const int64_t tasks = args.batch * m_blocks * n_blocks;
-  // Spawning threads costs a few microseconds; below ~2 MFLOP one thread finishes sooner.
-  const bool parallel = tasks > 1 && 2.0 * double(m) * double(n) * double(k) * double(args.batch) > 2e6;
+  // Threads only from ~4 MFLOP (~60-300 us on one core, depending on the shape): a team costs a few
+  // microseconds on an idle machine and far more on a shared one (see kParallelGrain in cpu_access.h).
+  const bool parallel = tasks > 1 && 2.0 * double(m) * double(n) * double(k) * double(args.batch) > 4e6;
 
   // Workspace sizes: the full blocks, or less when the whole matrix is smaller than a block.
   const int64_t mc_max = std::min(MC, round_up(m, MR));

@@ -1,0 +1,379 @@
+// The CPU backend's fast paths, checked where the op table's small cases do not reach them:
+//  - copies through every layout class of tensor/strided_loop.h (contiguous, runs, row/scalar broadcast,
+//    tiled 4 x 4 transposes with ragged edges, offsets) against index arithmetic on the source values;
+//  - elementwise runs (contiguous, row-vector and scalar broadcast, strided) against a double reference;
+//  - float GELU (exp form) and its gradient against the tanh form in double over a dense grid and at
+//    special values, and softmax / cross-entropy with -inf logits;
+//  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
+//    run on 2 threads there even on a 1-core machine), bit for bit.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/philox.h"
+#include "tests/test_support.h"
+
+namespace brigade::testing {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+std::vector<double> normal_values(size_t n, uint64_t seed, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * philox::normal(seed, 0, i);
+  return v;
+}
+
+Tensor normal_tensor(const Shape& shape, uint64_t seed, DType dtype = kFloat32, double scale = 1.0) {
+  return from_vector<double>(normal_values(static_cast<size_t>(shape_numel(shape)), seed, scale), shape)
+      .to(dtype);
+}
+
+// ---- copies ---------------------------------------------------------------------------------------------
+
+// contiguous() of x.t() for [rows, cols] float (the tiled transpose) equals the transpose done by hand.
+TEST(CpuFastPaths, TransposedCopiesMatchIndexArithmetic) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {8, 8}, {9, 13}, {32, 32}, {33, 65}, {128, 1024}, {1027, 130}, {5, 300}, {300, 7}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    std::vector<double> v = normal_values(static_cast<size_t>(rows * cols), 3);
+    Tensor x = from_vector<double>(v, {rows, cols}).to(kFloat32);
+    std::vector<double> expected(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        expected[static_cast<size_t>(c * rows + r)] =
+            static_cast<float>(v[static_cast<size_t>(r * cols + c)]);
+      }
+    }
+    EXPECT_TRUE(allclose(x.t().contiguous(), from_vector<double>(expected, {cols, rows}), 0, 0));
+    // float64 and a dtype-converting transpose take the scalar tile loop.
+    Tensor xd = from_vector<double>(v, {rows, cols});
+    std::vector<double> expected_d(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        expected_d[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+      }
+    }
+    EXPECT_TRUE(allclose(xd.t().contiguous(), from_vector<double>(expected_d, {cols, rows}), 0, 0));
+    EXPECT_TRUE(allclose(xd.t().to(kFloat32), from_vector<double>(expected, {cols, rows}), 0, 0));
+  }
+}
+
+TEST(CpuFastPaths, CopiesOfViewsMatchIndexArithmetic) {
+  // [B, T, H, D] -> [B, H, T, D] (runs of D), a narrowed transpose with an offset, an expanded row and a
+  // broadcast scalar.
+  const int64_t B = 3, T = 5, H = 4, D = 6;
+  std::vector<double> v = normal_values(static_cast<size_t>(B * T * H * D), 4);
+  Tensor x = from_vector<double>(v, {B, T, H, D}).to(kFloat32);
+  std::vector<double> heads;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          heads.push_back(static_cast<float>(v[static_cast<size_t>(((b * T + t) * H + h) * D + d)]));
+        }
+  EXPECT_TRUE(allclose(x.permute({0, 2, 1, 3}).contiguous(), from_vector<double>(heads, {B, H, T, D}), 0, 0));
+
+  Tensor m = from_vector<double>(normal_values(40 * 30, 5), {40, 30});
+  Tensor view = m.narrow(0, 3, 20).narrow(1, 2, 17).t();  // [17, 20], offset, transposed
+  std::vector<double> mv = m.to_vector<double>(), expected;
+  for (int64_t c = 2; c < 19; ++c)
+    for (int64_t r = 3; r < 23; ++r) expected.push_back(mv[static_cast<size_t>(r * 30 + c)]);
+  EXPECT_TRUE(allclose(view.contiguous(), from_vector<double>(expected, {17, 20}), 0, 0));
+
+  Tensor row = from_vector<double>({1.5, -2.0, 3.25}, {3});
+  EXPECT_TRUE(allclose(
+      row.expand({4, 3}).contiguous(),
+      from_vector<double>({1.5, -2.0, 3.25, 1.5, -2.0, 3.25, 1.5, -2.0, 3.25, 1.5, -2.0, 3.25}, {4, 3}), 0,
+      0));
+  Tensor scalar = full({}, 7.0);
+  EXPECT_TRUE(allclose(scalar.expand({2, 3}).contiguous(), full({2, 3}, 7.0), 0, 0));
+}
+
+TEST(CpuFastPaths, FillsOfContiguousAndStridedTensors) {
+  Tensor x = full({6, 7}, 1.0);
+  x.narrow(1, 2, 3).fill_(-0.0);  // strided fill; -0.0 is not memset's all-zero bits
+  std::vector<double> v = x.to_vector<double>();
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t c = 0; c < 7; ++c) {
+      const double e = v[static_cast<size_t>(r * 7 + c)];
+      if (c >= 2 && c < 5) {
+        EXPECT_EQ(e, 0.0);
+        EXPECT_TRUE(std::signbit(e));
+      } else {
+        EXPECT_EQ(e, 1.0);
+      }
+    }
+  }
+  Tensor z = full({1000}, 3.0, TensorOptions(kBFloat16));
+  z.fill_(0.0);
+  EXPECT_TRUE(allclose(z, zeros({1000}), 0, 0));
+  Tensor i = full({17}, 5.0, TensorOptions(kInt64));
+  i.fill_(-2.0);
+  EXPECT_EQ(i.to_vector<int64_t>(), std::vector<int64_t>(17, -2));
+}
+
+// ---- elementwise runs -----------------------------------------------------------------------------------
+
+TEST(CpuFastPaths, BinaryBroadcastLayoutsMatchADoubleReference) {
+  const int64_t R = 37, C = 129;
+  Tensor a = normal_tensor({R, C}, 6);
+  std::vector<double> av = a.to_vector<double>();
+  struct Layout {
+    const char* name;
+    Tensor b;
+  };
+  Tensor col = normal_tensor({R, 1}, 8);
+  std::vector<Layout> layouts = {{"row vector", normal_tensor({C}, 7)},
+                                 {"column", col},
+                                 {"scalar", normal_tensor({}, 9)},
+                                 {"transposed", normal_tensor({C, R}, 10).t()},
+                                 {"same", normal_tensor({R, C}, 11)}};
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.name);
+    std::vector<double> bv = l.b.expand({R, C}).contiguous().to_vector<double>();
+    for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum}) {
+      std::vector<double> expected(av.size());
+      for (size_t i = 0; i < av.size(); ++i) {
+        const float x = static_cast<float>(av[i]), y = static_cast<float>(bv[i]);
+        float e = 0;
+        switch (op) {
+          case BinaryOp::Add:
+            e = x + y;
+            break;
+          case BinaryOp::Sub:
+            e = x - y;
+            break;
+          case BinaryOp::Mul:
+            e = x * y;
+            break;
+          case BinaryOp::Div:
+            e = x / y;
+            break;
+          default:
+            e = x > y ? x : y;
+        }
+        expected[i] = e;
+      }
+      // Float math in the same order as the reference: bit-exact, whichever run loop took it.
+      EXPECT_TRUE(allclose(kernels::binary(op, a, l.b), from_vector<double>(expected, {R, C}), 0, 0))
+          << kernels::binary_op_name(op);
+      EXPECT_TRUE(allclose(kernels::binary(op, l.b, a),
+                           kernels::binary(op, l.b.expand({R, C}).contiguous(), a), 0, 0))
+          << kernels::binary_op_name(op) << " (broadcast operand first)";
+    }
+  }
+  // In place into a strided destination (gradient accumulation into a view).
+  Tensor dst = normal_tensor({C, R}, 12);
+  Tensor expected = kernels::binary(BinaryOp::Add, dst.t().contiguous(), a);
+  kernels::add_(dst.t(), a);
+  EXPECT_TRUE(allclose(dst.t(), expected, 0, 0));
+}
+
+TEST(CpuFastPaths, MaskedFillOfBroadcastMaskAndValue) {
+  const int64_t N = 6, T = 9;
+  Tensor scores = normal_tensor({N, T, T}, 13);
+  Tensor mask = kernels::causal_mask(T);
+  Tensor out = kernels::masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
+  std::vector<double> s = scores.to_vector<double>(), o = out.to_vector<double>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const size_t k = static_cast<size_t>((n * T + i) * T + j);
+        if (j > i) {
+          EXPECT_TRUE(std::isinf(o[k]) && o[k] < 0);
+        } else {
+          EXPECT_EQ(o[k], s[k]);
+        }
+      }
+}
+
+// ---- float GELU, exp-based softmax and cross-entropy -----------------------------------------------------
+
+double gelu_reference(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+double gelu_grad_reference(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  const double t = std::tanh(u), du = 0.7978845608028654 * (1.0 + 3 * 0.044715 * x * x);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+}
+
+// The op table's float32 tolerance (rtol 1e-5, atol 1e-6) over [-30, 30] in steps of 1/1024, on the
+// contiguous (4 lanes) and the strided (one lane) path.
+TEST(CpuFastPaths, FloatGeluMatchesTheTanhFormInDouble) {
+  std::vector<double> xs;
+  for (int i = -30 * 1024; i <= 30 * 1024; ++i) xs.push_back(static_cast<float>(i / 1024.0));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<double> y(xs.size()), dy(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    y[i] = gelu_reference(xs[i]);
+    dy[i] = gelu_grad_reference(xs[i]);
+  }
+  Tensor x = from_vector<double>(xs, {n}).to(kFloat32);
+  Tensor ones = full({n}, 1.0);
+  EXPECT_TRUE(allclose(kernels::unary(UnaryOp::Gelu, x), from_vector<double>(y, {n}), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(kernels::unary_backward(UnaryOp::Gelu, ones, x, Tensor()),
+                       from_vector<double>(dy, {n}), 1e-5, 1e-6));
+  // Strided: every other element of a [2n] tensor.
+  Tensor wide = zeros({n, 2});
+  wide.select(1, 0).copy_(x);
+  EXPECT_TRUE(
+      allclose(kernels::unary(UnaryOp::Gelu, wide.select(1, 0)), kernels::unary(UnaryOp::Gelu, x), 0, 0));
+  EXPECT_TRUE(allclose(kernels::unary_backward(UnaryOp::Gelu, ones, wide.select(1, 0), Tensor()),
+                       kernels::unary_backward(UnaryOp::Gelu, ones, x, Tensor()), 0, 0));
+}
+
+TEST(CpuFastPaths, FloatGeluAtSpecialValues) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = from_vector<double>({0.0, 1e30, -1e30, inf, nan, 1e-30, -1e-30}, {7}).to(kFloat32);
+  std::vector<double> y = kernels::unary(UnaryOp::Gelu, x).to_vector<double>();
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_EQ(y[1], static_cast<double>(static_cast<float>(1e30)));  // gelu(x) = x for large x
+  EXPECT_EQ(y[2], 0.0);                                            // and 0 for large negative x
+  EXPECT_EQ(y[3], inf);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_NEAR(y[5], 0.5e-30, 1e-36);
+  EXPECT_NEAR(y[6], -0.5e-30, 1e-36);
+  std::vector<double> g =
+      kernels::unary_backward(UnaryOp::Gelu, full({7}, 1.0), x, Tensor()).to_vector<double>();
+  EXPECT_EQ(g[0], 0.5);
+  EXPECT_EQ(g[1], 1.0);
+  EXPECT_EQ(g[2], 0.0);
+  EXPECT_EQ(g[3], 1.0);
+  EXPECT_TRUE(std::isnan(g[4]));
+}
+
+TEST(CpuFastPaths, SoftmaxAndCrossEntropyWithMaskedLogits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // Row 0: masked tail; row 1: a wide range (exp underflows); row 2: one -inf in the middle.
+  Tensor x = from_vector<double>({1.0, 2.0, 0.5, -inf, -inf,    //
+                                  80.0, -80.0, 0.0, 1.0, 79.0,  //
+                                  0.3, -0.2, -inf, 0.1, 0.0},
+                                 {3, 5})
+                 .to(kFloat32);
+  std::vector<double> xv = x.to_vector<double>(), expected(15), log_expected(15);
+  for (int r = 0; r < 3; ++r) {
+    double m = -inf, total = 0;
+    for (int j = 0; j < 5; ++j) m = std::max(m, xv[static_cast<size_t>(r * 5 + j)]);
+    for (int j = 0; j < 5; ++j) total += std::exp(xv[static_cast<size_t>(r * 5 + j)] - m);
+    for (int j = 0; j < 5; ++j) {
+      const size_t k = static_cast<size_t>(r * 5 + j);
+      expected[k] = std::exp(xv[k] - m) / total;
+      log_expected[k] = xv[k] - m - std::log(total);
+    }
+  }
+  Tensor y = kernels::softmax(x);
+  EXPECT_TRUE(allclose(y, from_vector<double>(expected, {3, 5}), 1e-5, 1e-6));
+  std::vector<double> yv = y.to_vector<double>();
+  EXPECT_EQ(yv[3], 0.0);  // masked positions are exactly 0
+  EXPECT_EQ(yv[4], 0.0);
+  EXPECT_EQ(yv[12], 0.0);
+  EXPECT_TRUE(allclose(kernels::log_softmax(x), from_vector<double>(log_expected, {3, 5}), 1e-5, 1e-6));
+
+  Tensor targets = from_vector<int64_t>({1, 4, 0}, {3});
+  kernels::CrossEntropyOutput ce = kernels::cross_entropy(x, targets);
+  double loss = 0;
+  std::vector<double> grad(15);
+  for (int r = 0; r < 3; ++r) {
+    const int t = r == 0 ? 1 : (r == 1 ? 4 : 0);
+    loss -= log_expected[static_cast<size_t>(r * 5 + t)] / 3;
+    for (int j = 0; j < 5; ++j) {
+      grad[static_cast<size_t>(r * 5 + j)] =
+          (expected[static_cast<size_t>(r * 5 + j)] - (j == t ? 1.0 : 0.0)) / 3;
+    }
+  }
+  EXPECT_NEAR(ce.loss.item(), loss, 1e-6);
+  EXPECT_TRUE(allclose(ce.grad_logits, from_vector<double>(grad, {3, 5}), 1e-5, 1e-6));
+  // The loss is the same bits with and without the gradient.
+  EXPECT_EQ(kernels::cross_entropy(x, targets, -100, /*compute_grad=*/false).loss.item(), ce.loss.item());
+}
+
+// ---- thread-count independence above the threading thresholds ---------------------------------------
+
+// Runs `f` on 1 and on 2 threads (a team of 2 even on a 1-core machine) and compares every output bit for
+// bit.
+void expect_same_on_1_and_2_threads(const std::function<std::vector<Tensor>()>& f) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<Tensor> one = f();
+  omp_set_num_threads(2);
+  std::vector<Tensor> two = f();
+  omp_set_num_threads(threads);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(allclose(two[k], one[k], 0, 0)) << "output " << k;
+}
+
+TEST(CpuFastPaths, LargeElementwiseAndCopiesDoNotDependOnTheThreadCount) {
+  Tensor a = normal_tensor({1100, 1024}, 20), bias = normal_tensor({1024}, 21);
+  Tensor g = normal_tensor({1100, 1024}, 22);
+  expect_same_on_1_and_2_threads([&] {
+    Tensor acc = a.clone();
+    kernels::add_(acc, g);
+    return std::vector<Tensor>{
+        kernels::binary(BinaryOp::Add, a, bias), kernels::binary(BinaryOp::Mul, a, 0.5),
+        kernels::unary(UnaryOp::Gelu, a),        kernels::unary_backward(UnaryOp::Gelu, g, a, Tensor()),
+        kernels::unary(UnaryOp::Tanh, a),        a.t().contiguous(),
+        a.narrow(1, 1, 1000).contiguous(),       acc};
+  });
+}
+
+TEST(CpuFastPaths, LargeRowKernelsAndReductionsDoNotDependOnTheThreadCount) {
+  Tensor x = normal_tensor({2048, 96}, 30), w = normal_tensor({96}, 31), b = normal_tensor({96}, 32);
+  Tensor dy = normal_tensor({2048, 96}, 33);
+  Tensor logits = normal_tensor({4096, 65}, 34);
+  std::vector<int64_t> t(4096);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>((i * 7) % 65);
+  t[5] = -100;
+  Tensor targets = from_vector<int64_t>(t, {4096});
+  Tensor long_rows = normal_tensor({2, 1100003}, 35);  // above kElementwiseGrain: chunks on 2 threads
+  expect_same_on_1_and_2_threads([&] {
+    kernels::LayerNormOutput ln = kernels::layernorm(x, w, b);
+    kernels::LayerNormGrads lg = kernels::layernorm_backward(dy, x, w, ln.mean, ln.rstd, true);
+    kernels::CrossEntropyOutput ce = kernels::cross_entropy(logits, targets);
+    Tensor sm = kernels::softmax(logits);
+    return std::vector<Tensor>{ln.y,
+                               ln.mean,
+                               ln.rstd,
+                               lg.dx,
+                               lg.dweight,
+                               lg.dbias,
+                               ce.loss,
+                               ce.grad_logits,
+                               sm,
+                               kernels::softmax_backward(logits, sm),
+                               kernels::log_softmax(logits),
+                               kernels::sum(logits, {0}),
+                               kernels::sum(long_rows, {1}),
+                               from_vector<double>({kernels::global_l2_norm({long_rows, x})}, {})};
+  });
+}
+
+TEST(CpuFastPaths, AdamWAndMatmulDoNotDependOnTheThreadCount) {
+  Tensor p0 = normal_tensor({400, 400}, 40), grad = normal_tensor({400, 400}, 41);
+  Tensor a = normal_tensor({300, 200}, 42), b = normal_tensor({250, 200}, 43);
+  Tensor qa = normal_tensor({64, 13, 32}, 44), qb = normal_tensor({64, 13, 32}, 45);
+  expect_same_on_1_and_2_threads([&] {
+    Tensor p = p0.clone(), m = zeros({400, 400}), v = zeros({400, 400});
+    for (int64_t step = 1; step <= 2; ++step)
+      kernels::adamw_update(p, grad, m, v, {1e-3, 0.9, 0.95, 1e-8, 0.1, step});
+    return std::vector<Tensor>{p,
+                               m,
+                               v,
+                               kernels::matmul(a, b, false, true),
+                               kernels::matmul(b, a, false, true),
+                               kernels::matmul(qa, qb, false, true)};
+  });
+}
+
+}  // namespace
+}  // namespace brigade::testing
