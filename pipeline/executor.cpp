@@ -6,8 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -18,6 +21,7 @@
 #include "pipeline/stage.h"
 #include "pipeline/validate.h"
 #include "tensor/grad_mode.h"
+#include "tensor/stream.h"
 
 namespace brigade::pipeline {
 
@@ -29,7 +33,11 @@ void PipelineConfig::validate() const {
   BRIGADE_CHECK_VALUE(grad_clip >= 0.0 && std::isfinite(grad_clip),
                       "PipelineConfig: grad_clip must be >= 0 (0: no clipping), found ", grad_clip);
   BRIGADE_CHECK_VALUE(recv_timeout_seconds >= 0.0,
-                      "PipelineConfig: recv_timeout_seconds must be >= 0 (0: none), found ", recv_timeout_seconds);
+                      "PipelineConfig: recv_timeout_seconds must be >= 0 (0: none), found ",
+                      recv_timeout_seconds);
+  BRIGADE_CHECK_VALUE(threads_per_stage >= 0,
+                      "PipelineConfig: threads_per_stage must be >= 0 (0: OpenMP's default), found ",
+                      threads_per_stage);
   BRIGADE_CHECK_VALUE(devices.size() <= 1 || devices.size() == static_cast<size_t>(stages),
                       "PipelineConfig: devices lists ", devices.size(), " devices for ", stages,
                       " stages; give one per stage, or one for all");
@@ -75,6 +83,60 @@ int64_t grad_bytes(const std::vector<Tensor>& params) {
   return bytes;
 }
 
+/// One long-lived host thread per stage. A step hands it a job and waits for it; keeping the thread from
+/// step to step keeps its OpenMP pool and the kernels' per-thread workspaces warm.
+class StageThread {
+ public:
+  StageThread() : thread_([this] { loop(); }) {}
+  ~StageThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  StageThread(const StageThread&) = delete;
+  StageThread& operator=(const StageThread&) = delete;
+
+  /// Runs `job` (which must not throw) on the thread.
+  void start(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = std::move(job);
+      done_ = false;
+    }
+    wake_.notify_all();
+  }
+  /// Blocks until the job given to start() has returned.
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return quit_ || job_; });
+      if (!job_) return;  // quit
+      std::function<void()> job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      job();
+      lock.lock();
+      done_ = true;
+      finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> job_;
+  bool done_ = true, quit_ = false;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
 }  // namespace
 
 struct Pipeline::Impl {
@@ -86,6 +148,7 @@ struct Pipeline::Impl {
   std::vector<std::pair<int, int>> bounds;  // per model chunk: layers [begin, end)
   std::vector<Device> devices;              // per stage
   std::vector<std::unique_ptr<detail::Stage>> stages;
+  std::vector<std::unique_ptr<StageThread>> threads;  // one per stage
   std::vector<Shared> shared;
   std::vector<Fault> faults;
   LossFn loss;
@@ -237,13 +300,15 @@ struct StageFailure {
 
 }  // namespace
 
-Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss, std::unique_ptr<Transport> transport)
+Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
+                   std::unique_ptr<Transport> transport)
     : model_(model), config_(std::move(config)) {
   config_.validate();
   schedule_ = make_schedule(config_.schedule, config_.stages, config_.microbatches, config_.virtual_chunks,
                             config_.recompute);
   validate(schedule_);
-  transport_ = transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
+  transport_ =
+      transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
   impl_ = std::make_unique<Impl>();
   impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
 
@@ -261,11 +326,12 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss, st
     for (int k = 0; k < K; ++k) balance.push_back(L / K + (k < L % K ? 1 : 0));
   }
   BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == K, "Pipeline: the balance has ", balance.size(),
-                      " entries but there are ", K, " model chunks (", S, " stages x ", v, " virtual chunks)");
+                      " entries but there are ", K, " model chunks (", S, " stages x ", v,
+                      " virtual chunks)");
   int begin = 0;
   for (int k = 0; k < K; ++k) {
-    BRIGADE_CHECK_VALUE(balance[static_cast<size_t>(k)] >= 1, "Pipeline: balance entry ", k,
-                        " is ", balance[static_cast<size_t>(k)], "; every chunk needs at least one layer");
+    BRIGADE_CHECK_VALUE(balance[static_cast<size_t>(k)] >= 1, "Pipeline: balance entry ", k, " is ",
+                        balance[static_cast<size_t>(k)], "; every chunk needs at least one layer");
     impl_->bounds.emplace_back(begin, begin + balance[static_cast<size_t>(k)]);
     begin += balance[static_cast<size_t>(k)];
   }
@@ -279,7 +345,7 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss, st
       impl_->devices.push_back(model_device);
     } else {
       impl_->devices.push_back(config_.devices.size() == 1 ? config_.devices[0]
-                                                          : config_.devices[static_cast<size_t>(s)]);
+                                                           : config_.devices[static_cast<size_t>(s)]);
     }
   }
 
@@ -334,26 +400,29 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss, st
 
   for (int s = 0; s < S; ++s) {
     std::vector<std::pair<int, int>> chunks;
-    for (int c = 0; c < v; ++c) chunks.push_back(impl_->bounds[static_cast<size_t>(schedule_.model_chunk(s, c))]);
-    impl_->stages.push_back(std::make_unique<detail::Stage>(s, schedule_, model_, std::move(chunks),
-                                                            impl_->devices[static_cast<size_t>(s)], impl_->loss,
-                                                            config_.scope_prefix + std::to_string(s),
-                                                            config_.seed + static_cast<uint64_t>(s)));
+    for (int c = 0; c < v; ++c)
+      chunks.push_back(impl_->bounds[static_cast<size_t>(schedule_.model_chunk(s, c))]);
+    impl_->stages.push_back(std::make_unique<detail::Stage>(
+        s, schedule_, model_, std::move(chunks), impl_->devices[static_cast<size_t>(s)], impl_->loss,
+        config_.scope_prefix + std::to_string(s), config_.seed + static_cast<uint64_t>(s),
+        config_.threads_per_stage));
+    impl_->threads.push_back(std::make_unique<StageThread>());
   }
 }
 
 Pipeline::~Pipeline() = default;
 
 std::pair<int, int> Pipeline::chunk_layers(int stage, int chunk) const {
-  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages && chunk >= 0 && chunk < schedule_.virtual_chunks,
-                      "Pipeline::chunk_layers: (stage ", stage, ", chunk ", chunk, ") outside ",
-                      schedule_.stages, " stages x ", schedule_.virtual_chunks, " chunks");
+  BRIGADE_CHECK_VALUE(
+      stage >= 0 && stage < schedule_.stages && chunk >= 0 && chunk < schedule_.virtual_chunks,
+      "Pipeline::chunk_layers: (stage ", stage, ", chunk ", chunk, ") outside ", schedule_.stages,
+      " stages x ", schedule_.virtual_chunks, " chunks");
   return impl_->bounds[static_cast<size_t>(schedule_.model_chunk(stage, chunk))];
 }
 
 const Device& Pipeline::device(int stage) const {
-  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::device: stage ", stage, " outside [0, ",
-                      schedule_.stages, ")");
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::device: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
   return impl_->devices[static_cast<size_t>(stage)];
 }
 
@@ -371,8 +440,8 @@ void Pipeline::fail_at(int stage, int step) {
 }
 
 void Pipeline::fail_at(int stage, ActionKind kind, int microbatch) {
-  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::fail_at: stage ", stage, " outside [0, ",
-                      schedule_.stages, ")");
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::fail_at: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
   impl_->faults.push_back({stage, -1, kind, microbatch});
 }
 
@@ -402,6 +471,12 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   inputs.faults = im.faults;
   inputs.check_finite = config_.check_finite;
 
+  // Work the caller queued on its own streams (an optimizer step, the batch's upload) must be done before
+  // the stages' streams, which do not wait for the caller's, read the parameters and the inputs.
+  for (const Device& device : im.devices) Stream::current(device).synchronize();
+  Stream::current(ids.device()).synchronize();
+  Stream::current(targets.device()).synchronize();
+
   GradientStash stash(model_.parameters());
   Impl::Bindings bindings(model_, schedule_, im);
   transport_->reset();
@@ -412,10 +487,8 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   std::vector<StageFailure> failures(static_cast<size_t>(S));
   std::atomic<int> failure_order{0};
   {
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<size_t>(S));
     for (int s = 0; s < S; ++s) {
-      threads.emplace_back([&, s] {
+      im.threads[static_cast<size_t>(s)]->start([&, s] {
         detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
         StageFailure& failure = failures[static_cast<size_t>(s)];
         try {
@@ -444,7 +517,7 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
         transport_->abort(failure.message);
       });
     }
-    for (std::thread& t : threads) t.join();
+    for (auto& thread : im.threads) thread->wait();
   }
 
   const StageFailure* first = nullptr;
@@ -455,7 +528,8 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
     for (auto& stage : im.stages) stage->clear();
     bindings.restore();
     stash.put_back();
-    if (!first) throw PipelineError("pipeline step aborted: " + transport_->abort_reason(), -1, -1, Action{}, {});
+    if (!first)
+      throw PipelineError("pipeline step aborted: " + transport_->abort_reason(), -1, -1, Action{}, {});
     const int stage = static_cast<int>(first - failures.data());
     throw PipelineError(first->message, stage, first->step, first->action, first->cause);
   }
@@ -508,8 +582,8 @@ StepResult Pipeline::train_step(const Tensor& ids, const Tensor& targets, nn::Op
   const double max_norm =
       config_.grad_clip > 0.0 ? config_.grad_clip : std::numeric_limits<double>::infinity();
   result.grad_norm = nn::clip_grad_norm(params, max_norm);
-  BRIGADE_CHECK(std::isfinite(result.grad_norm), "Pipeline::train_step: the gradient norm is ", result.grad_norm,
-                "; the optimizer did not step");
+  BRIGADE_CHECK(std::isfinite(result.grad_norm), "Pipeline::train_step: the gradient norm is ",
+                result.grad_norm, "; the optimizer did not step");
   optimizer.step();
   const auto end = std::chrono::steady_clock::now();
   using Ms = std::chrono::duration<double, std::milli>;

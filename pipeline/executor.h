@@ -7,7 +7,8 @@
 //
 // One step (forward_backward):
 //   1. the batch [B, ...] is cut into M microbatches of B / M samples (B must be divisible by M);
-//   2. one host thread per stage walks the stage's action list in order, under MemoryScope("stage<s>"),
+//   2. one host thread per stage (started with the Pipeline and kept from step to step) walks the stage's
+//      action list in order, under MemoryScope("stage<s>"),
 //      with the stage's compute stream current (StreamGuard) and its own Generator for dropout:
 //        F   runs the chunk's layers (Sequential::forward_range) on the microbatch: the ids slice for model
 //            chunk 0, otherwise the received activation, detached into a fresh leaf that requires grad so
@@ -15,7 +16,10 @@
 //            microbatch loss (loss_fn on the targets slice). Where the list holds an R for this
 //            (microbatch, chunk), F runs without grad and keeps only its input and the generator state.
 //        R   re-runs that forward with grad, from the kept input and with the generator set back to its
-//            state at F (so dropout draws the same masks), then restores the generator.
+//            state at F (so dropout draws the same masks), then restores the generator. This is what
+//            autograd::checkpoint + recompute_ahead do, done by the stage itself: the split backward
+//            (Bi/Bw) must walk the recomputed graph, which a checkpoint node keeps hidden inside its own
+//            all-at-once backward.
 //        B   backpropagates from the loss (scaled by 1/M: the step's loss is the mean of the microbatch
 //            means) or from the received output gradient; the input gradient goes upstream.
 //        Bi  the input gradient only, Bw the parameter gradients later (split_backward.h).
@@ -142,9 +146,12 @@ struct PipelineConfig {
   double recv_timeout_seconds = 0.0;
   /// Memory scopes are named "<prefix><stage>".
   std::string scope_prefix = "stage";
+  /// OpenMP threads for each stage's kernels (0: OpenMP's default). Stages on the CPU run at the same
+  /// time, so S stages x the default thread count oversubscribe the cores; cores / S is a good choice.
+  int threads_per_stage = 0;
 
-  /// ValueError naming the field for counts < 1, a negative clip or timeout, or a devices list whose
-  /// size is neither 0, 1 nor stages.
+  /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, or a devices
+  /// list whose size is neither 0, 1 nor stages.
   void validate() const;
 };
 
@@ -162,8 +169,8 @@ struct StageReport {
   int stage = 0;
   Device device = Device::cpu();
   std::vector<std::pair<int, int>> layers;  ///< [begin, end) per local chunk
-  int64_t parameter_bytes = 0;              ///< its distinct parameters (a tied weight on each stage using it)
-  int64_t peak_bytes = 0;                   ///< see "Memory" above
+  int64_t parameter_bytes = 0;  ///< its distinct parameters (a tied weight on each stage using it)
+  int64_t peak_bytes = 0;       ///< see "Memory" above
   int64_t gradient_bytes = 0;
   int64_t activation_peak_bytes = 0;
   double busy_ms = 0.0;  ///< time in F, B, Bi, Bw and R

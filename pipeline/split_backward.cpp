@@ -125,9 +125,8 @@ Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient,
   NoGradGuard no_grad;
   const Tensor root_grad = root_gradient(root, gradient);
   const Edge root_edge = autograd::gradient_edge(root);
-  const Edge input_edge = input.defined() && input.requires_grad() && input.is_leaf()
-                              ? autograd::gradient_edge(input)
-                              : Edge{};
+  const Edge input_edge =
+      input.defined() && input.requires_grad() && input.is_leaf() ? autograd::gradient_edge(input) : Edge{};
 
   order_ = topological_order(root_edge.node);
   input_side_.clear();

@@ -1,6 +1,8 @@
 // The stage interpreter: one action of the IR after the other, on the stage's thread and streams.
 #include "pipeline/stage.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <sstream>
 
@@ -20,7 +22,7 @@ double ms_since(std::chrono::steady_clock::time_point origin) {
 
 /// An action's timing before it is put on the step's millisecond time line.
 struct RawTiming {
-  TraceEvent event;       // step, action, bytes, scope_bytes; host times for transfers
+  TraceEvent event;        // step, action, bytes, scope_bytes; host times for transfers
   bool on_stream = false;  // compute action: times come from the two events
   Event start{true}, end{true};
 };
@@ -34,8 +36,9 @@ bool matches(const Fault& fault, int stage, int step, const Action& action) {
 
 }  // namespace
 
-Stage::Stage(int stage, const Schedule& schedule, nn::Sequential& model, std::vector<std::pair<int, int>> chunks,
-             Device device, Pipeline::LossFn loss, std::string scope_tag, uint64_t seed)
+Stage::Stage(int stage, const Schedule& schedule, nn::Sequential& model,
+             std::vector<std::pair<int, int>> chunks, Device device, Pipeline::LossFn loss,
+             std::string scope_tag, uint64_t seed, int threads)
     : stage_(stage),
       schedule_(schedule),
       model_(model),
@@ -43,6 +46,7 @@ Stage::Stage(int stage, const Schedule& schedule, nn::Sequential& model, std::ve
       device_(device),
       loss_(std::move(loss)),
       scope_tag_(std::move(scope_tag)),
+      threads_(threads),
       generator_(seed),
       compute_(Stream::create(device)),
       copy_(Stream::create(device)) {
@@ -71,6 +75,7 @@ void Stage::clear() {
 }
 
 void Stage::run(const StepInputs& inputs, Transport& transport) {
+  if (threads_ > 0) omp_set_num_threads(threads_);
   MemoryScope scope(scope_tag_);
   StreamGuard on_compute(compute_);
   clear();

@@ -29,9 +29,9 @@ namespace brigade::pipeline::detail {
 
 /// What every stage reads in one step.
 struct StepInputs {
-  std::vector<Tensor> ids;      ///< per microbatch (views of the batch, any device)
-  std::vector<Tensor> targets;  ///< per microbatch
-  double loss_scale = 1.0;      ///< 1 / M
+  std::vector<Tensor> ids;                       ///< per microbatch (views of the batch, any device)
+  std::vector<Tensor> targets;                   ///< per microbatch
+  double loss_scale = 1.0;                       ///< 1 / M
   std::chrono::steady_clock::time_point origin;  ///< time 0 of the trace
   std::vector<Fault> faults;
   bool check_finite = true;
@@ -40,7 +40,7 @@ struct StepInputs {
 class Stage {
  public:
   Stage(int stage, const Schedule& schedule, nn::Sequential& model, std::vector<std::pair<int, int>> chunks,
-        Device device, Pipeline::LossFn loss, std::string scope_tag, uint64_t seed);
+        Device device, Pipeline::LossFn loss, std::string scope_tag, uint64_t seed, int threads = 0);
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
 
@@ -104,6 +104,7 @@ class Stage {
   const Device device_;
   const Pipeline::LossFn loss_;
   const std::string scope_tag_;
+  const int threads_;  // OpenMP threads for this stage's kernels (0: leave the default)
   Generator generator_;
   Stream compute_, copy_;
   std::set<Key> recomputed_;  // (microbatch, chunk) that the list recomputes (has an R for)
@@ -112,7 +113,7 @@ class Stage {
   int step_ = -1;
   int64_t baseline_bytes_ = 0;
   std::map<Key, Slot> slots_;
-  std::vector<Tensor> loss_tensors_;  // last stage: detached microbatch losses
+  std::vector<Tensor> loss_tensors_;                 // last stage: detached microbatch losses
   std::vector<std::pair<Tensor, Event>> in_flight_;  // sources of copies still running, and their events
   std::vector<TraceEvent> trace_;
   std::vector<double> losses_;

@@ -317,7 +317,8 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
   svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
       << xml_escape(schedule.describe() + " (measured)") << "</text>\n";
-  std::string caption = "step " + fixed(trace.span_ms(), 2) + " ms, bubble " + fixed(100 * trace.bubble(), 1) + "%";
+  std::string caption =
+      "step " + fixed(trace.span_ms(), 2) + " ms, bubble " + fixed(100 * trace.bubble(), 1) + "%";
   if (trace.optimizer_start_ms >= 0.0) {
     caption += ", optimizer " + fixed(trace.optimizer_end_ms - trace.optimizer_start_ms, 2) + " ms";
   }
@@ -331,12 +332,14 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
     svg << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << plot << "\" height=\"" << lane
         << "\" fill=\"#f2f2f2\" stroke=\"#dddddd\"/>\n";
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
-      const double x = left + (e.start_ms - origin) * scale, w = std::max(0.5, (e.end_ms - e.start_ms) * scale);
+      const double x = left + (e.start_ms - origin) * scale,
+                   w = std::max(0.5, (e.end_ms - e.start_ms) * scale);
       const std::string label = to_string(e.action, show_chunk);
       if (is_transfer(e.action.kind)) {
         svg << "<g><title>" << xml_escape(label) << ": " << fixed(e.end_ms - e.start_ms, 3) << " ms, "
-            << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\"" << y + lane + 1
-            << "\" width=\"" << w << "\" height=\"" << wire - 2 << "\" fill=\"#777777\"/></g>\n";
+            << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\""
+            << y + lane + 1 << "\" width=\"" << w << "\" height=\"" << wire - 2
+            << "\" fill=\"#777777\"/></g>\n";
         continue;
       }
       if (!is_work(e.action.kind)) continue;
@@ -354,10 +357,12 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
     if (trace.optimizer_start_ms >= 0.0) {
       const double x = left + (trace.optimizer_start_ms - origin) * scale;
       const double w = std::max(0.5, (trace.optimizer_end_ms - trace.optimizer_start_ms) * scale);
-      svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << lane << "\" fill=\""
-          << color_of(ActionKind::OptimizerStep) << "\"><title>optimizer step</title></rect>\n";
+      svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << lane
+          << "\" fill=\"" << color_of(ActionKind::OptimizerStep)
+          << "\"><title>optimizer step</title></rect>\n";
     }
-    std::string right_text = "idle " + fixed(100 * (s < static_cast<int>(bubbles.size()) ? bubbles[s] : 0.0), 1) + "%";
+    std::string right_text =
+        "idle " + fixed(100 * (s < static_cast<int>(bubbles.size()) ? bubbles[s] : 0.0), 1) + "%";
     if (s < static_cast<int>(trace.peak_bytes.size())) {
       right_text += ", peak " + bytes_text(static_cast<double>(trace.peak_bytes[s]));
     }
@@ -370,9 +375,9 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
       << lanes_bottom << "\" stroke=\"#333\"/>\n";
   for (double tick = 0; tick <= T + 1e-9 * T; tick += step) {
     const double x = left + tick * scale;
-    svg << "<line x1=\"" << x << "\" y1=\"" << lanes_bottom << "\" x2=\"" << x << "\" y2=\"" << lanes_bottom + 5
-        << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << lanes_bottom + 18 << "\" text-anchor=\"middle\">"
-        << fixed(tick, step < 1 ? 2 : 0) << "</text>\n";
+    svg << "<line x1=\"" << x << "\" y1=\"" << lanes_bottom << "\" x2=\"" << x << "\" y2=\""
+        << lanes_bottom + 5 << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << lanes_bottom + 18
+        << "\" text-anchor=\"middle\">" << fixed(tick, step < 1 ? 2 : 0) << "</text>\n";
   }
   svg << "<text x=\"" << left + plot << "\" y=\"" << lanes_bottom + 34
       << "\" text-anchor=\"end\" fill=\"#444\">ms</text>\n";
@@ -392,7 +397,8 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
   const double y = lanes_bottom + 52;
   for (const Entry& e : legend) {
     svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << e.color
-        << "\" stroke=\"#bbbbbb\"/><text x=\"" << x + 19 << "\" y=\"" << y + 11 << "\">" << e.name << "</text>\n";
+        << "\" stroke=\"#bbbbbb\"/><text x=\"" << x + 19 << "\" y=\"" << y + 11 << "\">" << e.name
+        << "</text>\n";
     x += 30 + 7.0 * std::string(e.name).size();
   }
   svg << "</svg>\n";

@@ -35,12 +35,12 @@ struct TraceEvent {
 /// Every executed action of one step.
 struct ExecutionTrace {
   Schedule schedule;
-  std::vector<Device> devices;           ///< per stage
-  std::vector<int> compute_streams;      ///< per stage: Stream::id() of its compute stream
-  std::vector<int> copy_streams;         ///< per stage: Stream::id() of its copy stream
+  std::vector<Device> devices;                  ///< per stage
+  std::vector<int> compute_streams;             ///< per stage: Stream::id() of its compute stream
+  std::vector<int> copy_streams;                ///< per stage: Stream::id() of its copy stream
   std::vector<std::vector<TraceEvent>> stages;  ///< per stage, in execution order
-  std::vector<int64_t> peak_bytes;       ///< per stage: its memory scope's peak over the step (StageReport)
-  double optimizer_start_ms = -1.0;      ///< train_step's optimizer step (-1: none)
+  std::vector<int64_t> peak_bytes;   ///< per stage: its memory scope's peak over the step (StageReport)
+  double optimizer_start_ms = -1.0;  ///< train_step's optimizer step (-1: none)
   double optimizer_end_ms = -1.0;
 
   /// First start to last end over all stages' actions (0 for an empty trace).

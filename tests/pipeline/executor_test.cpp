@@ -24,9 +24,9 @@
 namespace brigade::pipeline {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Batch;
 using testing::expect_same_parameters;
+using ::testing::HasSubstr;
 using testing::make_batch;
 using testing::reference_backward;
 using testing::tiny_config;
@@ -257,7 +257,8 @@ TEST(PipelineMemory, OneFOneBHoldsAtMostStagesMicrobatchesGPipeHoldsAll) {
     EXPECT_LE(one_f_one_b.most_held[s], S - s + 0.25) << "stage " << s;
     EXPECT_GE(one_f_one_b.most_held[s], S - s - 0.25) << "stage " << s;
     // The measured peaks say the same.
-    EXPECT_GT(gpipe.result.stages[s].activation_peak_bytes, one_f_one_b.result.stages[s].activation_peak_bytes);
+    EXPECT_GT(gpipe.result.stages[s].activation_peak_bytes,
+              one_f_one_b.result.stages[s].activation_peak_bytes);
   }
 }
 
@@ -291,7 +292,8 @@ TEST(PipelineFaults, AnInjectedFaultEndsTheStepWithOneClearErrorForEverySchedule
       int microbatch;
     };
     for (Case c : {Case{0, false, 0}, Case{2, true, 1}, Case{3, false, 3}}) {
-      SCOPED_TRACE(schedule + " stage " + std::to_string(c.stage) + " microbatch " + std::to_string(c.microbatch));
+      SCOPED_TRACE(schedule + " stage " + std::to_string(c.stage) + " microbatch " +
+                   std::to_string(c.microbatch));
       Watchdog watchdog(60, "fault injection in " + schedule);
       nn::GPT model(config, 4);
       Pipeline pipe(model, make_config(schedule, 4, 4, Recompute::ExceptLast, v));
@@ -313,9 +315,9 @@ TEST(PipelineFaults, AnInjectedFaultEndsTheStepWithOneClearErrorForEverySchedule
         pipe.train_step(batch.ids, batch.targets, opt);
         ADD_FAILURE() << "the step succeeded despite the fault";
       } catch (const PipelineError& e) {
-        const std::string expected = "stage " + std::to_string(c.stage) + ", action " + std::to_string(index) +
-                                     " (" + to_string(list[static_cast<size_t>(index)], v > 1) +
-                                     "): injected fault";
+        const std::string expected = "stage " + std::to_string(c.stage) + ", action " +
+                                     std::to_string(index) + " (" +
+                                     to_string(list[static_cast<size_t>(index)], v > 1) + "): injected fault";
         EXPECT_EQ(std::string(e.what()), expected);
         EXPECT_EQ(e.stage(), c.stage);
         EXPECT_EQ(e.step(), index);
@@ -428,11 +430,13 @@ TEST(PipelineConfigErrors, InvalidConfigurationsAreRefusedWithClearMessages) {
               HasSubstr("interleaved"));
   PipelineConfig bad_balance = make_config("1f1b", 2, 4, Recompute::Never);
   bad_balance.balance = {3, 2};
-  EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }), HasSubstr("sums to 5 layers but the model has 6"));
+  EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }),
+              HasSubstr("sums to 5 layers but the model has 6"));
   bad_balance.balance = {6, 0};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }), HasSubstr("at least one layer"));
   bad_balance.balance = {2, 2, 2};
-  EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }), HasSubstr("3 entries but there are 2 model chunks"));
+  EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }),
+              HasSubstr("3 entries but there are 2 model chunks"));
   PipelineConfig bad_devices = make_config("1f1b", 2, 4, Recompute::Never);
   bad_devices.devices = {Device::cpu(), Device::cpu(), Device::cpu()};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_devices); }), HasSubstr("3 devices for 2 stages"));

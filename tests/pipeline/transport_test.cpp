@@ -129,7 +129,8 @@ TEST(InProcessTransport, TimeoutFailsTheReceiverAndAbortsTheRest) {
   EXPECT_THROW(InProcessTransport(-1.0), ValueError);
 }
 
-// ---- split backward ----------------------------------------------------------------------------------------
+// ---- split backward
+// ----------------------------------------------------------------------------------------
 
 /// A two-block chunk with a LayerNorm'ed input: gradients of input and parameters, by B and by Bi + Bw.
 struct Chunk {
