@@ -3,19 +3,25 @@
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)
 //
 // Structure, from the outside in:
-//   task (b, ic, jc)          one MC x NC block of one C matrix; tasks are independent, so OpenMP hands
-//                             them out dynamically (parallel over batch, M blocks and N blocks at once).
-//     pc over K by KC         pack op(A)[ic.., pc..] (MC x KC) and op(B)[pc.., jc..] (KC x NC) into
-//                             contiguous, zero-padded panels converted to the accumulation type
-//       jr over NC by NR      one B micro-panel (KC x NR) stays in L1 while ...
-//         ir over MC by MR    ... the register-blocked micro-kernel runs through the A micro-panels,
-//                             accumulating an MR x NR tile in registers over the whole KC slice.
-//   After the K loop the task's accumulator block is converted to the storage type and written to C.
+//   task (b, ic, N group)     MC rows of one C matrix, across a group of NC-wide column blocks (all of N
+//                             unless there are too few row blocks to keep the threads busy); tasks are
+//                             independent, so OpenMP hands them out dynamically.
+//     pc over K by KC         pack op(A)[ic.., pc..] (MC x KC) once into contiguous, zero-padded
+//                             micro-panels converted to the accumulation type
+//       jc over the group     the packed op(B)[pc.., jc..] block (KC x NC): packed once per call and
+//                             thread when all of op(B) fits kBCacheBytes, else packed here
+//         jr over NC by NR    one B micro-panel (KC x NR) stays in L1 while ...
+//           ir over MC by MR  ... the register-blocked micro-kernel runs through the A micro-panels,
+//                             accumulating an MR x NR tile in registers over the whole KC slice, then
+//                             storing it into C (first slice) or adding it to C (later slices).
+//   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile and only
+//   their valid part is merged into C.
 //
-// Accumulation: float and double accumulate in their own type; bfloat16 is widened to float while packing
-// and accumulates in float over the whole of K (the block accumulator is float, so nothing is rounded to
-// bfloat16 until the final store). Each element of C is produced by exactly one task in a fixed order, so
-// the result does not depend on the number of threads (deterministic, as the CPU reference must be).
+// Accumulation: float and double accumulate in C itself, in their own type; bfloat16 is widened to float
+// while packing and accumulates in a float block per task over the whole of K (nothing is rounded to
+// bfloat16 until the final store). Every element of C sums its K products in one fixed order (k ascending
+// within a slice from 0, slice sums added in order), whatever the blocking, the task split or the thread
+// count: the result does not depend on the number of threads (deterministic, as the CPU reference must be).
 //
 // Blocking, napkin math. Assumed core: 32-64 KiB L1d, >= 512 KiB L2 (this dev box: AMD EPYC, 32 KiB L1d
 // and 1 MiB L2 per core; Intel server cores: 48 KiB / 2 MiB). The build targets plain x86-64 (SSE2,
@@ -37,9 +43,12 @@
 // Packing re-reads A once per N block and B once per M block; that costs ~1/NC + 1/MC of the multiply-adds
 // (< 2%), in exchange for unit-stride, aligned, zero-padded panels whatever the trans flags and strides
 // (edge tiles then need no special case in the micro-kernel, only in the final store).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -163,10 +172,13 @@ void pack_b(const T* b, int64_t ldb, bool trans, int64_t kc, int64_t nc, Acc* ou
 // matter: without them g++ 12 vectorises the k loop instead (with shuffles) and runs at ~1/7 of the speed
 // (measured on this box: 4.7 vs 33 GFLOP/s per core for float). `omp simd` is honoured because the
 // kernels library is compiled with OpenMP.
+//
+// first: the tile is stored as 0 + acc instead of added to c (the first K slice of a C block; `0 +` keeps
+// the bits of the former zero-filled accumulator block: -0 becomes +0).
 template <typename Acc, int64_t MR, int64_t NR>
 __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const Acc* __restrict a,
                                                         const Acc* __restrict b, Acc* __restrict c,
-                                                        int64_t ldc) {
+                                                        int64_t ldc, bool first) {
   Acc acc[MR][NR] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const Acc* bp = b + p * NR;
@@ -178,17 +190,24 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t kc, const Acc* _
       for (int64_t j = 0; j < NR; ++j) acc[i][j] += ai * bp[j];
     }
   }
-  for (int64_t i = 0; i < MR; ++i) {
+  if (first) {
+    for (int64_t i = 0; i < MR; ++i) {
 #pragma omp simd
-    for (int64_t j = 0; j < NR; ++j) c[i * ldc + j] += acc[i][j];
+      for (int64_t j = 0; j < NR; ++j) c[i * ldc + j] = Acc(0) + acc[i][j];
+    }
+  } else {
+    for (int64_t i = 0; i < MR; ++i) {
+#pragma omp simd
+      for (int64_t j = 0; j < NR; ++j) c[i * ldc + j] += acc[i][j];
+    }
   }
 }
 
 // The micro-kernel for the baseline ISA (inlined into the loops below).
 struct BaselineKernel {
   template <typename Acc, int64_t MR, int64_t NR>
-  static void run(int64_t kc, const Acc* a, const Acc* b, Acc* c, int64_t ldc) {
-    micro_kernel<Acc, MR, NR>(kc, a, b, c, ldc);
+  static void run(int64_t kc, const Acc* a, const Acc* b, Acc* c, int64_t ldc, bool first) {
+    micro_kernel<Acc, MR, NR>(kc, a, b, c, ldc, first);
   }
 };
 
@@ -202,8 +221,8 @@ struct BaselineKernel {
 struct Avx2Kernel {
   template <typename Acc, int64_t MR, int64_t NR>
   __attribute__((target("avx2"), noinline)) static void run(int64_t kc, const Acc* a, const Acc* b, Acc* c,
-                                                            int64_t ldc) {
-    micro_kernel<Acc, MR, NR>(kc, a, b, c, ldc);
+                                                            int64_t ldc, bool first) {
+    micro_kernel<Acc, MR, NR>(kc, a, b, c, ldc, first);
   }
 };
 
@@ -213,77 +232,129 @@ bool cpu_has_avx2() {
 }
 #endif
 
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// A thread keeps the whole of op(B) packed (every K slice x N block) when it takes at most this much: then
+// B is packed once per call and thread, not once per M block. 1 MiB covers the Linear layers of small
+// models (e.g. K = 128, N = 512 float: 256 KiB; K = 832, N = 128: 416 KiB).
+constexpr size_t kBCacheBytes = size_t{1} << 20;
+
 template <typename T, typename B, typename Kernel>
 void gemm_typed(const GemmArgs& args) {
   using Acc = typename AccumulatorOf<T>::type;
   constexpr int64_t MR = B::MR, NR = B::NR, KC = B::KC, MC = B::MC, NC = B::NC;
+  // float and double accumulate straight into C; bfloat16 into a float block per task, stored at the end.
+  constexpr bool kDirect = std::is_same_v<T, Acc>;
 
   const int64_t m = args.m, n = args.n, k = args.k;
   const T* a_base = static_cast<const T*>(args.a);
   const T* b_base = static_cast<const T*>(args.b);
   T* c_base = static_cast<T*>(args.c);
+  if (k <= 0) {  // an empty sum: zeros
+    for (int64_t b = 0; b < args.batch; ++b) {
+      for (int64_t i = 0; i < m; ++i) std::fill_n(c_base + b * args.stride_c + i * args.ldc, n, T(0.0f));
+    }
+    return;
+  }
 
-  const int64_t m_blocks = (m + MC - 1) / MC;
-  const int64_t n_blocks = (n + NC - 1) / NC;
-  const int64_t tasks = args.batch * m_blocks * n_blocks;
   // Threads only from ~4 MFLOP (~60-300 us on one core, depending on the shape): a team costs a few
   // microseconds on an idle machine and far more on a shared one (see kParallelGrain in cpu_access.h).
-  const bool parallel = tasks > 1 && 2.0 * double(m) * double(n) * double(k) * double(args.batch) > 4e6;
+  const int64_t m_blocks = ceil_div(m, MC), n_blocks = ceil_div(n, NC), k_slices = ceil_div(k, KC);
+  const bool big = 2.0 * double(m) * double(n) * double(k) * double(args.batch) > 4e6;
+  const int64_t threads = big ? omp_get_max_threads() : 1;
+  // Tasks: (batch, M block, group of N blocks). One group holds every N block unless there are too few
+  // row blocks to keep the threads busy.
+  const int64_t row_tasks = args.batch * m_blocks;
+  const int64_t n_groups =
+      row_tasks >= 4 * threads ? 1 : std::min(n_blocks, ceil_div(4 * threads, row_tasks));
+  const int64_t group_blocks = ceil_div(n_blocks, n_groups);
+  const int64_t tasks = row_tasks * ceil_div(n_blocks, group_blocks);
+  const bool parallel = big && tasks > 1;
 
   // Workspace sizes: the full blocks, or less when the whole matrix is smaller than a block.
+  const int64_t n_padded = round_up(n, NR);
   const int64_t mc_max = std::min(MC, round_up(m, MR));
-  const int64_t nc_max = std::min(NC, round_up(n, NR));
-  const int64_t kc_max = std::max<int64_t>(std::min(KC, k), 1);
-  const int64_t ldcb = nc_max;  // row stride of the accumulator block
+  const int64_t kc_max = std::min(KC, k);
+  const bool cache_b = static_cast<size_t>(n_padded * k) * sizeof(Acc) <= kBCacheBytes;
+  const int64_t b_space = cache_b ? n_padded * k : std::min(NC, n_padded) * kc_max;
+  const int64_t block_space = kDirect ? 0 : mc_max * n_padded;  // bfloat16's accumulator block
 
 #pragma omp parallel if (parallel)
   {
-    // Per-thread: packed A block, packed B block, accumulator block (see the napkin math above).
+    // Per thread: packed A block, packed B (all of it, or one block), an edge tile, the accumulator block.
     Acc* const a_pack =
-        thread_workspace<Acc>(static_cast<size_t>((mc_max + nc_max) * kc_max + mc_max * ldcb));
-    Acc* const b_pack = a_pack + mc_max * kc_max;
-    Acc* const c_block = b_pack + nc_max * kc_max;
+        thread_workspace<Acc>(static_cast<size_t>(mc_max * kc_max + b_space + MR * NR + block_space));
+    Acc* const b_space_ptr = a_pack + mc_max * kc_max;
+    Acc* const tile = b_space_ptr + b_space;
+    Acc* const acc_block = tile + MR * NR;
+    // Which (K slice, N block) panels of the cached B hold the current batch's values.
+    std::vector<char> packed(cache_b ? static_cast<size_t>(k_slices * n_blocks) : 0, 0);
+    int64_t cached_batch = -1;
 
-    // Tasks run M blocks fastest, so consecutive tasks of a thread usually share their B block: when K fits
-    // one KC slice, the packed B block is kept and reused (Linear layers pack W once, not once per M block).
-    int64_t packed_b = -1;  // batch * n_blocks + N block of what b_pack holds (single-slice K only)
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t batch_index = task / (m_blocks * n_blocks);
-      const int64_t jc = (task / m_blocks) % n_blocks * NC;
-      const int64_t ic = task % m_blocks * MC;
+      const int64_t groups = ceil_div(n_blocks, group_blocks);
+      const int64_t batch_index = task / (m_blocks * groups);
+      const int64_t ic = task / groups % m_blocks * MC;
+      const int64_t jc_begin = task % groups * group_blocks * NC;
+      const int64_t jc_end = std::min(n, jc_begin + group_blocks * NC);
       const int64_t mc = std::min(MC, m - ic);
-      const int64_t nc = std::min(NC, n - jc);
-      const int64_t mc_padded = round_up(mc, MR), nc_padded = round_up(nc, NR);
+      const int64_t mc_padded = round_up(mc, MR);
       const T* a = a_base + batch_index * args.stride_a;
       const T* b = b_base + batch_index * args.stride_b;
       T* c = c_base + batch_index * args.stride_c;
+      const int64_t b_batch = args.stride_b == 0 ? 0 : batch_index;
+      if (cache_b && b_batch != cached_batch) {
+        std::fill(packed.begin(), packed.end(), 0);
+        cached_batch = b_batch;
+      }
+      // Where the MC x N rows of this task accumulate: C itself, or the float block (column j at j).
+      Acc* const target = kDirect ? reinterpret_cast<Acc*>(c + ic * args.ldc) : acc_block;
+      const int64_t ldt = kDirect ? args.ldc : n_padded;
 
-      // The accumulator block (row stride ldcb); zero first so that K == 0 gives zeros.
-      std::fill(c_block, c_block + mc_padded * ldcb, Acc(0));
       for (int64_t pc = 0; pc < k; pc += KC) {
         const int64_t kc = std::min(KC, k - pc);
-        // Origin of the (ic, pc) block of op(A) and the (pc, jc) block of op(B) in storage.
+        const bool first = pc == 0;
         const T* a_origin = args.trans_a ? a + pc * args.lda + ic : a + ic * args.lda + pc;
-        const T* b_origin = args.trans_b ? b + jc * args.ldb + pc : b + pc * args.ldb + jc;
         pack_a<T, Acc, MR>(a_origin, args.lda, args.trans_a, mc, kc, a_pack);
-        const int64_t b_key = k <= KC ? (args.stride_b == 0 ? 0 : batch_index) * n_blocks + jc / NC : -1;
-        if (b_key < 0 || b_key != packed_b) {
-          pack_b<T, Acc, NR>(b_origin, args.ldb, args.trans_b, kc, nc, b_pack);
-          packed_b = b_key;
-        }
-        for (int64_t jr = 0; jr < nc_padded; jr += NR) {
-          for (int64_t ir = 0; ir < mc_padded; ir += MR) {
-            Kernel::template run<Acc, MR, NR>(kc, a_pack + ir * kc, b_pack + jr * kc,
-                                              c_block + ir * ldcb + jr, ldcb);
+        for (int64_t jc = jc_begin; jc < jc_end; jc += NC) {
+          const int64_t nc = std::min(NC, n - jc), nc_padded = round_up(nc, NR);
+          // The packed (pc, jc) block: its own place in the cache (slice pc starts at pc * n_padded, its
+          // blocks follow one another), or the one-block buffer.
+          Acc* const b_pack = cache_b ? b_space_ptr + pc * n_padded + jc * kc : b_space_ptr;
+          char* const done = cache_b ? &packed[static_cast<size_t>(pc / KC * n_blocks + jc / NC)] : nullptr;
+          if (!done || !*done) {
+            const T* b_origin = args.trans_b ? b + jc * args.ldb + pc : b + pc * args.ldb + jc;
+            pack_b<T, Acc, NR>(b_origin, args.ldb, args.trans_b, kc, nc, b_pack);
+            if (done) *done = 1;
+          }
+          for (int64_t jr = 0; jr < nc_padded; jr += NR) {
+            const int64_t cols = std::min(NR, nc - jr);
+            for (int64_t ir = 0; ir < mc_padded; ir += MR) {
+              const int64_t rows = std::min(MR, mc - ir);
+              Acc* const dst = target + ir * ldt + jc + jr;
+              if (rows == MR && cols == NR) {
+                Kernel::template run<Acc, MR, NR>(kc, a_pack + ir * kc, b_pack + jr * kc, dst, ldt, first);
+              } else {  // an edge tile: computed whole into `tile`, then only its valid part merged
+                Kernel::template run<Acc, MR, NR>(kc, a_pack + ir * kc, b_pack + jr * kc, tile, NR, true);
+                for (int64_t i = 0; i < rows; ++i) {
+                  for (int64_t j = 0; j < cols; ++j) {
+                    dst[i * ldt + j] = first ? tile[i * NR + j] : dst[i * ldt + j] + tile[i * NR + j];
+                  }
+                }
+              }
+            }
           }
         }
       }
-      // Store the valid mc x nc region (padding rows/columns are dropped here, and only here).
-      for (int64_t i = 0; i < mc; ++i) {
-        const Acc* src = c_block + i * ldcb;
-        T* dst = c + (ic + i) * args.ldc + jc;
-        for (int64_t j = 0; j < nc; ++j) dst[j] = static_cast<T>(src[j]);
+      if constexpr (!kDirect) {  // bfloat16: round the float sums once
+        for (int64_t i = 0; i < mc; ++i) {
+          for (int64_t j = jc_begin; j < jc_end; ++j) {
+            c[(ic + i) * args.ldc + j] = static_cast<T>(acc_block[i * n_padded + j]);
+          }
+        }
       }
     }
   }
