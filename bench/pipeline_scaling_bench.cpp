@@ -73,7 +73,9 @@ Tensor random_ids(int64_t rows, uint32_t seed) {
 struct Data {
   Tensor ids, targets;
 };
-Data batch_of(int64_t rows) { return {random_ids(rows, 1), random_ids(rows, 2)}; }
+Data batch_of(int64_t rows) {
+  return {random_ids(rows, 1), random_ids(rows, 2)};
+}
 
 pl::ModelProfile profile_at(brigade::nn::GPT& model, int64_t microbatch, int repeats) {
   const Data d = batch_of(microbatch);
@@ -156,12 +158,14 @@ void print_table(const std::string& title, const std::map<std::pair<int, int>, d
 int run_tables(int threads, int steps) {
   omp_set_num_threads(threads);
   brigade::nn::GPT model(model_config(), 1);
-  std::printf("pipeline scaling: GPT 8 x 128, T %lld, vocab %lld, batch %lld; %d OpenMP thread(s) per stage; "
-              "this machine has %u hardware threads\n",
-              static_cast<long long>(kT), static_cast<long long>(kVocab), static_cast<long long>(kBatch), threads,
-              std::thread::hardware_concurrency());
+  std::printf(
+      "pipeline scaling: GPT 8 x 128, T %lld, vocab %lld, batch %lld; %d OpenMP thread(s) per stage; "
+      "this machine has %u hardware threads\n",
+      static_cast<long long>(kT), static_cast<long long>(kVocab), static_cast<long long>(kBatch), threads,
+      std::thread::hardware_concurrency());
   double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) == 3) std::printf("load average at the start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+  if (getloadavg(load, 3) == 3)
+    std::printf("load average at the start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::map<std::pair<int, int>, double> sim_tput, sim_bubble, meas_tput, meas_ms;
   std::map<std::pair<int, int>, pl::Partition> parts;
   for (int M : kMicrobatches) {
@@ -206,7 +210,8 @@ int run_tables(int threads, int steps) {
   print_table("measured throughput (executor, CPU threads), relative to S = 1, M = 1", mnorm, {});
   std::printf("\nmeasured step times (ms):\n");
   print_table("", meas_ms, {});
-  if (getloadavg(load, 3) == 3) std::printf("\nload average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+  if (getloadavg(load, 3) == 3)
+    std::printf("\nload average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::printf("\nsimulated step times (ms):\n");
   std::map<std::pair<int, int>, double> sim_ms;
   for (auto& [key, v] : sim_tput) sim_ms[key] = kBatch / v;
@@ -234,7 +239,10 @@ void PipelineStep(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(kBatch * state.iterations()), benchmark::Counter::kIsRate);
   state.counters["bubble"] = bubble;
 }
-BENCHMARK(PipelineStep)->ArgsProduct({{1, 2, 4, 8}, {1, 4, 32}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(PipelineStep)
+    ->ArgsProduct({{1, 2, 4, 8}, {1, 4, 32}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -32,7 +32,8 @@ std::string MemoryPlan::describe() const {
 int MemoryPrediction::worst_stage() const {
   int worst = 0;
   for (size_t s = 1; s < stages.size(); ++s)
-    if (stages[s].total_bytes() > stages[static_cast<size_t>(worst)].total_bytes()) worst = static_cast<int>(s);
+    if (stages[s].total_bytes() > stages[static_cast<size_t>(worst)].total_bytes())
+      worst = static_cast<int>(s);
   return worst;
 }
 
@@ -42,11 +43,14 @@ int64_t MemoryPrediction::peak_bytes() const {
 
 namespace {
 
-std::string mib(int64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
+std::string mib(int64_t bytes) {
+  return format_bytes(static_cast<double>(bytes));
+}
 
 // Samples per microbatch for a plan (ValueError when the batch does not divide).
 int64_t microbatch_size_of(const ModelProfile& profile, const MemoryPlan& plan) {
-  BRIGADE_CHECK_VALUE(plan.microbatches >= 1, "memory model: microbatches must be >= 1, got ", plan.microbatches);
+  BRIGADE_CHECK_VALUE(plan.microbatches >= 1, "memory model: microbatches must be >= 1, got ",
+                      plan.microbatches);
   if (plan.batch_size <= 0) return profile.microbatch_size;
   BRIGADE_CHECK_VALUE(plan.batch_size % plan.microbatches == 0, "memory model: batch of ", plan.batch_size,
                       " is not divisible by ", plan.microbatches, " microbatches");
@@ -158,14 +162,17 @@ StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, 
 }  // namespace
 
 MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& plan) {
-  BRIGADE_CHECK_VALUE(profile.measured && profile.microbatch_size > 0,
-                      "memory model: needs measured activation sizes (profile_layers), got parameter counts only");
-  BRIGADE_CHECK_VALUE(plan.optimizer_state_tensors >= 0, "memory model: optimizer_state_tensors must be >= 0, got ",
+  BRIGADE_CHECK_VALUE(
+      profile.measured && profile.microbatch_size > 0,
+      "memory model: needs measured activation sizes (profile_layers), got parameter counts only");
+  BRIGADE_CHECK_VALUE(plan.optimizer_state_tensors >= 0,
+                      "memory model: optimizer_state_tensors must be >= 0, got ",
                       plan.optimizer_state_tensors);
   MemoryPrediction prediction;
   prediction.plan = plan;
   prediction.microbatch_size = microbatch_size_of(profile, plan);
-  const double r = static_cast<double>(prediction.microbatch_size) / static_cast<double>(profile.microbatch_size);
+  const double r =
+      static_cast<double>(prediction.microbatch_size) / static_cast<double>(profile.microbatch_size);
 
   PartitionOptions options;
   options.method = plan.partition;
@@ -210,8 +217,9 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
 
 std::string MemoryPrediction::table(const std::vector<int64_t>& measured_step_peaks) const {
   const bool measured = !measured_step_peaks.empty();
-  BRIGADE_CHECK_VALUE(!measured || measured_step_peaks.size() == stages.size(), "MemoryPrediction::table: ",
-                      measured_step_peaks.size(), " measured peaks for ", stages.size(), " stages");
+  BRIGADE_CHECK_VALUE(!measured || measured_step_peaks.size() == stages.size(),
+                      "MemoryPrediction::table: ", measured_step_peaks.size(), " measured peaks for ",
+                      stages.size(), " stages");
   std::ostringstream out;
   out << "memory per stage (" << plan.describe() << "):\n";
   char line[400];
@@ -229,15 +237,17 @@ std::string MemoryPrediction::table(const std::vector<int64_t>& measured_step_pe
     const std::string flight = std::to_string(m.peak_full) + "/" + std::to_string(m.peak_in_flight);
     const std::string at = m.peak_step >= 0 ? to_string(m.peak_action, plan.virtual_chunks > 1) : "-";
     std::snprintf(line, sizeof line, "%5zu %10s %10s %10s %11s %6s | %-8s %10s %10s %10s | %10s %10s", s,
-                  mib(m.parameter_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.gradient_bytes).c_str(),
-                  mib(m.activation_bytes).c_str(), flight.c_str(), at.c_str(), mib(m.peak_activations).c_str(),
-                  mib(m.peak_gradients).c_str(), mib(m.peak_workspace).c_str(), mib(m.step_peak_bytes()).c_str(),
+                  mib(m.parameter_bytes).c_str(), mib(m.optimizer_bytes).c_str(),
+                  mib(m.gradient_bytes).c_str(), mib(m.activation_bytes).c_str(), flight.c_str(), at.c_str(),
+                  mib(m.peak_activations).c_str(), mib(m.peak_gradients).c_str(),
+                  mib(m.peak_workspace).c_str(), mib(m.step_peak_bytes()).c_str(),
                   mib(m.total_bytes()).c_str());
     out << line;
     if (measured) {
       const double got = static_cast<double>(measured_step_peaks[s]);
       const double error = got > 0 ? (static_cast<double>(m.step_peak_bytes()) - got) / got : 0.0;
-      std::snprintf(line, sizeof line, " | %10s %+6.1f%%", mib(measured_step_peaks[s]).c_str(), 100.0 * error);
+      std::snprintf(line, sizeof line, " | %10s %+6.1f%%", mib(measured_step_peaks[s]).c_str(),
+                    100.0 * error);
       out << line;
     }
     out << "\n";
@@ -261,7 +271,9 @@ std::string breakdown(const StageMemory& m, int virtual_chunks) {
   return out.str();
 }
 
-bool fits(const MemoryPrediction& p, int64_t budget) { return p.peak_bytes() <= budget; }
+bool fits(const MemoryPrediction& p, int64_t budget) {
+  return p.peak_bytes() <= budget;
+}
 
 // The changes of memory_model.h, one dimension each, cheapest first: option 0 of a dimension is "keep".
 // A candidate plan picks one option per dimension; its cost key is (number of changes, then the option
@@ -278,14 +290,17 @@ std::vector<std::vector<Option>> dimensions(const ModelProfile& profile, const M
   if (plan.batch_size > 0) {
     for (int m = plan.microbatches + 1; m <= plan.batch_size; ++m) {
       if (plan.batch_size % m != 0) continue;
-      microbatches.push_back({"--microbatches " + std::to_string(m), [m](MemoryPlan& p) { p.microbatches = m; }});
+      microbatches.push_back(
+          {"--microbatches " + std::to_string(m), [m](MemoryPlan& p) { p.microbatches = m; }});
     }
   }
   if (plan.recompute == Recompute::Never)
-    recompute.push_back({"--recompute except-last", [](MemoryPlan& p) { p.recompute = Recompute::ExceptLast; }});
+    recompute.push_back(
+        {"--recompute except-last", [](MemoryPlan& p) { p.recompute = Recompute::ExceptLast; }});
   if (plan.recompute != Recompute::Always)
     recompute.push_back({"--recompute always", [](MemoryPlan& p) { p.recompute = Recompute::Always; }});
-  if (plan.schedule == "gpipe") schedule.push_back({"--schedule 1f1b", [](MemoryPlan& p) { p.schedule = "1f1b"; }});
+  if (plan.schedule == "gpipe")
+    schedule.push_back({"--schedule 1f1b", [](MemoryPlan& p) { p.schedule = "1f1b"; }});
   for (int n = plan.stages + 1; n * plan.virtual_chunks <= profile.num_layers(); ++n) {
     const bool balance = plan.partition == PartitionMethod::Balance;
     stages.push_back({"--stages " + std::to_string(n) + (balance ? " --partition params" : ""),
@@ -363,8 +378,10 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
   std::ostringstream msg;
   if (cert.fits) {
     const int w = p.worst_stage();
-    msg << "memory budget " << mib(budget_bytes) << " per stage: fits (" << plan.describe() << "); the largest "
-        << "predicted peak is stage " << w << ": " << breakdown(p.stages[static_cast<size_t>(w)], plan.virtual_chunks);
+    msg << "memory budget " << mib(budget_bytes) << " per stage: fits (" << plan.describe()
+        << "); the largest "
+        << "predicted peak is stage " << w << ": "
+        << breakdown(p.stages[static_cast<size_t>(w)], plan.virtual_chunks);
     cert.message = msg.str();
     return cert;
   }
@@ -372,12 +389,14 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
   int over = 0;
   for (const StageMemory& m : p.stages) over += m.total_bytes() > budget_bytes ? 1 : 0;
   msg << "memory budget " << mib(budget_bytes) << " per stage refused for " << plan.describe() << ": stage "
-      << cert.stage << " is predicted to peak at " << breakdown(p.stages[static_cast<size_t>(cert.stage)], plan.virtual_chunks);
+      << cert.stage << " is predicted to peak at "
+      << breakdown(p.stages[static_cast<size_t>(cert.stage)], plan.virtual_chunks);
   if (over > 1) msg << " (" << over << " stages are over the budget)";
   msg << ". ";
   Found found = search(profile, plan, budget_bytes);
   if (!found.change.empty() && fits(found.prediction, budget_bytes)) {
-    msg << (found.changes == 1 ? "Cheapest change that fits: " : "No single change fits; the cheapest combination that fits: ")
+    msg << (found.changes == 1 ? "Cheapest change that fits: "
+                               : "No single change fits; the cheapest combination that fits: ")
         << found.change << " (largest predicted peak " << mib(found.prediction.peak_bytes()) << ", stage "
         << found.prediction.worst_stage() << ").";
     cert.change = found.change;
@@ -389,7 +408,8 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
     msg << ", recompute, 1f1b instead of gpipe and more stages (up to "
         << profile.num_layers() / std::max(1, plan.virtual_chunks) << ") brings every stage under the budget";
     if (!found.change.empty())
-      msg << "; the lowest predicted peak is " << mib(found.prediction.peak_bytes()) << ", with " << found.change;
+      msg << "; the lowest predicted peak is " << mib(found.prediction.peak_bytes()) << ", with "
+          << found.change;
     msg << ".";
   }
   cert.message = msg.str();
@@ -404,10 +424,12 @@ MemoryPrediction certify(const ModelProfile& profile, const MemoryPlan& plan, in
 
 int64_t parse_bytes(const std::string& text) {
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
   const std::string number = text.substr(0, pos);
   std::string unit = text.substr(pos);
-  const bool number_ok = !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
+  const bool number_ok =
+      !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
   double scale = 0.0;
   if (unit.empty() || unit == "B") scale = 1.0;
   const char* prefixes = "KMGT";

@@ -81,7 +81,7 @@ struct MemoryPlan {
   /// microbatch has the profiled size.
   int64_t batch_size = 0;
   PartitionMethod partition = PartitionMethod::Parameters;
-  std::vector<int> balance;       ///< layers per model chunk, for PartitionMethod::Balance
+  std::vector<int> balance;         ///< layers per model chunk, for PartitionMethod::Balance
   int optimizer_state_tensors = 2;  ///< per parameter: AdamW 2 (m, v), SGD with momentum 1, plain SGD 0
 
   /// "gpipe, 4 stages x 8 microbatches of 2, recompute never, partition by params".
@@ -122,9 +122,9 @@ struct MemoryPrediction {
   /// The largest total over stages.
   int64_t peak_bytes() const;
   /// One row per stage: parameters, optimizer state, gradients, peak activations (with microbatches in
-  /// flight), the action at the step peak with its workspace, predicted step peak and total. With `measured_step_peaks` (one per stage, e.g.
-  /// StageReport::peak_bytes) it adds the measured step peak and the relative error beside the
-  /// prediction.
+  /// flight), the action at the step peak with its workspace, predicted step peak and total. With
+  /// `measured_step_peaks` (one per stage, e.g. StageReport::peak_bytes) it adds the measured step peak and
+  /// the relative error beside the prediction.
   std::string table(const std::vector<int64_t>& measured_step_peaks = {}) const;
 };
 

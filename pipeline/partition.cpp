@@ -143,7 +143,8 @@ std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod met
     BRIGADE_CHECK_VALUE(profile.measured, "partition by ", to_string(method),
                         " needs measured layers (profile_layers), got parameter counts only");
   }
-  if (method == PartitionMethod::Balance) method = profile.measured ? PartitionMethod::Time : PartitionMethod::Parameters;
+  if (method == PartitionMethod::Balance)
+    method = profile.measured ? PartitionMethod::Time : PartitionMethod::Parameters;
   std::vector<double> costs;
   for (const LayerProfile& layer : profile.layers) {
     switch (method) {
@@ -221,8 +222,8 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
   if (options.method == PartitionMethod::Balance) {
     const std::vector<int>& balance = options.balance;
     BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == K, "partition: balance has ", balance.size(),
-                        " entries, expected ", K, " (", S, " stages", v > 1 ? " x " + std::to_string(v) + " chunks" : "",
-                        ")");
+                        " entries, expected ", K, " (", S, " stages",
+                        v > 1 ? " x " + std::to_string(v) + " chunks" : "", ")");
     int sum = 0;
     bounds.push_back(0);
     for (size_t k = 0; k < balance.size(); ++k) {
@@ -323,14 +324,16 @@ std::string Partition::table() const {
       << (stages == 1 ? "" : "s");
   if (virtual_chunks > 1) out << " x " << virtual_chunks << " chunks";
   out << " (balance " << balance() << ")\n";
-  const bool memory = std::any_of(chunks.begin(), chunks.end(), [](const ChunkPlan& c) { return c.activation_bytes > 0; });
+  const bool memory =
+      std::any_of(chunks.begin(), chunks.end(), [](const ChunkPlan& c) { return c.activation_bytes > 0; });
   char line[256];
   std::snprintf(line, sizeof line, "%-7s %-9s %-26s %12s %12s %12s\n", virtual_chunks > 1 ? "chunk" : "stage",
                 "layers", "names", "params", ("cost " + cost_unit).c_str(), memory ? "activations" : "");
   out << line;
   for (const ChunkPlan& c : chunks) {
-    const std::string label =
-        virtual_chunks > 1 ? std::to_string(c.stage) + "." + std::to_string(c.local_chunk) : std::to_string(c.stage);
+    const std::string label = virtual_chunks > 1
+                                  ? std::to_string(c.stage) + "." + std::to_string(c.local_chunk)
+                                  : std::to_string(c.stage);
     const std::string layers = std::to_string(c.begin) + "-" + std::to_string(c.end - 1);
     std::string names = layer_names[static_cast<size_t>(c.begin)];
     if (c.layers() > 1) names += " .. " + layer_names[static_cast<size_t>(c.end) - 1];
@@ -342,8 +345,9 @@ std::string Partition::table() const {
   if (virtual_chunks > 1) {
     for (int s = 0; s < stages; ++s) {
       const StagePlan& st = stage_plans[static_cast<size_t>(s)];
-      std::snprintf(line, sizeof line, "%-7s %-9s %-26s %12lld %12s %12s\n", ("stage " + std::to_string(s)).c_str(),
-                    "", "", static_cast<long long>(st.parameters), format_cost(st.cost, cost_unit).c_str(),
+      std::snprintf(line, sizeof line, "%-7s %-9s %-26s %12lld %12s %12s\n",
+                    ("stage " + std::to_string(s)).c_str(), "", "", static_cast<long long>(st.parameters),
+                    format_cost(st.cost, cost_unit).c_str(),
                     memory ? format_bytes(static_cast<double>(st.activation_bytes)).c_str() : "");
       out << line;
     }

@@ -53,8 +53,8 @@ double max_part_cost(const std::vector<double>& costs, const std::vector<int>& b
 
 /// One model chunk of a partition.
 struct ChunkPlan {
-  int stage = 0;         ///< the stage that runs it (model chunk % S)
-  int local_chunk = 0;   ///< its local chunk index on that stage (model chunk / S)
+  int stage = 0;           ///< the stage that runs it (model chunk % S)
+  int local_chunk = 0;     ///< its local chunk index on that stage (model chunk / S)
   int begin = 0, end = 0;  ///< layers [begin, end)
   double cost = 0.0;       ///< in the partition's cost unit
   int64_t parameters = 0;  ///< elements of the distinct tensors its layers use
@@ -76,9 +76,9 @@ struct StagePlan {
 
 /// A parameter used by layers on more than one stage.
 struct SharedParameter {
-  std::string name;         ///< its model-wide name ("embed.wte.weight")
+  std::string name;  ///< its model-wide name ("embed.wte.weight")
   int64_t numel = 0;
-  std::vector<int> stages;  ///< ascending
+  std::vector<int> stages;          ///< ascending
   std::vector<std::string> layers;  ///< the layers using it, in order
 };
 

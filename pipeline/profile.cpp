@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <ctime>
+#include <sstream>
 
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -39,7 +39,9 @@ double median(std::vector<double> values) {
 // forward and backward share one tag: the activations its backward frees are subtracted from the scope
 // that allocated them, so the backward's peak above its starting level is net of what it releases on the
 // way (a tag per phase would count every temporary the backward allocates, freed or not).
-std::string scope_tag(int64_t layer) { return "brigade.profile." + std::to_string(layer); }
+std::string scope_tag(int64_t layer) {
+  return "brigade.profile." + std::to_string(layer);
+}
 
 // What one layer's forward or backward did under its scope.
 struct ScopeDelta {
@@ -159,7 +161,8 @@ std::string ModelProfile::table() const {
 ModelProfile count_parameters(const nn::Sequential& model) {
   ModelProfile profile;
   profile.layers.resize(static_cast<size_t>(model.size()));
-  for (int64_t i = 0; i < model.size(); ++i) fill_parameters(model, i, profile.layers[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < model.size(); ++i)
+    fill_parameters(model, i, profile.layers[static_cast<size_t>(i)]);
   const auto params = model.parameters();
   if (!params.empty()) profile.device = params.front().device();
   return profile;
@@ -169,11 +172,13 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   BRIGADE_CHECK_VALUE(model.size() > 0, "profile_layers: the model has no layers");
   BRIGADE_CHECK_VALUE(options.repeats >= 1, "profile_layers: repeats must be >= 1, got ", options.repeats);
   BRIGADE_CHECK_VALUE(options.warmup >= 0, "profile_layers: warmup must be >= 0, got ", options.warmup);
-  BRIGADE_CHECK_VALUE(input.defined() && input.dim() >= 1, "profile_layers: need an input with a batch "
-                      "dimension, got ", input.defined() ? shape_str(input.shape()) : std::string("undefined"));
+  BRIGADE_CHECK_VALUE(input.defined() && input.dim() >= 1,
+                      "profile_layers: need an input with a batch "
+                      "dimension, got ",
+                      input.defined() ? shape_str(input.shape()) : std::string("undefined"));
   BRIGADE_CHECK_DEVICE(!options.thread_cpu_time || input.device().is_cpu(),
-                       "profile_layers: thread_cpu_time times host threads; the input is on ", input.device().str(),
-                       " (use events: thread_cpu_time = false)");
+                       "profile_layers: thread_cpu_time times host threads; the input is on ",
+                       input.device().str(), " (use events: thread_cpu_time = false)");
   ModelProfile profile = count_parameters(model);
   profile.device = input.device();
   profile.microbatch_size = input.size(0);
@@ -198,10 +203,13 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
       inputs[i] = h;
       ScopeDelta d;
       const bool with_loss = i + 1 == L && static_cast<bool>(options.loss);
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time).run([&] {
-        outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
-        if (with_loss) loss = options.loss(outputs[i]);
-      }, d);
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time)
+                            .run(
+                                [&] {
+                                  outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
+                                  if (with_loss) loss = options.loss(outputs[i]);
+                                },
+                                d);
       LayerProfile& layer = profile.layers[i];
       if (timed) fwd_ms[i].push_back(ms);
       layer.activation_bytes = d.after - d.before;
@@ -222,14 +230,18 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
         if (timed) bwd_ms[k].push_back(0.0);
         continue;
       }
-      if (!with_loss && !grad.defined()) grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
+      if (!with_loss && !grad.defined())
+        grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
       ScopeDelta d;
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time).run([&] {
-        if (with_loss)
-          loss.backward();
-        else
-          y.backward(grad);
-      }, d);
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time)
+                            .run(
+                                [&] {
+                                  if (with_loss)
+                                    loss.backward();
+                                  else
+                                    y.backward(grad);
+                                },
+                                d);
       if (timed) bwd_ms[k].push_back(ms);
       layer.backward_workspace_bytes = std::max<int64_t>(0, d.peak - d.before);
       grad = inputs[k].requires_grad() ? inputs[k].grad() : Tensor();

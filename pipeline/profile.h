@@ -62,8 +62,8 @@ struct LayerProfile {
   int64_t parameter_bytes = 0;  ///< their bytes (gradients have the same size)
 
   // Measured by profile_layers (zero when only counted).
-  double forward_ms = 0.0;   ///< median forward time
-  double backward_ms = 0.0;  ///< median backward time (input and weight gradients)
+  double forward_ms = 0.0;       ///< median forward time
+  double backward_ms = 0.0;      ///< median backward time (input and weight gradients)
   int64_t activation_bytes = 0;  ///< alive after the forward: saved tensors + output (see above)
   int64_t output_bytes = 0;      ///< the output alone (a stage boundary after this layer)
   int64_t input_bytes = 0;       ///< the input (for layer 0: the model input, e.g. token ids)

@@ -297,7 +297,7 @@ TEST(Certify, CombinesChangesWhenNoSingleOneFits) {
   MemoryPlan p = plan("gpipe", 2, 4);
   p.batch_size = 8;  // 4 microbatches of 2
   MemoryPlan both = p;
-  both.microbatches = 8;  // of 1: half the bytes per microbatch ...
+  both.microbatches = 8;                   // of 1: half the bytes per microbatch ...
   both.recompute = Recompute::ExceptLast;  // ... and only one of them full at a time
   const int64_t budget = predict_memory(profile, both).peak_bytes();
   // No single change gets there: GPipe holds the whole batch either way, recomputation alone keeps a
@@ -397,8 +397,7 @@ std::vector<StepResult> run_steps(const MemoryPrediction& prediction) {
   nn::GPT model(c, 1);
   Pipeline pipe(model, config_for(prediction));
   nn::AdamW opt(std::vector<nn::ParamGroup>{nn::all_parameters(model)});
-  const testing::Batch batch =
-      testing::make_batch(prediction.plan.batch_size, kT, c.vocab_size, 4);
+  const testing::Batch batch = testing::make_batch(prediction.plan.batch_size, kT, c.vocab_size, 4);
   std::vector<StepResult> results;
   for (int step = 0; step < 2; ++step) results.push_back(pipe.train_step(batch.ids, batch.targets, opt));
   return results;

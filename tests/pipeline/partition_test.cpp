@@ -392,8 +392,8 @@ TEST(Profile, ActivationsScaleLinearlyWithTheMicrobatch) {
     // Every activation is [B, ...] except the attention's causal mask [T, T] (float32) in a block and
     // the scalar loss in the head: those do not scale, and are all the difference.
     const double fixed = x.type == "Block" ? T * T * 4.0 : 64.0;
-    EXPECT_NEAR(static_cast<double>(y.activation_bytes), 2.0 * static_cast<double>(x.activation_bytes),
-                fixed) << x.name;
+    EXPECT_NEAR(static_cast<double>(y.activation_bytes), 2.0 * static_cast<double>(x.activation_bytes), fixed)
+        << x.name;
     EXPECT_EQ(y.output_bytes, 2 * x.output_bytes) << x.name;
   }
 }
