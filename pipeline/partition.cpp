@@ -318,6 +318,12 @@ std::string Partition::balance() const {
   return out;
 }
 
+std::vector<int> Partition::layer_counts() const {
+  std::vector<int> out;
+  for (const ChunkPlan& c : chunks) out.push_back(c.layers());
+  return out;
+}
+
 std::string Partition::table() const {
   std::ostringstream out;
   out << "partition by " << to_string(method) << ": " << num_layers() << " layers on " << stages << " stage"

@@ -99,6 +99,8 @@ struct Partition {
   const ChunkPlan& chunk(int stage, int local_chunk = 0) const;
   /// Layers per model chunk, "3,3,2" (what --balance takes back).
   std::string balance() const;
+  /// The same as numbers, e.g. for PipelineConfig::balance.
+  std::vector<int> layer_counts() const;
   /// The printed table: one row per stage (per chunk when v > 1) with layers, parameters, cost and
   /// memory, then the imbalance and any shared parameters.
   std::string table() const;

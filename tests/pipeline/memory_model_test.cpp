@@ -387,7 +387,7 @@ PipelineConfig config_for(const MemoryPrediction& prediction) {
   pc.virtual_chunks = prediction.plan.virtual_chunks;
   pc.recompute = prediction.plan.recompute;
   pc.recv_timeout_seconds = 60;
-  for (const ChunkPlan& c : prediction.partition.chunks) pc.balance.push_back(c.layers());
+  pc.balance = prediction.partition.layer_counts();
   return pc;
 }
 

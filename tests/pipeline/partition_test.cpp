@@ -218,6 +218,7 @@ TEST(MakePartition, ExplicitBalanceAndItsErrors) {
   o.balance = {3, 3, 2};
   const Partition part = make_partition(p, o);
   EXPECT_EQ(part.balance(), "3,3,2");
+  EXPECT_EQ(part.layer_counts(), (std::vector<int>{3, 3, 2}));
   EXPECT_EQ(part.cost_unit, "params");  // not measured: the table shows parameters
   EXPECT_EQ(part.stage_plans[0].cost, 6.0);
   EXPECT_EQ(part.stage_plans[1].cost, 15.0);
