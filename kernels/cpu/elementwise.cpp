@@ -6,7 +6,13 @@
 // runs over the runs of tensor/strided_loop.h: a contiguous operand, a row vector broadcast over a matrix
 // (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
 // vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
-// kernels/cpu/vector_math.h (vectorisable) instead of libm's tanhf.
+// kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2) instead of libm's tanhf.
+
+// The 8-lane templates of vector_math.h are always inlined into this file's AVX2 functions, so the ABI
+// g++ warns about (a 32-byte vector returned without AVX) is never used. Before the includes: the warning
+// points into the header.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -264,8 +270,34 @@ void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, 
       });
 }
 
-// GELU in float32: contiguous runs four lanes at a time (vector_math.h); strided ones run the same vector
-// code on one lane, so every layout gives the same bits.
+// GELU over contiguous float arrays: 8 lanes with AVX2, else 4 (vector_math.h: the same bits either way).
+#if BRIGADE_CPU_AVX2
+__attribute__((target("avx2"))) void gelu_array_avx2(float* out, const float* a, int64_t n) {
+  detail::gelu_array<detail::f32x8>(out, a, n);
+}
+
+__attribute__((target("avx2"))) void gelu_grad_array_avx2(float* out, const float* g, const float* a,
+                                                          int64_t n) {
+  detail::gelu_grad_array<detail::f32x8>(out, g, a, n);
+}
+#endif
+
+void gelu_array(float* out, const float* a, int64_t n) {
+#if BRIGADE_CPU_AVX2
+  if (detail::cpu_has_avx2()) return gelu_array_avx2(out, a, n);
+#endif
+  detail::gelu_array<detail::f32x4>(out, a, n);
+}
+
+void gelu_grad_array(float* out, const float* g, const float* a, int64_t n) {
+#if BRIGADE_CPU_AVX2
+  if (detail::cpu_has_avx2()) return gelu_grad_array_avx2(out, g, a, n);
+#endif
+  detail::gelu_grad_array<detail::f32x4>(out, g, a, n);
+}
+
+// GELU in float32: contiguous runs through gelu_array; strided ones run the same vector code on one lane,
+// so every layout gives the same bits.
 void gelu_float32(const Tensor& x, const Tensor& out) {
   const float* xp = ptr<const float>(x);
   float* op = ptr<float>(out);
@@ -274,7 +306,7 @@ void gelu_float32(const Tensor& x, const Tensor& out) {
                     float* o = op + off[0];
                     const float* a = xp + off[1];
                     if (st[0] == 1 && st[1] == 1) {
-                      detail::map4(o, a, n, [](detail::f32x4 v) { return detail::gelu4(v); });
+                      gelu_array(o, a, n);
                     } else {
                       for (int64_t k = 0; k < n; ++k) o[k * st[0]] = detail::gelu_float(a[k * st[1]]);
                     }
@@ -291,9 +323,7 @@ void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& 
                     const float* g = gp + off[1];
                     const float* a = xp + off[2];
                     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                      detail::map4(o, g, a, n, [](detail::f32x4 gv, detail::f32x4 xv) {
-                        return detail::gelu_grad4(gv, xv);
-                      });
+                      gelu_grad_array(o, g, a, n);
                     } else {
                       for (int64_t k = 0; k < n; ++k) {
                         o[k * st[0]] = detail::gelu_grad_float(g[k * st[1]], a[k * st[2]]);

@@ -52,15 +52,8 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/vector_math.h"  // BRIGADE_CPU_AVX2, cpu_has_avx2
 #include "tensor/bfloat16.h"
-
-// The AVX2 micro-kernel needs GCC/Clang's target attribute and cpu-feature builtin, on x86-64.
-// -DBRIGADE_GEMM_NO_AVX2 leaves it out (to test the baseline kernel on an AVX2 machine).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(BRIGADE_GEMM_NO_AVX2)
-#define BRIGADE_GEMM_AVX2 1
-#else
-#define BRIGADE_GEMM_AVX2 0
-#endif
 
 namespace brigade::kernels::cpu {
 namespace {
@@ -211,7 +204,7 @@ struct BaselineKernel {
   }
 };
 
-#if BRIGADE_GEMM_AVX2
+#if BRIGADE_CPU_AVX2
 // The same source compiled for AVX2, chosen at run time (cpu_has_avx2) so that the binary still runs on any
 // x86-64. Only the ISA changes, not the arithmetic: `target("avx2")` without "fma" cannot contract
 // `acc += a * b` into a fused multiply-add, and every element of C still sums its products in the same
@@ -225,11 +218,6 @@ struct Avx2Kernel {
     micro_kernel<Acc, MR, NR>(kc, a, b, c, ldc, first);
   }
 };
-
-bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");  // also checks that the OS saves ymm registers
-  return has;
-}
 #endif
 
 inline int64_t ceil_div(int64_t a, int64_t b) {
@@ -363,8 +351,8 @@ void gemm_typed(const GemmArgs& args) {
 template <typename T>
 void gemm_dispatch(const GemmArgs& args) {
   using Acc = typename AccumulatorOf<T>::type;
-#if BRIGADE_GEMM_AVX2
-  if (cpu_has_avx2()) return gemm_typed<T, WideBlocking<Acc>, Avx2Kernel>(args);
+#if BRIGADE_CPU_AVX2
+  if (detail::cpu_has_avx2()) return gemm_typed<T, WideBlocking<Acc>, Avx2Kernel>(args);
 #endif
   gemm_typed<T, Blocking<Acc>, BaselineKernel>(args);
 }
