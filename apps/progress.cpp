@@ -66,8 +66,8 @@ void Progress::step(const nn::StepReport& r) {
   } else {
     const int64_t done_here = r.step - first_step_;
     if (done_here != 1 && done_here % log_every_ != 0 && r.step != r.steps) return;
-    std::fprintf(out_, "step %*lld/%lld  loss %.4f  lr %.2e  %s tok/s  %.1f ms/step  ETA %s\n", width,
-                 static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr,
+    std::fprintf(out_, "step %*lld/%lld  loss %.4f  lr %.2e  grad norm %.3f  %s tok/s  %.1f ms/step  ETA %s\n",
+                 width, static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr, r.grad_norm,
                  format_rate(tokens_per_s).c_str(), ema_ms_, format_duration(eta).c_str());
   }
   std::fflush(out_);

@@ -1,7 +1,7 @@
 // Progress output of `brigade train`: on a terminal, one bar redrawn in place
 //   step  420/1500 [########............] loss 0.6213 | 52.1k tok/s | ETA 0:41
 // and otherwise (a pipe, a log file, CI) plain lines, about twenty per run plus every evaluation:
-//   step  420/1500  loss 0.6213  lr 2.71e-03  52.1k tok/s  ETA 0:41
+//   step  420/1500  loss 0.6213  lr 2.71e-03  grad norm 0.412  52.1k tok/s  19.2 ms/step  ETA 0:41
 // Messages and evaluations are printed on their own lines in both modes (the bar is cleared first).
 #pragma once
 

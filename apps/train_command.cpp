@@ -102,7 +102,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (OpenMP; 0: all)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the weights, batches and dropout")->capture_default_str();
   cmd->add_option("--save", o->save, "write a checkpoint (safetensors) here at the end");
   cmd->add_option("--save-every", o->save_every, "also checkpoint every N steps (needs --save)");

@@ -76,7 +76,6 @@ double evaluate(GPT& model, const TrainData& data, const TrainOptions& options, 
   double total = 0.0;
   for (int64_t i = 0; i < options.eval_iters; ++i) {
     Batch batch = random_batch(data.val, options.batch, block, eval_generator, device, data.val_starts);
-    mask_unscored_targets(batch, data);
     total += GPT::loss(model.forward(batch.x), batch.y).item();
   }
   model.train(was_training);
@@ -217,11 +216,7 @@ TrainData load_train_data(const TrainOptions& options, int64_t block, const Char
     data.val_starts = line_starts(data.val, newline, block);
     BRIGADE_CHECK_VALUE(!data.train_starts.empty() && !data.val_starts.empty(), "train: --block ", block,
                         " is too long for the default corpus");
-    data.scored_columns.assign(static_cast<size_t>(task->line_length()), false);
-    for (int64_t column = task->prompt_length(); column < task->line_length(); ++column) {
-      data.scored_columns[static_cast<size_t>(column)] = true;
-    }
-    data.description = task->describe() + "; loss on the answers";
+    data.description = task->describe();
     data.task = std::move(task);
     return data;
   }
@@ -240,19 +235,6 @@ TrainData load_train_data(const TrainOptions& options, int64_t block, const Char
               << " validation)";
   data.description = description.str();
   return data;
-}
-
-void mask_unscored_targets(Batch& batch, const TrainData& data) {
-  if (data.scored_columns.empty()) return;
-  const auto period = static_cast<int64_t>(data.scored_columns.size());
-  const int64_t B = batch.y.size(0), T = batch.y.size(1);
-  std::vector<int64_t> y = batch.y.cpu().to_vector<int64_t>();  // [B, T]
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t p = 0; p < T; ++p) {
-      if (!data.scored_columns[static_cast<size_t>((p + 1) % period)]) y[static_cast<size_t>(b * T + p)] = -100;
-    }
-  }
-  batch.y = from_vector(y, {B, T}, batch.y.device());
 }
 
 void check_resume_compatible(const TrainOptions& options, const Checkpoint& checkpoint) {
@@ -421,7 +403,6 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
     const double lr = schedule.lr_at(step);
     optimizer.set_lr(lr);
     Batch batch = random_batch(data.train, options.batch, block, generator, device, data.train_starts);
-    mask_unscored_targets(batch, data);
     Tensor loss = GPT::loss(model.forward(batch.x), batch.y);
     const double loss_value = loss.item();
     if (!std::isfinite(loss_value)) stop_non_finite("loss", loss_value, step);

@@ -35,7 +35,6 @@
 
 #include "nn/checkpoint.h"
 #include "nn/corpus.h"
-#include "nn/data.h"
 #include "nn/gpt.h"
 #include "nn/tokenizer.h"
 #include "tensor/error.h"
@@ -47,10 +46,10 @@ struct TrainOptions {
   std::string data;        ///< UTF-8 text file; empty: the embedded addition corpus (nn/corpus.h)
   int64_t layers = 2;
   int64_t heads = 4;
-  int64_t embd = 128;
+  int64_t embd = 64;
   int64_t block = 0;       ///< context length; 0: automatic (one line of the default corpus, 64 with data)
-  int64_t batch = 64;
-  int64_t steps = 1500;
+  int64_t batch = 128;
+  int64_t steps = 3000;
   double lr = 3e-3;
   double min_lr = 3e-4;
   int64_t warmup = 100;
@@ -60,7 +59,11 @@ struct TrainOptions {
   int64_t eval_every = 250;  ///< 0: only at the end
   int64_t eval_iters = 20;
   std::string device = "cpu";
-  int threads = 0;         ///< OpenMP threads; 0: OpenMP's default
+  /// OpenMP threads for the CPU kernels; 0: leave OpenMP's setting (OMP_NUM_THREADS, or every core).
+  /// The default is 1: the default model's ops are too small to gain from a second thread, and OpenMP
+  /// threads that spin at barriers make a run many times slower as soon as another process wants a core
+  /// (measured on 2 cores: 21 ms/step with 1 thread, 316 ms/step with 2 while a compiler ran).
+  int threads = 1;
   uint64_t seed = 1337;
   std::string save;        ///< checkpoint path; empty: no checkpoint
   int64_t save_every = 0;  ///< also save every N steps (0: only at the end)
@@ -144,17 +147,8 @@ struct TrainData {
   std::vector<int64_t> train, val;
   std::vector<int64_t> train_starts, val_starts;  ///< window starts (line starts); empty: any position
   std::shared_ptr<const AdditionTask> task;       ///< the default corpus, or null with --data
-  /// Which targets the loss counts: the target at window position p (the token at p + 1) is scored iff
-  /// scored_columns[(p + 1) % scored_columns.size()]; empty: every target. The default corpus scores only
-  /// the answer and its newline (columns prompt_length .. line_length - 1 of a line-aligned window): the
-  /// operand digits are uniformly random, so their loss (ln 10 each) carries no signal, only noise, and
-  /// the reported loss then falls to ~0 as the model learns to add.
-  std::vector<bool> scored_columns;
   std::string description;
 };
-
-/// Sets the targets that data.scored_columns leaves out to -100 (ignored by the loss).
-void mask_unscored_targets(Batch& batch, const TrainData& data);
 
 /// Reads options.data (IOError naming the path when missing, empty, unreadable or not UTF-8) or builds
 /// the default corpus, tokenizes it (with `tokenizer` when given, e.g. a resumed checkpoint's: a character

@@ -164,7 +164,7 @@ TEST(TrainOptions, ValidationNamesTheFlag) {
             std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.batch = 0; }).find("--batch"), std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.block = -5; }).find("--block"), std::string::npos);
-  EXPECT_NE(message_for([](TrainOptions& o) { o.heads = 3; }).find("--heads 3 does not divide --embd 128"),
+  EXPECT_NE(message_for([](TrainOptions& o) { o.heads = 3; }).find("--heads 3 does not divide --embd 64"),
             std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.device = "tpu"; }).find("--device 'tpu'"), std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.dropout = 1.0; }).find("--dropout"), std::string::npos);
