@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -366,28 +367,32 @@ inline std::string op_label(const OpCase& c) {
 }
 
 /// "sum_f32_2x3x4T_d0_2_keep": op, dtype, input shapes (view label appended), parameters.
+/// (Built with a stream: gcc 12 warns falsely (-Wrestrict) on `"literal" + std::string` chains.)
 inline std::string case_name(const OpCase& c) {
-  std::string name = op_label(c) + "_" + dtype_short(c.dtype);
+  std::ostringstream name;
+  auto signed_label = [&name](int64_t v) { name << (v < 0 ? "m" : "") << (v < 0 ? -v : v); };
+  name << op_label(c) << "_" << dtype_short(c.dtype);
   for (const InputSpec& s : c.inputs) {
-    name += "_";
-    if (s.base.empty()) name += "scalar";
-    for (size_t d = 0; d < s.base.size(); ++d) name += (d ? "x" : "") + std::to_string(s.base[d]);
-    name += s.view_label;
-    if (s.dtype == InputDType::Int32) name += "i32";
+    name << "_";
+    if (s.base.empty()) name << "scalar";
+    for (size_t d = 0; d < s.base.size(); ++d) name << (d ? "x" : "") << s.base[d];
+    name << s.view_label;
+    if (s.dtype == InputDType::Int32) name << "i32";
   }
   if (!c.dims.empty()) {
-    name += "_d";
-    for (int64_t d : c.dims) name += (d < 0 ? "m" + std::to_string(-d) : std::to_string(d));
+    name << "_d";
+    for (int64_t d : c.dims) signed_label(d);
   }
-  if (c.keepdim) name += "_keep";
+  if (c.keepdim) name << "_keep";
   if (c.op == Op::SumTo) {
-    name += "_to";
-    for (int64_t d : c.shape) name += "_" + std::to_string(d);
+    name << "_to";
+    for (int64_t d : c.shape) name << "_" << d;
   }
   if (c.op == Op::CausalMask || c.op == Op::EmbeddingBackward || c.op == Op::CrossEntropy) {
-    name += "_i" + (c.index < 0 ? "m" + std::to_string(-c.index) : std::to_string(c.index));
+    name << "_i";
+    signed_label(c.index);
   }
-  return name;
+  return name.str();
 }
 
 class OpTableBuilder {
