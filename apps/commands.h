@@ -2,11 +2,10 @@
 // that is called only if that subcommand was chosen.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace brigade::apps {
 
@@ -21,7 +20,8 @@ inline constexpr int kUsageExit = 2;
 
 /// The one-line usage of `command` ("usage: brigade train [flags]  (brigade train --help for details)").
 inline std::string usage_line(const CLI::App& command) {
-  const std::string name = command.get_parent() != nullptr ? "brigade " + command.get_name() : "brigade <command>";
+  const std::string name =
+      command.get_parent() != nullptr ? "brigade " + command.get_name() : "brigade <command>";
   return "usage: " + name + " [flags]   (" + name + " --help for details)";
 }
 

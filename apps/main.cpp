@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) chosen = sub;
     std::cerr << "brigade: " << e.what() << "\n";
     if (chosen == &app) {
-      std::cerr << "usage: brigade <info|demo|train|sample> [flags]   (brigade <command> --help for details)\n";
+      std::cerr << "usage: brigade <info|demo|schedule|train|sample> [flags]"
+                   "   (brigade <command> --help for details)\n";
     } else {
       std::cerr << brigade::apps::usage_line(*chosen) << "\n";
     }

@@ -12,7 +12,10 @@ constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
 }  // namespace
 
 Progress::Progress(std::FILE* out, bool terminal, int64_t first_step, int64_t total)
-    : out_(out), terminal_(terminal), first_step_(first_step), total_(total),
+    : out_(out),
+      terminal_(terminal),
+      first_step_(first_step),
+      total_(total),
       log_every_(std::max<int64_t>(1, (total - first_step) / 20)) {}
 
 std::string Progress::format_duration(double seconds) {
@@ -66,9 +69,10 @@ void Progress::step(const nn::StepReport& r) {
   } else {
     const int64_t done_here = r.step - first_step_;
     if (done_here != 1 && done_here % log_every_ != 0 && r.step != r.steps) return;
-    std::fprintf(out_, "step %*lld/%lld  loss %.4f  lr %.2e  grad norm %.3f  %s tok/s  %.1f ms/step  ETA %s\n",
-                 width, static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr, r.grad_norm,
-                 format_rate(tokens_per_s).c_str(), ema_ms_, format_duration(eta).c_str());
+    std::fprintf(out_,
+                 "step %*lld/%lld  loss %.4f  lr %.2e  grad norm %.3f  %s tok/s  %.1f ms/step  ETA %s\n",
+                 width, static_cast<long long>(r.step), static_cast<long long>(r.steps), r.loss, r.lr,
+                 r.grad_norm, format_rate(tokens_per_s).c_str(), ema_ms_, format_duration(eta).c_str());
   }
   std::fflush(out_);
 }

@@ -38,7 +38,7 @@ class Progress {
   bool terminal_;
   int64_t first_step_, total_;
   int64_t log_every_;
-  double ema_ms_ = 0.0;     // smoothed step time, for the rate and the ETA
+  double ema_ms_ = 0.0;  // smoothed step time, for the rate and the ETA
   bool bar_drawn_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };

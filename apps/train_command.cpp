@@ -30,7 +30,8 @@ void write_text_file(const std::string& path, const std::string& text) {
 }
 
 // Takes every training setting the user did not give from the checkpoint's recorded run.
-void inherit_from_checkpoint(const CLI::App& cmd, const nn::Checkpoint& checkpoint, nn::TrainOptions& options) {
+void inherit_from_checkpoint(const CLI::App& cmd, const nn::Checkpoint& checkpoint,
+                             nn::TrainOptions& options) {
   const nn::TrainOptions saved = nn::TrainOptions::from_json(checkpoint.info.train_args);
   auto inherit = [&](const char* flag, auto member) {
     if (cmd.get_option(flag)->count() == 0) options.*member = saved.*member;
@@ -82,19 +83,23 @@ Command add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a GPT on the built-in addition task (default) or on a UTF-8 text file (--data)");
   auto o = std::make_shared<nn::TrainOptions>();
-  cmd->add_option("--data", o->data, "UTF-8 text file to train on (default: the built-in 3-digit addition task)");
+  cmd->add_option("--data", o->data,
+                  "UTF-8 text file to train on (default: the built-in 3-digit addition task)");
   cmd->add_option("--layers", o->layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--heads", o->heads, "attention heads (must divide --embd)")->capture_default_str();
   cmd->add_option("--embd", o->embd, "embedding width")->capture_default_str();
-  cmd->add_option("--block", o->block,
-                  "context length in characters (default: one line, 13, of the addition task; 64 with --data)");
+  cmd->add_option(
+      "--block", o->block,
+      "context length in characters (default: one line, 13, of the addition task; 64 with --data)");
   cmd->add_option("--batch", o->batch, "sequences per step")->capture_default_str();
   cmd->add_option("--steps", o->steps, "total optimizer steps (a resumed run continues up to this step)")
       ->capture_default_str();
   cmd->add_option("--lr", o->lr, "peak learning rate (AdamW)")->capture_default_str();
-  cmd->add_option("--min-lr", o->min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+  cmd->add_option("--min-lr", o->min_lr, "learning rate at the end of the cosine decay")
+      ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "linear warmup steps")->capture_default_str();
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")
+      ->capture_default_str();
   cmd->add_option("--dropout", o->dropout, "dropout probability")->capture_default_str();
   cmd->add_option("--grad-clip", o->grad_clip, "clip the global gradient norm to this (0: off)")
       ->capture_default_str();
@@ -102,7 +107,8 @@ Command add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--eval-iters", o->eval_iters, "validation batches per evaluation")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)")
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the weights, batches and dropout")->capture_default_str();
   cmd->add_option("--save", o->save, "write a checkpoint (safetensors) here at the end");
@@ -111,54 +117,54 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--metrics", o->metrics, "write the run's final figures to this JSON file");
 
   return {cmd, [cmd, o] {
-    nn::TrainOptions options = *o;
-    std::optional<nn::Checkpoint> checkpoint;
-    if (!options.resume.empty()) {
-      checkpoint = nn::load_checkpoint(options.resume);  // IOError (exit 1) for a bad or corrupt file
-      inherit_from_checkpoint(*cmd, *checkpoint, options);
-    }
-    // Everything that would make the run fail for a reason the flags can fix: exit 2 before any work.
-    try {
-      options.validate();
-      if (checkpoint) nn::check_resume_compatible(options, *checkpoint);
-    } catch (const ValueError& e) {
-      return usage_error(*cmd, e.what());
-    }
-    const Device device = Device::parse(options.device);
-    if (device.is_cuda() && device.index >= cuda_device_count()) {
-      return usage_error(*cmd, "--device " + options.device + " is not available (" +
-                                   std::to_string(cuda_device_count()) + " CUDA devices" +
-                                   (cuda_available() ? "" : ": " + cuda_unavailable_reason()) + ")");
-    }
-    if (!options.data.empty()) {
-      try {
-        (void)nn::read_text_file(options.data);
-      } catch (const IOError& e) {
-        return usage_error(*cmd, std::string("--data: ") + e.what());
-      }
-    }
+            nn::TrainOptions options = *o;
+            std::optional<nn::Checkpoint> checkpoint;
+            if (!options.resume.empty()) {
+              checkpoint = nn::load_checkpoint(options.resume);  // IOError (exit 1) for a bad or corrupt file
+              inherit_from_checkpoint(*cmd, *checkpoint, options);
+            }
+            // Everything that would make the run fail for a reason the flags can fix: exit 2 before any work.
+            try {
+              options.validate();
+              if (checkpoint) nn::check_resume_compatible(options, *checkpoint);
+            } catch (const ValueError& e) {
+              return usage_error(*cmd, e.what());
+            }
+            const Device device = Device::parse(options.device);
+            if (device.is_cuda() && device.index >= cuda_device_count()) {
+              return usage_error(*cmd, "--device " + options.device + " is not available (" +
+                                           std::to_string(cuda_device_count()) + " CUDA devices" +
+                                           (cuda_available() ? "" : ": " + cuda_unavailable_reason()) + ")");
+            }
+            if (!options.data.empty()) {
+              try {
+                (void)nn::read_text_file(options.data);
+              } catch (const IOError& e) {
+                return usage_error(*cmd, std::string("--data: ") + e.what());
+              }
+            }
 
-    Progress progress(stdout, ::isatty(::fileno(stdout)) != 0, checkpoint ? checkpoint->info.step : 0,
-                      options.steps);
-    nn::TrainHooks hooks;
-    hooks.on_message = [&](const std::string& text) { progress.message(text); };
-    hooks.on_step = [&](const nn::StepReport& r) { progress.step(r); };
-    hooks.on_eval = [&](const nn::EvalReport& r) { progress.eval(r); };
-    nn::TrainResult result;
-    try {
-      result = nn::train(options, hooks);
-    } catch (...) {
-      progress.finish();
-      throw;
-    }
-    progress.finish();
-    print_summary(result);
-    if (!options.metrics.empty()) {
-      write_text_file(options.metrics, result.metrics_json(options));
-      std::printf("metrics written to %s\n", options.metrics.c_str());
-    }
-    return 0;
-  }};
+            Progress progress(stdout, ::isatty(::fileno(stdout)) != 0, checkpoint ? checkpoint->info.step : 0,
+                              options.steps);
+            nn::TrainHooks hooks;
+            hooks.on_message = [&](const std::string& text) { progress.message(text); };
+            hooks.on_step = [&](const nn::StepReport& r) { progress.step(r); };
+            hooks.on_eval = [&](const nn::EvalReport& r) { progress.eval(r); };
+            nn::TrainResult result;
+            try {
+              result = nn::train(options, hooks);
+            } catch (...) {
+              progress.finish();
+              throw;
+            }
+            progress.finish();
+            print_summary(result);
+            if (!options.metrics.empty()) {
+              write_text_file(options.metrics, result.metrics_json(options));
+              std::printf("metrics written to %s\n", options.metrics.c_str());
+            }
+            return 0;
+          }};
 }
 
 }  // namespace brigade::apps

@@ -22,15 +22,17 @@ std::string optimizer_type(const Optimizer& optimizer) {
   return "Optimizer";
 }
 
-bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
 
 // The metadata value at `key`, or an IOError saying this is not a brigade checkpoint.
 const std::string& required(const std::map<std::string, std::string>& metadata, const std::string& path,
                             const char* key) {
   auto it = metadata.find(key);
   if (it == metadata.end()) {
-    BRIGADE_THROW(IOError, "load_checkpoint: '", path, "' is a safetensors file but not a brigade checkpoint (no '",
-                  key, "' in its metadata)");
+    BRIGADE_THROW(IOError, "load_checkpoint: '", path,
+                  "' is a safetensors file but not a brigade checkpoint (no '", key, "' in its metadata)");
   }
   return it->second;
 }
@@ -39,7 +41,8 @@ Json parse_json(const std::string& text, const std::string& path, const char* ke
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
-    BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': metadata '", key, "' is not valid JSON (", e.what(), ")");
+    BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': metadata '", key, "' is not valid JSON (",
+                  e.what(), ")");
   }
 }
 
@@ -106,8 +109,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': bad tokenizer: ", e.what());
   }
   if (ck.info.tokenizer.vocab_size() != ck.config.vocab_size) {
-    BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': the tokenizer has ", ck.info.tokenizer.vocab_size(),
-                  " tokens but the config's vocab_size is ", ck.config.vocab_size);
+    BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': the tokenizer has ",
+                  ck.info.tokenizer.vocab_size(), " tokens but the config's vocab_size is ",
+                  ck.config.vocab_size);
   }
   ck.info.step = parse_count(required(meta, path, kStepKey), path, kStepKey);
   const Json generator = parse_json(required(meta, path, kGeneratorKey), path, kGeneratorKey);
@@ -136,7 +140,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (meta.count(kOptimizerKey)) {
     const Json optimizer = parse_json(meta.at(kOptimizerKey), path, kOptimizerKey);
     if (!optimizer.is_object() || !optimizer.contains("type") || !optimizer["type"].is_string() ||
-        !optimizer.contains("step") || !optimizer["step"].is_number_integer() || optimizer["step"].get<int64_t>() < 0) {
+        !optimizer.contains("step") || !optimizer["step"].is_number_integer() ||
+        optimizer["step"].get<int64_t>() < 0) {
       BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': metadata '", kOptimizerKey,
                     "' must be {\"type\": string, \"step\": uint}, found ", optimizer.dump());
     }
@@ -158,7 +163,8 @@ std::unique_ptr<GPT> Checkpoint::build_model(const Device& device) const {
 }
 
 void Checkpoint::restore_optimizer(Optimizer& target, const std::string& type_name) const {
-  BRIGADE_CHECK_VALUE(has_optimizer, "Checkpoint::restore_optimizer: the checkpoint holds no optimizer state");
+  BRIGADE_CHECK_VALUE(has_optimizer,
+                      "Checkpoint::restore_optimizer: the checkpoint holds no optimizer state");
   BRIGADE_CHECK_VALUE(optimizer_type == type_name, "Checkpoint::restore_optimizer: the checkpoint holds ",
                       optimizer_type, " state, expected ", type_name);
   target.load_state(optimizer);

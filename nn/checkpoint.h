@@ -2,8 +2,9 @@
 // exactly, in one plain safetensors file (nn/safetensors.h: atomic write, checksum, format version).
 //
 // Tensors (stable dotted names, so other tools can map them):
-//   "model.<parameter name>"           every entry of GPT::state_dict(), e.g. "model.blocks.0.attn.qkv.weight"
-//   "optim.<parameter name>.<state>"   every optimizer state tensor, e.g. "optim.embed.wte.weight.exp_avg"
+//   "model.<parameter name>"           every entry of GPT::state_dict(), e.g.
+//   "model.blocks.0.attn.qkv.weight" "optim.<parameter name>.<state>"   every optimizer state tensor, e.g.
+//   "optim.embed.wte.weight.exp_avg"
 // __metadata__ (flat string -> string; JSON values are stored as JSON text):
 //   "brigade.format_version", "brigade.checksum"   written by save_safetensors
 //   "brigade.kind"        "checkpoint"
@@ -54,10 +55,10 @@ inline constexpr const char* kPartitionKey = "brigade.partition";
 /// What a checkpoint records besides the tensors.
 struct CheckpointInfo {
   CharTokenizer tokenizer;
-  int64_t step = 0;            ///< training steps completed
-  GeneratorState generator;    ///< the training generator's state after `step` steps
+  int64_t step = 0;               ///< training steps completed
+  GeneratorState generator;       ///< the training generator's state after `step` steps
   std::string train_args = "{}";  ///< JSON object text
-  std::string partition;       ///< JSON object text; empty: unpipelined_partition(model)
+  std::string partition;          ///< JSON object text; empty: unpipelined_partition(model)
 };
 
 /// {"stages":1,"balance":[L]} for a model whose Sequential has L layers (embedding, blocks..., head).
@@ -72,10 +73,10 @@ void save_checkpoint(const std::string& path, const GPT& model, const Optimizer*
 struct Checkpoint {
   GPTConfig config;
   CheckpointInfo info;
-  StateDict model;                ///< parameter name (without "model.") -> CPU tensor
+  StateDict model;  ///< parameter name (without "model.") -> CPU tensor
   bool has_optimizer = false;
-  std::string optimizer_type;     ///< "AdamW", "SGD", ... ("" without optimizer state)
-  OptimizerState optimizer;       ///< step and tensors keyed "<parameter name>.<state>" (CPU)
+  std::string optimizer_type;                   ///< "AdamW", "SGD", ... ("" without optimizer state)
+  OptimizerState optimizer;                     ///< step and tensors keyed "<parameter name>.<state>" (CPU)
   std::map<std::string, std::string> metadata;  ///< the raw __metadata__
 
   /// A GPT with this config on `device`, holding the checkpoint's weights (bit-exact).

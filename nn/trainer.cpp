@@ -50,8 +50,8 @@ Device checked_device(const std::string& name) {
   const Device device = Device::parse(name);  // DeviceError for an unknown name
   if (device.is_cuda()) {
     const int count = cuda_device_count();
-    BRIGADE_CHECK_DEVICE(device.index < count, "train: device ", device.str(), " is not available (",
-                         count, " CUDA device", count == 1 ? "" : "s",
+    BRIGADE_CHECK_DEVICE(device.index < count, "train: device ", device.str(), " is not available (", count,
+                         " CUDA device", count == 1 ? "" : "s",
                          count == 0 ? ": " + cuda_unavailable_reason() : std::string(), ")");
   }
   return device;
@@ -62,7 +62,8 @@ std::vector<int64_t> encode_or_explain(const CharTokenizer& tokenizer, const std
   try {
     return tokenizer.encode(text);
   } catch (const ValueError& e) {
-    BRIGADE_THROW(ValueError, "train: the ", what, " has a character the checkpoint's vocabulary lacks: ", e.what());
+    BRIGADE_THROW(ValueError, "train: the ", what,
+                  " has a character the checkpoint's vocabulary lacks: ", e.what());
   }
 }
 
@@ -121,7 +122,8 @@ void for_each_field(TrainOptions& o, Fn&& fn) {
 
 }  // namespace
 
-// ---- TrainOptions -------------------------------------------------------------------------------------------
+// ---- TrainOptions
+// -------------------------------------------------------------------------------------------
 
 void TrainOptions::validate() const {
   auto positive = [](const char* flag, int64_t value) {
@@ -139,14 +141,14 @@ void TrainOptions::validate() const {
   positive("--batch", batch);
   non_negative("--steps", steps);
   BRIGADE_CHECK_VALUE(std::isfinite(lr) && lr > 0.0, "--lr must be a positive number, found ", lr);
-  BRIGADE_CHECK_VALUE(std::isfinite(min_lr) && min_lr >= 0.0 && min_lr <= lr, "--min-lr must be in [0, --lr = ",
-                      lr, "], found ", min_lr);
+  BRIGADE_CHECK_VALUE(std::isfinite(min_lr) && min_lr >= 0.0 && min_lr <= lr,
+                      "--min-lr must be in [0, --lr = ", lr, "], found ", min_lr);
   non_negative("--warmup", warmup);
-  BRIGADE_CHECK_VALUE(std::isfinite(weight_decay) && weight_decay >= 0.0, "--weight-decay must be >= 0, found ",
-                      weight_decay);
+  BRIGADE_CHECK_VALUE(std::isfinite(weight_decay) && weight_decay >= 0.0,
+                      "--weight-decay must be >= 0, found ", weight_decay);
   BRIGADE_CHECK_VALUE(dropout >= 0.0 && dropout < 1.0, "--dropout must be in [0, 1), found ", dropout);
-  BRIGADE_CHECK_VALUE(std::isfinite(grad_clip) && grad_clip >= 0.0, "--grad-clip must be >= 0 (0: off), found ",
-                      grad_clip);
+  BRIGADE_CHECK_VALUE(std::isfinite(grad_clip) && grad_clip >= 0.0,
+                      "--grad-clip must be >= 0 (0: off), found ", grad_clip);
   non_negative("--eval-every", eval_every);
   positive("--eval-iters", eval_iters);
   BRIGADE_CHECK_VALUE(threads >= 0, "--threads must be >= 0 (0: OpenMP's default), found ", threads);
@@ -200,7 +202,8 @@ TrainOptions TrainOptions::from_json(const std::string& text) {
   return o;
 }
 
-// ---- data ---------------------------------------------------------------------------------------------------
+// ---- data
+// ---------------------------------------------------------------------------------------------------
 
 TrainData load_train_data(const TrainOptions& options, int64_t block, const CharTokenizer* tokenizer) {
   TrainData data;
@@ -222,7 +225,8 @@ TrainData load_train_data(const TrainOptions& options, int64_t block, const Char
   }
   const std::string text = read_text_file(options.data);
   data.tokenizer = tokenizer ? *tokenizer : CharTokenizer::from_text(text);
-  const std::vector<int64_t> tokens = encode_or_explain(data.tokenizer, text, "data file '" + options.data + "'");
+  const std::vector<int64_t> tokens =
+      encode_or_explain(data.tokenizer, text, "data file '" + options.data + "'");
   BRIGADE_CHECK_VALUE(static_cast<int64_t>(tokens.size()) >= 10 * (block + 1), "data file '", options.data,
                       "' has ", tokens.size(), " characters: too few for --block ", block, " (need at least ",
                       10 * (block + 1), " so that the 10% validation part holds a window)");
@@ -258,7 +262,8 @@ std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokeni
   for (const std::string& prompt : prompts) {
     std::vector<int64_t> row = tokenizer.encode(prompt);
     BRIGADE_CHECK_VALUE(length < 0 || static_cast<int64_t>(row.size()) == length,
-                        "greedy_complete: prompts must all have one length, found ", length, " and ", row.size());
+                        "greedy_complete: prompts must all have one length, found ", length, " and ",
+                        row.size());
     length = static_cast<int64_t>(row.size());
     ids.insert(ids.end(), row.begin(), row.end());
   }
@@ -274,7 +279,8 @@ std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokeni
   return completions;
 }
 
-// ---- the loop -----------------------------------------------------------------------------------------------
+// ---- the loop
+// -----------------------------------------------------------------------------------------------
 
 TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   const Clock::time_point run_start = Clock::now();
@@ -314,16 +320,19 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   model.train();
   Generator generator(mix_seed(options.seed, kTrainSalt));
   set_dropout_generator(model, &generator);
-  AdamW optimizer(decay_groups(model, options.weight_decay), AdamWOptions{.lr = options.lr, .beta1 = 0.9,
-                                                                          .beta2 = 0.99, .eps = 1e-8,
-                                                                          .weight_decay = options.weight_decay});
+  AdamW optimizer(
+      decay_groups(model, options.weight_decay),
+      AdamWOptions{
+          .lr = options.lr, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = options.weight_decay});
   int64_t start = 0;
   if (checkpoint) {
     checkpoint->restore_optimizer(optimizer, "AdamW");
     generator.set_state(checkpoint->info.generator);
     start = checkpoint->info.step;
   }
-  const CosineSchedule schedule{.max_lr = options.lr, .min_lr = options.min_lr, .warmup_steps = options.warmup,
+  const CosineSchedule schedule{.max_lr = options.lr,
+                                .min_lr = options.min_lr,
+                                .warmup_steps = options.warmup,
                                 .decay_steps = std::max(options.steps, options.warmup)};
 
   TrainResult result;
@@ -336,10 +345,10 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
     line << "data: " << data.description;
     message(line.str());
     line.str("");
-    line << "model: " << config.n_layer << " layers, " << config.n_head << " heads, embd " << config.n_embd
-         << ", block " << config.block_size << ", vocab " << config.vocab_size << ", " << result.params
-         << " parameters on " << device.str() << "; batch " << options.batch
-         << ", " << options.steps << " steps";
+    line << "model: " << config.n_layer << (config.n_layer == 1 ? " layer, " : " layers, ") << config.n_head
+         << (config.n_head == 1 ? " head, embd " : " heads, embd ") << config.n_embd << ", block "
+         << config.block_size << ", vocab " << config.vocab_size << ", " << result.params << " parameters on "
+         << device.str() << "; batch " << options.batch << ", " << options.steps << " steps";
     message(line.str());
     if (checkpoint) {
       line.str("");
@@ -379,8 +388,9 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
                                              : std::numeric_limits<double>::quiet_NaN();
     report.val_loss = evaluate(model, data, options, block, device);
     if (data.task) {
-      ExactMatchScore s = score(model, data, final ? static_cast<int64_t>(data.task->heldout_problems().size())
-                                                   : kProgressProblems, device);
+      ExactMatchScore s = score(
+          model, data, final ? static_cast<int64_t>(data.task->heldout_problems().size()) : kProgressProblems,
+          device);
       report.accuracy = s.accuracy();
       report.problems = s.total;
       if (final) {
@@ -407,9 +417,9 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
     const double loss_value = loss.item();
     if (!std::isfinite(loss_value)) stop_non_finite("loss", loss_value, step);
     loss.backward();
-    const double norm = clip_grad_norm(model.parameters(), options.grad_clip > 0.0
-                                                               ? options.grad_clip
-                                                               : std::numeric_limits<double>::infinity());
+    const double norm =
+        clip_grad_norm(model.parameters(),
+                       options.grad_clip > 0.0 ? options.grad_clip : std::numeric_limits<double>::infinity());
     if (!std::isfinite(norm)) stop_non_finite("gradient norm", norm, step);
     optimizer.step();
     optimizer.zero_grad();
@@ -422,7 +432,8 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
     if (hooks.on_step) {
       hooks.on_step(StepReport{completed, options.steps, loss_value, lr, norm, ms, tokens_per_step});
     }
-    if (!options.save.empty() && options.save_every > 0 && completed % options.save_every == 0) save(completed);
+    if (!options.save.empty() && options.save_every > 0 && completed % options.save_every == 0)
+      save(completed);
     if (options.eval_every > 0 && completed % options.eval_every == 0 && completed < options.steps) {
       run_eval(completed, /*final=*/false);
     }
@@ -435,17 +446,22 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   result.final_loss = result.losses.empty() ? std::numeric_limits<double>::quiet_NaN() : result.losses.back();
   // Steady state: the first steps pay for allocator warm-up and first-touch page faults.
   const size_t skip = std::min<size_t>(3, step_ms.size() / 2);
-  result.ms_per_step = median(std::vector<double>(step_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_ms.end()));
-  result.tokens_per_s = result.ms_per_step > 0.0 ? 1e3 * static_cast<double>(tokens_per_step) / result.ms_per_step : 0.0;
+  result.ms_per_step =
+      median(std::vector<double>(step_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_ms.end()));
+  result.tokens_per_s =
+      result.ms_per_step > 0.0 ? 1e3 * static_cast<double>(tokens_per_step) / result.ms_per_step : 0.0;
   result.peak_bytes = memory_stats(device).peak_bytes;
   result.wall_s = seconds_since(run_start);
   return result;
 }
 
-// ---- metrics ------------------------------------------------------------------------------------------------
+// ---- metrics
+// ------------------------------------------------------------------------------------------------
 
 std::string TrainResult::metrics_json(const TrainOptions& options) const {
   auto number = [](double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); };
+  TrainOptions resolved = options;
+  resolved.block = options.resolved_block();
   Json j = {
       {"final_loss", number(final_loss)},
       {"val_loss", number(val_loss)},
@@ -461,7 +477,7 @@ std::string TrainResult::metrics_json(const TrainOptions& options) const {
       {"wall_s", wall_s},
       {"device", device},
       {"config", Json::parse(config.to_json())},
-      {"train_args", Json::parse(options.to_json())},
+      {"train_args", Json::parse(resolved.to_json())},
   };
   return j.dump(2) + "\n";
 }

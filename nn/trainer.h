@@ -43,11 +43,11 @@ namespace brigade::nn {
 
 /// The settings of a training run. Field names mirror the `brigade train` flags (--min-lr is min_lr, ...).
 struct TrainOptions {
-  std::string data;        ///< UTF-8 text file; empty: the embedded addition corpus (nn/corpus.h)
+  std::string data;  ///< UTF-8 text file; empty: the embedded addition corpus (nn/corpus.h)
   int64_t layers = 2;
   int64_t heads = 4;
   int64_t embd = 64;
-  int64_t block = 0;       ///< context length; 0: automatic (one line of the default corpus, 64 with data)
+  int64_t block = 0;  ///< context length; 0: automatic (one line of the default corpus, 64 with data)
   int64_t batch = 128;
   int64_t steps = 3000;
   double lr = 3e-3;
@@ -55,7 +55,7 @@ struct TrainOptions {
   int64_t warmup = 100;
   double weight_decay = 0.1;
   double dropout = 0.0;
-  double grad_clip = 1.0;  ///< 0: no clipping (the norm is still computed and checked)
+  double grad_clip = 1.0;    ///< 0: no clipping (the norm is still computed and checked)
   int64_t eval_every = 250;  ///< 0: only at the end
   int64_t eval_iters = 20;
   std::string device = "cpu";
@@ -85,22 +85,22 @@ struct TrainOptions {
 
 /// What the loop reports after each step.
 struct StepReport {
-  int64_t step = 0;      ///< the step just completed, 1-based (== steps done)
-  int64_t steps = 0;     ///< the run's total
+  int64_t step = 0;   ///< the step just completed, 1-based (== steps done)
+  int64_t steps = 0;  ///< the run's total
   double loss = 0.0;
   double lr = 0.0;
   double grad_norm = 0.0;  ///< before clipping
   double step_ms = 0.0;
-  int64_t tokens = 0;    ///< tokens in the step's batch
+  int64_t tokens = 0;  ///< tokens in the step's batch
 };
 
 /// What an evaluation reports.
 struct EvalReport {
-  int64_t step = 0;             ///< steps completed when it ran
-  double train_loss = 0.0;      ///< mean training loss since the previous evaluation
+  int64_t step = 0;         ///< steps completed when it ran
+  double train_loss = 0.0;  ///< mean training loss since the previous evaluation
   double val_loss = 0.0;
   std::optional<double> accuracy;  ///< held-out exact match (default corpus only)
-  int64_t problems = 0;         ///< how many held-out problems the accuracy is over
+  int64_t problems = 0;            ///< how many held-out problems the accuracy is over
 };
 
 /// Observers of a run (all optional). before_step is a hook for tests (e.g. poisoning a weight to check
@@ -114,16 +114,16 @@ struct TrainHooks {
 
 /// The figures of a finished run (also what --metrics writes).
 struct TrainResult {
-  int64_t start_step = 0;        ///< 0, or the step the run resumed at
-  int64_t steps = 0;             ///< steps completed at the end
-  std::vector<double> losses;    ///< training loss of each step run here: losses[i] is step start_step + i
-  double final_loss = 0.0;       ///< training loss of the last step (NaN when no step ran)
-  double val_loss = 0.0;         ///< from the final evaluation
-  double ms_per_step = 0.0;      ///< median over steady-state steps (the first few are excluded)
-  double tokens_per_s = 0.0;     ///< batch * block / median step time
-  double wall_s = 0.0;           ///< the whole run, data and evaluations included
+  int64_t start_step = 0;      ///< 0, or the step the run resumed at
+  int64_t steps = 0;           ///< steps completed at the end
+  std::vector<double> losses;  ///< training loss of each step run here: losses[i] is step start_step + i
+  double final_loss = 0.0;     ///< training loss of the last step (NaN when no step ran)
+  double val_loss = 0.0;       ///< from the final evaluation
+  double ms_per_step = 0.0;    ///< median over steady-state steps (the first few are excluded)
+  double tokens_per_s = 0.0;   ///< batch * block / median step time
+  double wall_s = 0.0;         ///< the whole run, data and evaluations included
   int64_t params = 0;
-  int64_t peak_bytes = 0;        ///< memory_stats(device).peak_bytes over the run
+  int64_t peak_bytes = 0;          ///< memory_stats(device).peak_bytes over the run
   std::optional<double> accuracy;  ///< default corpus: exact match over every held-out problem
   int64_t correct = 0;
   int64_t total = 0;
@@ -154,7 +154,8 @@ struct TrainData {
 /// the default corpus, tokenizes it (with `tokenizer` when given, e.g. a resumed checkpoint's: a character
 /// outside its vocabulary is a ValueError) and splits it 90/10 (the default corpus validates on its
 /// held-out problems). Windows of `block` tokens must fit in both parts (ValueError otherwise).
-TrainData load_train_data(const TrainOptions& options, int64_t block, const CharTokenizer* tokenizer = nullptr);
+TrainData load_train_data(const TrainOptions& options, int64_t block,
+                          const CharTokenizer* tokenizer = nullptr);
 
 /// ValueError when the explicit model flags of `options` disagree with the checkpoint's model (a resumed
 /// run keeps the checkpoint's layers, heads, embd and block).

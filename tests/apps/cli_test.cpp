@@ -56,20 +56,24 @@ class CliTest : public ::testing::Test {
 // Flags of a model small enough to train in well under a second.
 const std::string kTiny = "--layers 1 --heads 2 --embd 32 --batch 8 --eval-iters 1 --threads 1";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST_F(CliTest, HelpExitsZeroAndListsEveryFlag) {
   CliRun run = brigade("train --help");
   EXPECT_EQ(run.status, 0) << run.err;
-  for (const char* flag : {"--data", "--layers", "--heads", "--embd", "--block", "--batch", "--steps", "--lr",
-                           "--min-lr", "--warmup", "--weight-decay", "--dropout", "--grad-clip", "--eval-every",
-                           "--eval-iters", "--device", "--threads", "--seed", "--save", "--save-every", "--resume",
-                           "--metrics"}) {
+  for (const char* flag :
+       {"--data",      "--layers",     "--heads",      "--embd",   "--block",        "--batch",
+        "--steps",     "--lr",         "--min-lr",     "--warmup", "--weight-decay", "--dropout",
+        "--grad-clip", "--eval-every", "--eval-iters", "--device", "--threads",      "--seed",
+        "--save",      "--save-every", "--resume",     "--metrics"}) {
     EXPECT_TRUE(contains(run.out, flag)) << flag << " missing from:\n" << run.out;
   }
   run = brigade("sample --help");
   EXPECT_EQ(run.status, 0) << run.err;
-  for (const char* flag : {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--device"}) {
+  for (const char* flag :
+       {"--checkpoint", "--prompt", "--tokens", "--temperature", "--top-k", "--seed", "--device"}) {
     EXPECT_TRUE(contains(run.out, flag)) << flag << " missing from:\n" << run.out;
   }
 }
@@ -104,7 +108,8 @@ TEST_F(CliTest, BadValuesExitTwoNamingTheFlag) {
   for (const Case& c : cases) {
     CliRun run = brigade(c.args);
     EXPECT_EQ(run.status, 2) << c.args << "\n" << run.err;
-    EXPECT_TRUE(contains(run.err, c.message)) << c.args << ": expected '" << c.message << "' in:\n" << run.err;
+    EXPECT_TRUE(contains(run.err, c.message)) << c.args << ": expected '" << c.message << "' in:\n"
+                                              << run.err;
     EXPECT_TRUE(contains(run.err, "usage: brigade")) << c.args << "\n" << run.err;
   }
 }
@@ -126,8 +131,8 @@ TEST_F(CliTest, TinyRunWritesMetricsAndACheckpointThatSamplesAndResumes) {
   EXPECT_FALSE(contains(run.out, "\r")) << run.out;
 
   const nlohmann::json m = nlohmann::json::parse(read_file(file("m.json")));
-  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes", "accuracy",
-                          "steps", "config", "train_args"}) {
+  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes",
+                          "accuracy", "steps", "config", "train_args"}) {
     EXPECT_TRUE(m.contains(key)) << key << " missing from " << m.dump();
   }
   EXPECT_EQ(m["steps"], 5);

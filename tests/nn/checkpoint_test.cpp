@@ -1,6 +1,8 @@
 // Checkpoints (nn/checkpoint.h): bit-exact round trip of the model and the AdamW state, the metadata a
 // resumed run needs, a plain-safetensors layout seen through an independent reader, every refusal of a
 // damaged file through the checkpoint API, and loading a CPU checkpoint onto a GPU.
+#include "nn/checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,7 +11,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "nn/checkpoint.h"
 #include "nn/data.h"
 #include "nn/safetensors.h"
 #include "tensor/grad_mode.h"
@@ -59,11 +60,12 @@ std::string expect_throw_message(F&& f) {
 // Same dtype, shape and bytes.
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
-    return ::testing::AssertionFailure() << "dtype/shape differ: " << shape_str(a.shape()) << " vs "
-                                         << shape_str(b.shape());
+    return ::testing::AssertionFailure()
+           << "dtype/shape differ: " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
   }
   Tensor ca = a.detach().cpu().contiguous(), cb = b.detach().cpu().contiguous();
-  if (std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel() * dtype_size(ca.dtype()))) != 0) {
+  if (std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel() * dtype_size(ca.dtype()))) !=
+      0) {
     return ::testing::AssertionFailure() << "bytes differ";
   }
   return ::testing::AssertionSuccess();
@@ -154,9 +156,9 @@ TEST_F(CheckpointTest, IndependentReaderSeesPlainSafetensorsWithBrigadeMetadata)
   const std::string data = bytes.substr(8 + header_size);
 
   const nlohmann::json& meta = header.at("__metadata__");
-  for (const char* key : {"brigade.format_version", "brigade.checksum", "brigade.config", "brigade.tokenizer",
-                          "brigade.step", "brigade.generator", "brigade.optimizer", "brigade.train_args",
-                          "brigade.partition"}) {
+  for (const char* key :
+       {"brigade.format_version", "brigade.checksum", "brigade.config", "brigade.tokenizer", "brigade.step",
+        "brigade.generator", "brigade.optimizer", "brigade.train_args", "brigade.partition"}) {
     ASSERT_TRUE(meta.contains(key)) << key;
     EXPECT_TRUE(meta.at(key).is_string()) << key << ": __metadata__ values must be strings";
   }
@@ -165,7 +167,8 @@ TEST_F(CheckpointTest, IndependentReaderSeesPlainSafetensorsWithBrigadeMetadata)
 
   // Every parameter under "model.<name>", every moment under "optim.<name>.exp_avg[_sq]", raw F32 bytes.
   for (auto& [name, tensor] : t.model->state_dict()) {
-    for (const std::string& key : {"model." + name, "optim." + name + ".exp_avg", "optim." + name + ".exp_avg_sq"}) {
+    for (const std::string& key :
+         {"model." + name, "optim." + name + ".exp_avg", "optim." + name + ".exp_avg_sq"}) {
       ASSERT_TRUE(header.contains(key)) << key;
       EXPECT_EQ(header.at(key).at("dtype"), "F32") << key;
       std::vector<int64_t> shape = header.at(key).at("shape").get<std::vector<int64_t>>();
@@ -204,7 +207,8 @@ TEST_F(DamagedCheckpointTest, FlippedDataBitFailsTheChecksum) {
 }
 
 TEST_F(DamagedCheckpointTest, WrongMagicIsNotASafetensorsFile) {
-  std::string message = damaged([](std::string& b) { std::memcpy(b.data(), "PK\x03\x04\xff\xff\xff\xff", 8); });
+  std::string message =
+      damaged([](std::string& b) { std::memcpy(b.data(), "PK\x03\x04\xff\xff\xff\xff", 8); });
   EXPECT_NE(message.find("not a safetensors file"), std::string::npos) << message;
 }
 
@@ -243,7 +247,8 @@ TEST_F(CheckpointTest, ModelOnlyCheckpointHasNoOptimizerState) {
   EXPECT_NE(message.find("no optimizer state"), std::string::npos) << message;
   // The weights alone still load.
   std::unique_ptr<GPT> rebuilt = ck.build_model(Device::cpu());
-  EXPECT_TRUE(bit_equal(rebuilt->state_dict().at("embed.wte.weight"), t.model->state_dict().at("embed.wte.weight")));
+  EXPECT_TRUE(
+      bit_equal(rebuilt->state_dict().at("embed.wte.weight"), t.model->state_dict().at("embed.wte.weight")));
 }
 
 TEST_F(CheckpointTest, TokenizerMustMatchTheModel) {

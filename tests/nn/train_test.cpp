@@ -70,8 +70,9 @@ std::string expect_throw_message(F&& f) {
 }
 
 double mean(const std::vector<double>& v, size_t begin, size_t end) {
-  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(end),
-                         0.0) / static_cast<double>(end - begin);
+  return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                         v.begin() + static_cast<std::ptrdiff_t>(end), 0.0) /
+         static_cast<double>(end - begin);
 }
 
 TEST_F(TrainTest, LossDecreasesOnTheDefaultCorpus) {
@@ -160,7 +161,9 @@ TEST(TrainOptions, ValidationNamesTheFlag) {
     change(o);
     return expect_throw_message<ValueError>([&] { o.validate(); });
   };
-  EXPECT_NE(message_for([](TrainOptions& o) { o.layers = -1; }).find("--layers must be a positive integer, found -1"),
+  EXPECT_NE(message_for([](TrainOptions& o) {
+              o.layers = -1;
+            }).find("--layers must be a positive integer, found -1"),
             std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.batch = 0; }).find("--batch"), std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.block = -5; }).find("--block"), std::string::npos);
@@ -230,8 +233,8 @@ TEST_F(TrainTest, TrainsOnATextFileAndMetricsJsonHasTheFigures) {
   EXPECT_FALSE(r.accuracy.has_value());
   EXPECT_LT(mean(r.losses, 25, 30), mean(r.losses, 0, 5) - 0.5);
   nlohmann::json j = nlohmann::json::parse(r.metrics_json(o));
-  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes", "accuracy",
-                          "steps", "config", "train_args"}) {
+  for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes",
+                          "accuracy", "steps", "config", "train_args"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_TRUE(j["accuracy"].is_null());
