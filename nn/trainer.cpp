@@ -122,8 +122,7 @@ void for_each_field(TrainOptions& o, Fn&& fn) {
 
 }  // namespace
 
-// ---- TrainOptions
-// -------------------------------------------------------------------------------------------
+// ---- TrainOptions -----------------------------------------------------------------------------------------
 
 void TrainOptions::validate() const {
   auto positive = [](const char* flag, int64_t value) {
@@ -202,8 +201,7 @@ TrainOptions TrainOptions::from_json(const std::string& text) {
   return o;
 }
 
-// ---- data
-// ---------------------------------------------------------------------------------------------------
+// ---- data -------------------------------------------------------------------------------------------------
 
 TrainData load_train_data(const TrainOptions& options, int64_t block, const CharTokenizer* tokenizer) {
   TrainData data;
@@ -279,8 +277,7 @@ std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokeni
   return completions;
 }
 
-// ---- the loop
-// -----------------------------------------------------------------------------------------------
+// ---- the loop ---------------------------------------------------------------------------------------------
 
 TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   const Clock::time_point run_start = Clock::now();
@@ -455,8 +452,7 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   return result;
 }
 
-// ---- metrics
-// ------------------------------------------------------------------------------------------------
+// ---- metrics ----------------------------------------------------------------------------------------------
 
 std::string TrainResult::metrics_json(const TrainOptions& options) const {
   auto number = [](double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); };
