@@ -200,8 +200,6 @@ std::string render_time_grid(const Timeline& timeline, int max_columns) {
   return out.str();
 }
 
-namespace {
-
 const char* svg_color(ActionKind kind) {
   switch (kind) {
     case ActionKind::Forward:
@@ -219,7 +217,6 @@ const char* svg_color(ActionKind kind) {
   }
 }
 
-// A round tick spacing giving about `target` ticks over [0, span].
 double tick_step(double span, int target) {
   const double raw = span / target;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
@@ -229,7 +226,6 @@ double tick_step(double span, int target) {
   return 10.0 * magnitude;
 }
 
-}  // namespace
 
 std::string render_svg(const Timeline& timeline) {
   const Schedule& schedule = timeline.schedule;

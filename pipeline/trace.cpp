@@ -7,6 +7,8 @@
 #include <limits>
 #include <sstream>
 
+#include "pipeline/render.h"
+
 namespace brigade::pipeline {
 namespace {
 
@@ -68,32 +70,6 @@ std::string bytes_text(double bytes) {
   return fixed(bytes, u == 0 ? 0 : 1) + " " + units[u];
 }
 
-// The simulator's SVG palette (render.cpp), so that measured and simulated pictures read alike.
-const char* color_of(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::Forward:
-      return "#4c78a8";
-    case ActionKind::Backward:
-      return "#54a24b";
-    case ActionKind::BackwardInput:
-      return "#72b7b2";
-    case ActionKind::BackwardWeight:
-      return "#f58518";
-    case ActionKind::Recompute:
-      return "#b279a2";
-    default:
-      return "#9d9d9d";
-  }
-}
-
-double tick_step(double span, int target) {
-  const double raw = span / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * magnitude >= raw) return m * magnitude;
-  }
-  return 10.0 * magnitude;
-}
 
 }  // namespace
 
@@ -346,7 +322,7 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
       const double shade = show_chunk ? 1.0 - 0.45 * e.action.chunk / (schedule.virtual_chunks - 1) : 1.0;
       svg << "<g><title>" << xml_escape(label) << " on stage " << s << ": " << fixed(e.start_ms - origin, 3)
           << " .. " << fixed(e.end_ms - origin, 3) << " ms</title><rect x=\"" << x << "\" y=\"" << y
-          << "\" width=\"" << w << "\" height=\"" << lane << "\" fill=\"" << color_of(e.action.kind)
+          << "\" width=\"" << w << "\" height=\"" << lane << "\" fill=\"" << svg_color(e.action.kind)
           << "\" fill-opacity=\"" << shade << "\" stroke=\"white\" stroke-width=\"1\"/>";
       if (w >= 7.0 * label.size() + 4) {
         svg << "<text x=\"" << x + w / 2 << "\" y=\"" << y + lane / 2 + 4
@@ -358,7 +334,7 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
       const double x = left + (trace.optimizer_start_ms - origin) * scale;
       const double w = std::max(0.5, (trace.optimizer_end_ms - trace.optimizer_start_ms) * scale);
       svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << lane
-          << "\" fill=\"" << color_of(ActionKind::OptimizerStep)
+          << "\" fill=\"" << svg_color(ActionKind::OptimizerStep)
           << "\"><title>optimizer step</title></rect>\n";
     }
     std::string right_text =
@@ -385,12 +361,12 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
     const char* name;
     const char* color;
   };
-  const Entry legend[] = {{"F forward", color_of(ActionKind::Forward)},
-                          {"B backward", color_of(ActionKind::Backward)},
-                          {"Bi input-grad", color_of(ActionKind::BackwardInput)},
-                          {"Bw weight-grad", color_of(ActionKind::BackwardWeight)},
-                          {"R recompute", color_of(ActionKind::Recompute)},
-                          {"optimizer", color_of(ActionKind::OptimizerStep)},
+  const Entry legend[] = {{"F forward", svg_color(ActionKind::Forward)},
+                          {"B backward", svg_color(ActionKind::Backward)},
+                          {"Bi input-grad", svg_color(ActionKind::BackwardInput)},
+                          {"Bw weight-grad", svg_color(ActionKind::BackwardWeight)},
+                          {"R recompute", svg_color(ActionKind::Recompute)},
+                          {"optimizer", svg_color(ActionKind::OptimizerStep)},
                           {"send/recv", "#777777"},
                           {"idle (bubble)", "#f2f2f2"}};
   double x = left;
