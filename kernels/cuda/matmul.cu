@@ -1,19 +1,29 @@
-// cuda::gemm: brigade's own CUDA GEMM kernels, and the switch to the cuBLAS baseline.
+// cuda::gemm: brigade's own CUDA GEMM kernels (v1, v2 here; v3-v5 in their own files), the dispatcher
+// gemm_native, and the switch to the cuBLAS baseline.
 //
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)     (GemmArgs, kernels/backend.h)
 //   float32 and bfloat16 accumulate in float (bfloat16 in, float math, bfloat16 out), float64 in double.
 //
-// Which implementation runs is kernels::matmul_backend(): Native -> v2 below; Cublas -> gemm_cublas
-// (kernels/cuda/matmul_cublas.cu). The initial value comes from BRIGADE_MATMUL_BACKEND=native|cublas
-// (see kernels/matmul.cpp). kernels/cuda/matmul.h exposes gemm_native(args, GemmKernel) to run v1 or v2
-// directly (tests, benchmarks).
+// Which implementation runs is kernels::matmul_backend(): Native -> default_gemm_kernel(dtype) (v2 Tiled
+// for float32 and float64, v5 Wmma for bfloat16); Cublas -> gemm_cublas (kernels/cuda/matmul_cublas.cu).
+// The initial value comes from BRIGADE_MATMUL_BACKEND=native|cublas (see kernels/matmul.cpp).
+// kernels/cuda/matmul.h exposes gemm_native(args, GemmKernel) to run any version directly (tests,
+// benchmarks) and all_gemm_kernels() to iterate over them.
+//
+// The versions (docs/kernels.md, "CUDA kernels", tells the whole story with the figures):
+//   v1 Naive       all dtypes  here              one thread per output
+//   v2 Tiled       all dtypes  here              shared tiles + 8 x 8 register blocking, scalar loads
+//   v3 Vectorized  float32     matmul_sgemm.cu   float4 loads, transposed A tile, float4 shared reads
+//   v4 Warptiled   float32     matmul_sgemm.cu   v3 + warp tiles, BK 16, double-buffered shared memory
+//   v5 Wmma        bfloat16    matmul_wmma.cu    tensor cores via WMMA, fp32 accumulation
 //
 // v1 gemm_naive_kernel — one thread per element of C, the K loop straight from global memory.
 //   Launch: block 16 x 16, grid (ceil(N/16), ceil(M/16), batch). Each multiply-add loads two values, so
 //   it is load bound (L1/L2 catch most of the reuse): expect ~1-3 TFLOP/s. Kept for teaching and as a
 //   second opinion in tests.
 //
-// v2 gemm_tiled_kernel<BM, BN, BK, TM, TN> — shared-memory tiling with register blocking (the default).
+// v2 gemm_tiled_kernel<BM, BN, BK, TM, TN> — shared-memory tiling with register blocking (the float32 and
+//   float64 default).
 //   Launch: 256 threads per block, grid (ceil(M/BM), ceil(N/BN), batch); one block owns a BM x BN tile of
 //   C. Per K step of BK, the block stages a BM x BK tile of op(A) and a BK x BN tile of op(B) in shared
 //   memory (converted to the accumulation type, zero-filled outside the matrix, read from global memory
@@ -32,7 +42,7 @@
 //   times and each B element M/128 = 32 times: 2 * 32 * 4096^2 * 4 B = 4.3 GB of loads, ~1 ms even if all
 //   came from HBM, and most hit L2, so v2 is bound by issue (FMA + shared loads), not by memory: expect
 //   ~40-60% of peak without vectorised loads or double buffering. bfloat16 runs through the same fp32 FMA
-//   path (the bf16 tensor-core peak, ~989 TFLOP/s, is what cuBLAS reaches, and why it is the baseline).
+//   path in v1/v2 (the bf16 tensor-core peak, ~989 TFLOP/s, is what v5 and cuBLAS aim at).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,14 +50,15 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul_versions.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 
 namespace brigade::kernels::cuda {
 namespace {
 
-// Grid limits for y and z (x may go to 2^31 - 1).
-constexpr int64_t kMaxGridYZ = 65535;
+using gemm_detail::for_each_batch_chunk;
+using gemm_detail::kMaxGridYZ;
 
 /// Element (row, col) of op(X) for X stored with leading dim ld (trans: X is stored as op(X)^T).
 template <typename T>
@@ -163,15 +174,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 
 // ---- launchers -------------------------------------------------------------------------------------------
 
-/// Launches `launch(grid_z, batch_offset)` once per chunk of at most 65535 batch entries (grid z limit).
-template <typename Launch>
-void for_each_batch_chunk(int64_t batch, Launch launch) {
-  for (int64_t offset = 0; offset < batch; offset += kMaxGridYZ) {
-    const int64_t count = batch - offset < kMaxGridYZ ? batch - offset : kMaxGridYZ;
-    launch(static_cast<unsigned>(count), offset);
-  }
-}
-
 template <typename T>
 void launch_naive(const GemmArgs& args, cudaStream_t stream) {
   const int64_t grid_x = (args.n + kNaiveTile - 1) / kNaiveTile;
@@ -200,8 +202,9 @@ void launch_tiled(const GemmArgs& args, cudaStream_t stream) {
   });
 }
 
+/// v1 or v2 for element type T.
 template <typename T>
-void launch_native(const GemmArgs& args, GemmKernel kernel, int device, cudaStream_t stream) {
+void launch_simple(const GemmArgs& args, GemmKernel kernel, int device, cudaStream_t stream) {
   if (kernel == GemmKernel::Naive) {
     launch_naive<T>(args, stream);
     return;
@@ -224,8 +227,38 @@ const char* gemm_kernel_name(GemmKernel kernel) {
       return "naive";
     case GemmKernel::Tiled:
       return "tiled";
+    case GemmKernel::Vectorized:
+      return "vectorized";
+    case GemmKernel::Warptiled:
+      return "warptiled";
+    case GemmKernel::Wmma:
+      return "wmma";
   }
   return "?";
+}
+
+const std::vector<GemmKernel>& all_gemm_kernels() {
+  static const std::vector<GemmKernel> kernels = {GemmKernel::Naive, GemmKernel::Tiled, GemmKernel::Vectorized,
+                                                  GemmKernel::Warptiled, GemmKernel::Wmma};
+  return kernels;
+}
+
+bool gemm_kernel_supports(GemmKernel kernel, DType dtype) {
+  switch (kernel) {
+    case GemmKernel::Naive:
+    case GemmKernel::Tiled:
+      return dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float64;
+    case GemmKernel::Vectorized:
+    case GemmKernel::Warptiled:
+      return dtype == DType::Float32;
+    case GemmKernel::Wmma:
+      return dtype == DType::BFloat16;
+  }
+  return false;
+}
+
+GemmKernel default_gemm_kernel(DType dtype) {
+  return dtype == DType::BFloat16 ? GemmKernel::Wmma : GemmKernel::Tiled;
 }
 
 int device_of_pointer(const void* ptr) {
@@ -237,19 +270,36 @@ int device_of_pointer(const void* ptr) {
 }
 
 void gemm_native(const GemmArgs& args, GemmKernel kernel) {
+  BRIGADE_CHECK_DTYPE(gemm_kernel_supports(kernel, args.dtype), "matmul: the CUDA kernel '",
+                      gemm_kernel_name(kernel), "' does not implement ", dtype_name(args.dtype),
+                      " (see gemm_kernel_supports in kernels/cuda/matmul.h)");
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   const int device = device_of_pointer(args.c);
   cuda_detail::set_device(device);
   cudaStream_t stream = cuda_detail::current_stream(device);
+  switch (kernel) {
+    case GemmKernel::Vectorized:
+      gemm_detail::launch_sgemm_vectorized(args, stream);
+      return;
+    case GemmKernel::Warptiled:
+      gemm_detail::launch_sgemm_warptiled(args, stream);
+      return;
+    case GemmKernel::Wmma:
+      gemm_detail::launch_gemm_wmma_bf16(args, stream);
+      return;
+    case GemmKernel::Naive:
+    case GemmKernel::Tiled:
+      break;
+  }
   switch (args.dtype) {
     case DType::Float32:
-      launch_native<float>(args, kernel, device, stream);
+      launch_simple<float>(args, kernel, device, stream);
       break;
     case DType::BFloat16:
-      launch_native<bfloat16>(args, kernel, device, stream);
+      launch_simple<bfloat16>(args, kernel, device, stream);
       break;
     case DType::Float64:
-      launch_native<double>(args, kernel, device, stream);
+      launch_simple<double>(args, kernel, device, stream);
       break;
     default:
       BRIGADE_THROW(DTypeError, "matmul: expected float32, bfloat16 or float64, found ",
@@ -257,11 +307,15 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
   }
 }
 
+void gemm_native(const GemmArgs& args) {
+  gemm_native(args, default_gemm_kernel(args.dtype));
+}
+
 void gemm(const GemmArgs& args) {
   if (matmul_backend() == MatmulBackend::Cublas) {
     gemm_cublas(args);
   } else {
-    gemm_native(args, GemmKernel::Tiled);
+    gemm_native(args);
   }
 }
 

@@ -4,21 +4,43 @@
 //
 // All take the same GemmArgs as cuda::gemm (device pointers, all on one device: the device of args.c is
 // made current) and run on that device's current stream.
+//
+// The kernel versions (numbered as in docs/kernels.md, "CUDA kernels"): each later one keeps the earlier
+// ones for teaching and as second opinions in tests. Iterate over all_gemm_kernels() and skip the
+// (kernel, dtype) pairs for which gemm_kernel_supports() is false.
 #pragma once
+
+#include <vector>
 
 #include "kernels/backend.h"
 
 namespace brigade::kernels::cuda {
 
-/// brigade's hand-written kernels (kernels/cuda/matmul.cu).
+/// brigade's hand-written kernels (kernels/cuda/matmul*.cu).
 enum class GemmKernel {
-  Naive,  ///< v1: one thread per output element, straight from global memory (for teaching)
-  Tiled,  ///< v2: shared-memory tiles, register-blocked (the default for MatmulBackend::Native)
+  Naive,       ///< v1: one thread per output element, straight from global memory (for teaching); all dtypes
+  Tiled,       ///< v2: shared-memory tiles, register-blocked (scalar loads); all dtypes; the fp32/fp64 default
+  Vectorized,  ///< v3: float4 loads, op(A) tile transposed in shared memory, float4 shared reads; float32
+  Warptiled,   ///< v4: v3 + warp tiles, BK 16, double-buffered shared memory; float32
+  Wmma,        ///< v5: tensor cores through the WMMA API (bf16 in, fp32 accumulate); bfloat16; its default
 };
 const char* gemm_kernel_name(GemmKernel kernel);
 
-/// Runs one of brigade's kernels (what cuda::gemm runs when matmul_backend() is Native, with Tiled).
-void gemm_native(const GemmArgs& args, GemmKernel kernel = GemmKernel::Tiled);
+/// Every GemmKernel, in version order (v1 first): what tests and benchmarks iterate over.
+const std::vector<GemmKernel>& all_gemm_kernels();
+
+/// Whether `kernel` implements `dtype` (gemm_native throws DTypeError for the other pairs).
+bool gemm_kernel_supports(GemmKernel kernel, DType dtype);
+
+/// The kernel cuda::gemm runs for `dtype` when matmul_backend() is Native: Wmma for bfloat16, Tiled for
+/// float32 and float64 (the faster fp32 versions stay opt-in until they have been measured on a GPU).
+GemmKernel default_gemm_kernel(DType dtype);
+
+/// Runs one of brigade's kernels. Throws DTypeError when !gemm_kernel_supports(kernel, args.dtype).
+void gemm_native(const GemmArgs& args, GemmKernel kernel);
+
+/// Runs default_gemm_kernel(args.dtype): what cuda::gemm runs when matmul_backend() is Native.
+void gemm_native(const GemmArgs& args);
 
 /// Runs cublasGemmStridedBatchedEx (kernels/cuda/matmul_cublas.cu): the baseline behind
 /// MatmulBackend::Cublas.

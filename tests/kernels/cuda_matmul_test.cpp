@@ -1,10 +1,13 @@
-// kernels::matmul on CUDA — brigade's kernels (v2 tiled through MatmulBackend::Native, v1 naive directly)
-// and the cuBLAS baseline — against the same double triple loop and shape table as the CPU test
-// (tests/kernels/matmul_cases.h), with the same tolerances. Every test skips where no GPU is present.
+// kernels::matmul on CUDA — brigade's kernels (the default per dtype through MatmulBackend::Native, and
+// every version v1..v5 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
+// against the same double triple loop and shape table as the CPU test (tests/kernels/matmul_cases.h),
+// with the same tolerances. Every test that launches a kernel skips where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "tensor/stream.h"
@@ -124,39 +127,142 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 #if BRIGADE_WITH_CUDA
-// v1 (naive) is not reachable through the backend switch; run it through gemm_native.
-TEST(CudaMatmul, NaiveKernelMatchesReference) {
+using kernels::cuda::all_gemm_kernels;
+using kernels::cuda::gemm_kernel_name;
+using kernels::cuda::gemm_kernel_supports;
+using kernels::cuda::GemmKernel;
+
+/// c = op(a) @ op(b) by one kernel through gemm_native. a, b, c are 3-d CUDA tensors whose last dim has
+/// unit stride; their row strides become the leading dims and their batch strides (0 for an expanded
+/// batch) the batch strides, so views test the kernels' alignment fallbacks.
+void run_kernel(GemmKernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, bool ta, bool tb) {
+  kernels::GemmArgs args;
+  args.a = a.data_ptr();
+  args.b = b.data_ptr();
+  args.c = c.data_ptr();
+  args.dtype = c.dtype();
+  args.m = c.size(1);
+  args.n = c.size(2);
+  args.k = ta ? a.size(1) : a.size(2);
+  args.lda = a.stride(1);
+  args.ldb = b.stride(1);
+  args.ldc = c.stride(1);
+  args.trans_a = ta;
+  args.trans_b = tb;
+  args.batch = c.size(0);
+  args.stride_a = a.stride(0);
+  args.stride_b = b.stride(0);
+  args.stride_c = c.stride(0);
+  kernels::cuda::gemm_native(args, kernel);
+}
+
+/// The (kernel, dtype) pairs that gemm_native implements.
+std::vector<std::pair<GemmKernel, DType>> supported_pairs() {
+  std::vector<std::pair<GemmKernel, DType>> pairs;
+  for (GemmKernel kernel : all_gemm_kernels()) {
+    for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+      if (gemm_kernel_supports(kernel, dtype)) pairs.emplace_back(kernel, dtype);
+    }
+  }
+  return pairs;
+}
+
+// Runs without a GPU: the list, the names and the dtype table are host code.
+TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
+  const auto& list = all_gemm_kernels();
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(list.front(), GemmKernel::Naive);
+  std::vector<std::string> names;
+  for (GemmKernel kernel : list) names.emplace_back(gemm_kernel_name(kernel));
+  EXPECT_EQ(names, (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma"}));
+  for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    EXPECT_TRUE(gemm_kernel_supports(kernels::cuda::default_gemm_kernel(dtype), dtype)) << dtype_name(dtype);
+  }
+  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::Warptiled, kFloat32));
+  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Warptiled, kBFloat16));
+  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Wmma, kFloat32));
+  EXPECT_EQ(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wmma);
+  EXPECT_EQ(kernels::cuda::default_gemm_kernel(kFloat32), GemmKernel::Tiled);
+}
+
+// Runs without a GPU: the dtype check comes before any CUDA call.
+TEST(CudaGemmKernels, UnsupportedDtypeIsATypedError) {
+  kernels::GemmArgs args;  // m = n = 0: nothing would be launched
+  args.dtype = kBFloat16;
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Vectorized), DTypeError);
+  args.dtype = kFloat32;
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wmma), DTypeError);
+  args.dtype = kInt32;
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Tiled), DTypeError);
+}
+
+// Every version, every dtype it supports, the shared shape table plus shapes made of whole 128-tiles
+// (the vector paths everywhere) and of ragged tails in M, N and K (BK is 8, 16 or 32), all four trans
+// combinations, batch 2.
+TEST(CudaGemmKernels, EveryKernelMatchesReference) {
   BRIGADE_REQUIRE_CUDA();
   const Device gpu = Device::cuda();
+  std::vector<testing::MatmulShape> shapes = matmul_shapes();
+  shapes.push_back({256, 384, 96});
+  shapes.push_back({300, 260, 70});
+  shapes.push_back({131, 257, 33});
   Generator gen(37);
-  for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-    for (const auto& s : matmul_shapes()) {
+  for (const auto& [kernel, dtype] : supported_pairs()) {
+    for (const auto& s : shapes) {
       for (int flags = 0; flags < 4; ++flags) {
         const bool ta = flags & 1, tb = flags & 2;
         Tensor a = ta ? random_matrix(2, s.k, s.m, dtype, gen) : random_matrix(2, s.m, s.k, dtype, gen);
         Tensor b = tb ? random_matrix(2, s.n, s.k, dtype, gen) : random_matrix(2, s.k, s.n, dtype, gen);
-        Tensor ag = a.to(gpu), bg = b.to(gpu);
         Tensor c = empty({2, s.m, s.n}, TensorOptions().dtype(dtype).device(gpu));
-        kernels::GemmArgs args;
-        args.a = ag.data_ptr();
-        args.b = bg.data_ptr();
-        args.c = c.data_ptr();
-        args.dtype = dtype;
-        args.m = s.m;
-        args.n = s.n;
-        args.k = s.k;
-        args.lda = ag.size(-1);
-        args.ldb = bg.size(-1);
-        args.ldc = s.n;
-        args.trans_a = ta;
-        args.trans_b = tb;
-        args.batch = 2;
-        args.stride_a = s.m * s.k;
-        args.stride_b = s.k * s.n;
-        args.stride_c = s.m * s.n;
-        kernels::cuda::gemm_native(args, kernels::cuda::GemmKernel::Naive);
+        run_kernel(kernel, a.to(gpu), b.to(gpu), c, ta, tb);
         EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype)))
-            << testing::shape_name(s) << " ta=" << ta << " tb=" << tb << " " << dtype_name(dtype);
+            << gemm_kernel_name(kernel) << " " << testing::shape_name(s) << " ta=" << ta << " tb=" << tb << " "
+            << dtype_name(dtype);
+      }
+    }
+  }
+}
+
+// Operands and output as views into larger buffers: (1) rows padded to a multiple of 8 elements (aligned:
+// the vector paths with ld != row length), (2) views starting one element in with odd leading dims
+// (misaligned: every load takes the scalar fallback), with B's batch broadcast (stride 0) in both. The
+// padding of C around the view must stay untouched.
+TEST(CudaGemmKernels, PaddedMisalignedAndBroadcastOperands) {
+  BRIGADE_REQUIRE_CUDA();
+  const Device gpu = Device::cuda();
+  constexpr int64_t kM = 131, kN = 136, kK = 48, kBatch = 2;
+  constexpr double kSentinel = 7.0;
+  Generator gen(43);
+  for (const auto& [kernel, dtype] : supported_pairs()) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      for (const int64_t offset : {0, 1}) {
+        const int64_t ar = ta ? kK : kM, ac = ta ? kM : kK, br = tb ? kN : kK, bc = tb ? kK : kN;
+        // Row pitches: a multiple of 8 elements (16 bytes in bf16, 32 in float32) beyond the row, or odd.
+        auto pitch = [&](int64_t cols) { return offset == 0 ? (cols + 15) / 8 * 8 : cols + 3; };
+        const int64_t pa = pitch(ac), pb = pitch(bc), pc = pitch(kN);
+        Tensor a_store = random_matrix(kBatch, ar + offset, pa, dtype, gen);
+        Tensor b_store = random_matrix(1, br + offset, pb, dtype, gen);
+        Tensor a = a_store.narrow(1, offset, ar).narrow(2, offset, ac);
+        Tensor b = b_store.narrow(1, offset, br).narrow(2, offset, bc).expand({kBatch, br, bc});
+        Tensor c_store = full({kBatch, kM + offset, pc}, kSentinel, TensorOptions().dtype(dtype).device(gpu));
+        Tensor c = c_store.narrow(1, offset, kM).narrow(2, offset, kN);
+        Tensor a_gpu = a_store.to(gpu).narrow(1, offset, ar).narrow(2, offset, ac);
+        Tensor b_gpu = b_store.to(gpu).narrow(1, offset, br).narrow(2, offset, bc).expand({kBatch, br, bc});
+        ASSERT_EQ(b_gpu.stride(0), 0);
+        run_kernel(kernel, a_gpu, b_gpu, c, ta, tb);
+        const std::string what = std::string(gemm_kernel_name(kernel)) + " " + dtype_name(dtype) +
+                                 " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                                 " offset=" + std::to_string(offset);
+        EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype))) << what;
+        // Padding: the columns right of the view, and (offset 1) the first row and column.
+        Tensor right = c_store.narrow(2, offset + kN, pc - offset - kN);
+        EXPECT_TRUE(testing::allclose(right, full(right.shape(), kSentinel), 0.0, 0.0)) << what << " right pad";
+        if (offset == 1) {
+          Tensor top = c_store.narrow(1, 0, 1), left = c_store.narrow(2, 0, 1);
+          EXPECT_TRUE(testing::allclose(top, full(top.shape(), kSentinel), 0.0, 0.0)) << what << " top row";
+          EXPECT_TRUE(testing::allclose(left, full(left.shape(), kSentinel), 0.0, 0.0)) << what << " left col";
+        }
       }
     }
   }
