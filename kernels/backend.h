@@ -48,6 +48,15 @@ enum class ReduceOp { Sum, Max, ArgMax };
   void softmax_rows(const Tensor& x, const Tensor& out, bool log);                                          \
   /* dy, y, dx [R, C] contiguous; y is the forward output (softmax, or log_softmax when log). */             \
   void softmax_backward_rows(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log);                 \
+  /* Fused causal attention (kernels.h). q, k, v, out [B, H, T, D] share a dtype; every [B, H, T, D] */   \
+  /* tensor has stride 1 on D (other strides arbitrary; outputs do not overlap anything); lse [B, H, T] */   \
+  /* contiguous, float32 (float64 for float64). T >= 1, D >= 1, B * H >= 1. */                              \
+  void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,           \
+                                const Tensor& out, const Tensor& lse);                                     \
+  /* The same layouts; dq, dk, dv are overwritten (not accumulated). */                                      \
+  void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,     \
+                                 const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,      \
+                                 const Tensor& dk, const Tensor& dv);                                       \
   /* x, y [R, C] contiguous; weight, bias [C] contiguous or undefined; mean, rstd [R] float32 (float64). */  \
   void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,              \
                          const Tensor& y, const Tensor& mean, const Tensor& rstd);                          \

@@ -74,6 +74,28 @@ Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);
 /// dx = dy - softmax(x) * sum(dy) with y = log_softmax(x).
 Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y);
 
+// ---- fused causal attention (attention.cpp, cpu/attention.cpp, cuda/attention.cu) ------------------------
+/// Forward of causal scaled-dot-product attention, per batch b and head h:
+///   s_ij = scale * q_i . k_j for j <= i (a query sees itself and the past; later keys are masked out)
+///   lse_i = log sum_{j<=i} exp(s_ij),   out_i = sum_{j<=i} exp(s_ij - lse_i) v_j
+struct AttentionOutput {
+  Tensor out;  ///< [B, H, T, D], q's dtype, contiguous
+  Tensor lse;  ///< [B, H, T] log-sum-exp over keys of the scaled scores: float32 (float64 for float64 q)
+};
+/// q, k, v [B, H, T, D] (float32, bfloat16, float64; one dtype; any strides) -> out, lse. bfloat16 inputs
+/// are computed in float32 and rounded once to bfloat16 for `out`. No [T, T] matrix is kept (the CPU
+/// backend works row by row; CUDA keeps at most a row per query in shared memory).
+AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+struct AttentionGrads {
+  Tensor dq, dk, dv;  ///< [B, H, T, D] each, q's dtype, contiguous
+};
+/// Gradients of causal_attention given dout [B, H, T, D] and the forward's inputs, out and lse. The
+/// probabilities are recomputed from q, k and lse: p_ij = exp(scale * q_i . k_j - lse_i), and with
+/// delta_i = dout_i . out_i:  dv_j = sum_i p_ij dout_i,  ds_ij = p_ij (dout_i . v_j - delta_i),
+/// dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i.
+AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& out, const Tensor& lse, double scale);
+
 // ---- layernorm (layernorm.cpp, cpu/layernorm.cpp, cuda/layernorm.cu) -----------------------------------
 struct LayerNormOutput {
   Tensor y;     ///< same shape as x

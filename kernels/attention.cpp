@@ -1,0 +1,112 @@
+// Dispatch of the fused causal attention: checks q, k, v (and dout, out, lse for backward), brings every
+// [B, H, T, D] operand to stride 1 on D (the only layout rule of the backends; a head split made with
+// views, e.g. q = qkv.view({B, T, 3, H, D}).permute(...).select(...), is used without a copy), allocates
+// the outputs and calls cpu:: or cuda::. Degenerate shapes are answered here: T == 0 or B * H == 0 give
+// empty results; D == 0 gives an empty out and lse_i = log(i + 1) (every score is 0).
+#include <cmath>
+
+#include "kernels/backend.h"
+#include "kernels/kernels.h"
+#include "kernels/op_checks.h"
+#include "tensor/grad_mode.h"
+
+namespace brigade::kernels {
+
+namespace {
+
+DType lse_dtype(DType x) {
+  return x == kFloat64 ? kFloat64 : kFloat32;
+}
+
+void check_operand(const char* op, const char* name, const Tensor& t, const Tensor& q) {
+  detail::check_defined(op, name, t);
+  detail::check_same_device(op, "q", q, name, t);
+  detail::check_same_dtype(op, "q", q, name, t);
+  BRIGADE_CHECK_SHAPE(t.shape() == q.shape(), op, ": ", name, " has shape ", shape_str(t.shape()),
+                      " but q has shape ", shape_str(q.shape()),
+                      " (expected q, k, v, out and dout all [B, H, T, D] alike)");
+}
+
+void check_q(const char* op, const Tensor& q) {
+  detail::check_defined(op, "q", q);
+  detail::check_floating(op, "q", q);
+  BRIGADE_CHECK_SHAPE(q.dim() == 4, op, ": expected q [B, H, T, D] (4 dims), found shape ",
+                      shape_str(q.shape()));
+}
+
+void check_scale(const char* op, double scale) {
+  BRIGADE_CHECK_VALUE(std::isfinite(scale), op, ": scale must be finite, found ", scale);
+}
+
+/// t itself when its last dim has stride 1 (or size <= 1), else a contiguous copy.
+Tensor unit_last_stride(const Tensor& t) {
+  return t.size(-1) <= 1 || t.stride(-1) == 1 ? t : t.contiguous();
+}
+
+bool empty_problem(const Tensor& q) {
+  return q.size(0) * q.size(1) * q.size(2) == 0;
+}
+
+/// lse of D == 0: every score is 0, so lse_i = log(i + 1).
+void fill_lse_without_features(Tensor& lse) {
+  const int64_t T = lse.size(2);
+  Tensor row = empty({T}, TensorOptions(kFloat64));
+  auto* p = row.data<double>();
+  for (int64_t i = 0; i < T; ++i) p[i] = std::log(static_cast<double>(i + 1));
+  lse.copy_(row.to(lse.dtype()).to(lse.device()).view({1, 1, T}).expand(lse.shape()));
+}
+
+}  // namespace
+
+AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  NoGradGuard no_grad;
+  const char* op = "causal_attention";
+  check_q(op, q);
+  check_operand(op, "k", k, q);
+  check_operand(op, "v", v, q);
+  check_scale(op, scale);
+  const Shape lse_shape{q.size(0), q.size(1), q.size(2)};
+  AttentionOutput result{empty(q.shape(), detail::output_options(q)),
+                         empty(lse_shape, detail::output_options(q, lse_dtype(q.dtype())))};
+  if (empty_problem(q)) return result;
+  if (q.size(3) == 0) {
+    fill_lse_without_features(result.lse);
+    return result;
+  }
+  BRIGADE_ON_BACKEND(q.device(),
+                     causal_attention_forward(unit_last_stride(q), unit_last_stride(k), unit_last_stride(v),
+                                              scale, result.out, result.lse));
+  return result;
+}
+
+AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& out, const Tensor& lse,
+                                         double scale) {
+  NoGradGuard no_grad;
+  const char* op = "causal_attention_backward";
+  check_q(op, q);
+  check_operand(op, "k", k, q);
+  check_operand(op, "v", v, q);
+  check_operand(op, "out", out, q);
+  check_operand(op, "dout", dout, q);
+  check_scale(op, scale);
+  detail::check_defined(op, "lse", lse);
+  detail::check_same_device(op, "q", q, "lse", lse);
+  const Shape lse_shape{q.size(0), q.size(1), q.size(2)};
+  BRIGADE_CHECK_SHAPE(lse.shape() == lse_shape, op, ": lse has shape ", shape_str(lse.shape()),
+                      " but expected ", shape_str(lse_shape), " ([B, H, T] of q, which has shape ",
+                      shape_str(q.shape()), ")");
+  BRIGADE_CHECK_DTYPE(lse.dtype() == lse_dtype(q.dtype()), op, ": lse has dtype ", dtype_name(lse.dtype()),
+                      " but expected ", dtype_name(lse_dtype(q.dtype())), " for ", dtype_name(q.dtype()),
+                      " q (what causal_attention returns)");
+  const TensorOptions options = detail::output_options(q);
+  AttentionGrads grads{empty(q.shape(), options), empty(q.shape(), options), empty(q.shape(), options)};
+  if (empty_problem(q) || q.size(3) == 0) return grads;
+  BRIGADE_ON_BACKEND(
+      q.device(), causal_attention_backward(unit_last_stride(dout), unit_last_stride(q), unit_last_stride(k),
+                                            unit_last_stride(v), unit_last_stride(out), lse.contiguous(),
+                                            scale, grads.dq, grads.dk, grads.dv));
+  return grads;
+}
+
+}  // namespace brigade::kernels
