@@ -6,7 +6,9 @@
 #include "autograd/checkpoint.h"
 
 #include <mutex>
+#include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/node.h"
 
@@ -17,7 +19,7 @@ class CheckpointNode : public Node {
  public:
   CheckpointNode(CheckpointFn fn, const std::vector<Tensor>& inputs, Generator& generator,
                  GeneratorState rng_state, const std::vector<Tensor>& outputs)
-      : fn_(std::move(fn)), generator_(generator), rng_state_(rng_state) {
+      : fn_(std::move(fn)), generator_(generator), rng_state_(rng_state), autocast_(autocast_dtype()) {
     for (const Tensor& input : inputs) {
       next_edges.push_back(gradient_edge(input));
       inputs_.push_back(saved(input));
@@ -85,6 +87,7 @@ class CheckpointNode : public Node {
     generator_.set_state(rng_state_);
     try {
       GradModeGuard grad_on(true);
+      AutocastGuard autocast(autocast_);  // the forward's precision, whatever thread or scope replays it
       outputs_ = fn_(fresh_inputs_);
     } catch (...) {
       generator_.set_state(now);
@@ -110,6 +113,7 @@ class CheckpointNode : public Node {
   CheckpointFn fn_;
   Generator& generator_;
   GeneratorState rng_state_;
+  std::optional<DType> autocast_;  // autocast dtype of the forward
   std::vector<Tensor> inputs_;  // detached
   std::vector<bool> input_requires_grad_;
   std::vector<Shape> output_shapes_;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <utility>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "kernels/kernels.h"
 
@@ -125,7 +126,8 @@ Tensor abs(const Tensor& x) {
 
 // ---- add, sub ---------------------------------------------------------------------------------------------
 
-Tensor add(const Tensor& a, const Tensor& b) {
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Add, a, b); });
   return record("add", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) {
     return Grads{needs[0] ? reduce_to(g, sa) : Tensor(), needs[1] ? reduce_to(g, sb) : Tensor()};
@@ -139,7 +141,8 @@ Tensor add(double a, const Tensor& b) {
   return add(b, a);
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Sub, a, b); });
   return record("sub", y, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) {
     return Grads{needs[0] ? reduce_to(g, sa) : Tensor(), needs[1] ? raw::neg(reduce_to(g, sb)) : Tensor()};
@@ -156,7 +159,8 @@ Tensor sub(double a, const Tensor& b) {
 
 // ---- mul, div ---------------------------------------------------------------------------------------------
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Mul, a, b); });
   return record("mul", y, {a, b}, [a = saved(a), b = saved(b)](const Tensor& g, const NeedsGrad& needs) {
     return Grads{needs[0] ? reduce_to(raw::mul(g, b), a.shape()) : Tensor(),
@@ -171,7 +175,8 @@ Tensor mul(double a, const Tensor& b) {
   return mul(b, a);
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Div, a, b); });
   // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 = -y/b.
   return record("div", y, {a, b},
@@ -195,7 +200,8 @@ Tensor div(double a, const Tensor& b) {
 
 // ---- maximum ----------------------------------------------------------------------------------------------
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
+Tensor maximum(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Maximum, a, b); });
   return record("maximum", y, {a, b}, [a = saved(a), b = saved(b)](const Tensor& g, const NeedsGrad& needs) {
     Tensor wa = maximum_weight(kernels::binary(BinaryOp::Gt, a, b), kernels::binary(BinaryOp::Eq, a, b));
@@ -231,7 +237,8 @@ Tensor pow_base_grad(const Tensor& g, const Tensor& a, const Tensor& s) {
 }
 }  // namespace
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::binary(BinaryOp::Pow, a, b); });
   return record("pow", y, {a, b},
                 [a = saved(a), b = saved(b), y = saved(y)](const Tensor& g, const NeedsGrad& needs) {
@@ -316,7 +323,8 @@ BRIGADE_COMPARISON(ge, Ge)
 
 // ---- selection --------------------------------------------------------------------------------------------
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = autograd::autocast_promote(a_in, b_in);  // bf16 + fp32 meet in fp32 under autocast
   Tensor y = forward_no_grad([&] { return kernels::where(cond, a, b); });
   return record(
       "where", y, {a, b},
@@ -401,7 +409,9 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 // ---- matmul -----------------------------------------------------------------------------------------------
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool transpose_b) {
+  // Autocast: the GEMM reads bf16 (half the bytes, tensor cores on GPU) and accumulates in fp32.
+  const Tensor a = autograd::autocast_low(a_in), b = autograd::autocast_low(b_in);
   Tensor y = forward_no_grad([&] { return kernels::matmul(a, b, transpose_a, transpose_b); });
   // With A = op(a), B = op(b), y = A B: dA = g B^T and dB = A^T g. When a is stored transposed its
   // gradient is dA^T = B g^T (likewise for b), so every product below is one GEMM with trans flags.
@@ -423,21 +433,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 
 // ---- softmax, layer norm ----------------------------------------------------------------------------------
 
-Tensor softmax(const Tensor& x) {
+Tensor softmax(const Tensor& x_in) {
+  const Tensor x = autograd::autocast_fp32(x_in);  // autocast: exp and row sums in fp32
   Tensor y = forward_no_grad([&] { return kernels::softmax(x); });
   return record("softmax", y, {x}, [y = saved(y)](const Tensor& g, const NeedsGrad&) {
     return Grads{kernels::softmax_backward(g, y)};
   });
 }
 
-Tensor log_softmax(const Tensor& x) {
+Tensor log_softmax(const Tensor& x_in) {
+  const Tensor x = autograd::autocast_fp32(x_in);
   Tensor y = forward_no_grad([&] { return kernels::log_softmax(x); });
   return record("log_softmax", y, {x}, [y = saved(y)](const Tensor& g, const NeedsGrad&) {
     return Grads{kernels::log_softmax_backward(g, y)};
   });
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  const Tensor x = autograd::autocast_fp32(x_in);  // autocast: statistics and output in fp32
   kernels::LayerNormOutput out = forward_no_grad([&] { return kernels::layernorm(x, weight, bias, eps); });
   return record("layer_norm", out.y, {x, weight, bias},
                 [x = saved(x), weight = saved(weight), mean = out.mean, rstd = out.rstd,
@@ -464,7 +477,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
       });
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index) {
+  const Tensor logits = autograd::autocast_fp32(logits_in);  // autocast: log-softmax and loss in fp32
   const bool want_grad = autograd::any_requires_grad({logits});
   kernels::CrossEntropyOutput out =
       forward_no_grad([&] { return kernels::cross_entropy(logits, targets, ignore_index, want_grad); });

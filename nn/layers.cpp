@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "kernels/kernels.h"
 #include "tensor/error.h"
@@ -35,7 +36,9 @@ Tensor Linear::forward(const Tensor& x) {
   const bool flat = x.dim() == 2;
   Tensor x2 = flat ? x : x.reshape({-1, in_});
   Tensor y = matmul(x2, *weight_, false, true);
-  if (bias_) y = y + *bias_;
+  // Under autocast the bias joins the bf16 product in bf16 (as PyTorch's autocast linear); its gradient
+  // comes back through the cast in fp32.
+  if (bias_) y = y + autograd::autocast_low(*bias_);
   if (flat) return y;
   Shape out_shape = x.shape();
   out_shape.back() = out_;

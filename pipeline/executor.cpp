@@ -14,6 +14,7 @@
 #include <numeric>
 #include <thread>
 
+#include "autograd/autocast.h"
 #include "kernels/kernels.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"
@@ -486,9 +487,12 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
 
   std::vector<StageFailure> failures(static_cast<size_t>(S));
   std::atomic<int> failure_order{0};
+  // Autocast is per thread: each stage runs under the caller's mixed-precision setting (--dtype bf16).
+  const std::optional<DType> autocast = autograd::autocast_dtype();
   {
     for (int s = 0; s < S; ++s) {
       im.threads[static_cast<size_t>(s)]->start([&, s] {
+        autograd::AutocastGuard autocast_guard(autocast);
         detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
         StageFailure& failure = failures[static_cast<size_t>(s)];
         try {
