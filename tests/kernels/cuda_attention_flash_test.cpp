@@ -1,0 +1,127 @@
+// Every CUDA causal-attention version (kernels/cuda/attention_flash.h: v1 simple, v2 flash) against the CPU
+// backend (the reference), forward and backward, float32 and bfloat16, head dims 64 and 128 (flash's own)
+// and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1, 37, 64, 65, 130, 200), contiguous
+// and head-split (strided) inputs. Skips without a GPU, except the host-side table test.
+//
+// Tolerances as in cuda_attention_test.cpp: float32 rtol 1e-4, atol 1e-5 (the same float products summed
+// in other orders); bfloat16 rtol 2e-2, atol 4e-3 (both compute in float from the same bf16 inputs and round
+// once: a bf16 step or two apart); lse (float32 for both dtypes) rtol 1e-5, atol 1e-5.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/kernels.h"
+#include "test_support.h"
+#if BRIGADE_WITH_CUDA
+#include "kernels/cuda/attention_flash.h"
+#endif
+
+namespace brigade {
+namespace {
+
+#if BRIGADE_WITH_CUDA
+using kernels::cuda::all_attention_kernels;
+using kernels::cuda::attention_kernel_name;
+using kernels::cuda::attention_kernel_supports;
+using kernels::cuda::AttentionKernel;
+using testing::allclose;
+
+Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, kFloat32, &gen).to(dtype);
+}
+
+// Host code only: runs without a GPU.
+TEST(CudaAttentionKernels, ListAndSupportTable) {
+  const auto& list = all_attention_kernels();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(std::string(attention_kernel_name(list[0])), "simple");
+  EXPECT_EQ(std::string(attention_kernel_name(list[1])), "flash");
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Flash, kFloat32, 64));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Flash, kBFloat16, 128));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::Flash, kFloat32, 24));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::Flash, kFloat64, 64));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Simple, kFloat64, 24));
+}
+
+struct Case {
+  int64_t B, H, T, D;
+};
+
+/// Runs `kernel` forward and backward on the GPU copies of q, k, v, dout and compares with the CPU backend.
+void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& dout, const Tensor& q_gpu, const Tensor& k_gpu, const Tensor& v_gpu,
+                        const std::string& what) {
+  const DType dtype = q.dtype();
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const double rtol = dtype == kBFloat16 ? 2e-2 : 1e-4, atol = dtype == kBFloat16 ? 4e-3 : 1e-5;
+  const Device gpu = q_gpu.device();
+  const TensorOptions options = TensorOptions().dtype(dtype).device(gpu);
+
+  kernels::AttentionOutput cpu = kernels::causal_attention(q, k, v, scale);
+  kernels::AttentionGrads cpu_g = kernels::causal_attention_backward(dout, q, k, v, cpu.out, cpu.lse, scale);
+
+  Tensor out = empty({B, H, T, D}, options);
+  Tensor lse = empty({B, H, T}, TensorOptions(kFloat32).device(gpu));
+  kernels::cuda::causal_attention_forward_with(kernel, q_gpu, k_gpu, v_gpu, scale, out, lse);
+  EXPECT_TRUE(allclose(out.cpu(), cpu.out, rtol, atol)) << what << " out";
+  EXPECT_TRUE(allclose(lse.cpu(), cpu.lse, 1e-5, 1e-5)) << what << " lse";
+
+  // Backward from the CPU forward results, so that only the backward differs.
+  Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options), dv = empty({B, H, T, D}, options);
+  kernels::cuda::causal_attention_backward_with(kernel, dout.to(gpu), q_gpu, k_gpu, v_gpu, cpu.out.to(gpu),
+                                                cpu.lse.to(gpu), scale, dq, dk, dv);
+  EXPECT_TRUE(allclose(dq.cpu(), cpu_g.dq, rtol, atol)) << what << " dq";
+  EXPECT_TRUE(allclose(dk.cpu(), cpu_g.dk, rtol, atol)) << what << " dk";
+  EXPECT_TRUE(allclose(dv.cpu(), cpu_g.dv, rtol, atol)) << what << " dv";
+}
+
+TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
+  BRIGADE_REQUIRE_CUDA();
+  const Device gpu = Device::cuda(0);
+  const Case cases[] = {{1, 1, 1, 64},  {2, 3, 37, 64},  {1, 2, 64, 64},  {1, 2, 65, 128},
+                        {1, 2, 130, 64}, {2, 1, 200, 128}, {1, 2, 70, 24}};
+  uint64_t seed = 11;
+  for (AttentionKernel kernel : all_attention_kernels()) {
+    for (DType dtype : {kFloat32, kBFloat16}) {
+      for (const Case& c : cases) {
+        const Shape shape{c.B, c.H, c.T, c.D};
+        const Tensor q = random(shape, dtype, seed++), k = random(shape, dtype, seed++);
+        const Tensor v = random(shape, dtype, seed++), dout = random(shape, dtype, seed++);
+        const std::string what = std::string(attention_kernel_name(kernel)) + " " + dtype_name(dtype) + " B" +
+                                 std::to_string(c.B) + " H" + std::to_string(c.H) + " T" + std::to_string(c.T) +
+                                 " D" + std::to_string(c.D) +
+                                 (attention_kernel_supports(kernel, dtype, c.D) ? "" : " (falls back to v1)");
+        expect_matches_cpu(kernel, q, k, v, dout, q.to(gpu), k.to(gpu), v.to(gpu), what);
+      }
+    }
+  }
+}
+
+// q, k, v as views of one packed [B, T, 3, H, D] projection (what a fused qkv Linear gives): row strides
+// 3 * H * D, head stride D, batch stride T * 3 * H * D.
+TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
+  BRIGADE_REQUIRE_CUDA();
+  const int64_t B = 2, T = 77, H = 3;
+  for (AttentionKernel kernel : all_attention_kernels()) {
+    for (int64_t D : {64, 128}) {
+      const Tensor qkv = random({B, T, 3, H, D}, kFloat32, 5 + D);
+      auto split = [&](const Tensor& packed, int64_t i) { return packed.permute({2, 0, 3, 1, 4}).select(0, i); };
+      const Tensor qkv_gpu = qkv.to(Device::cuda(0));
+      const Tensor dout = random({B, H, T, D}, kFloat32, 6 + D);
+      expect_matches_cpu(kernel, split(qkv, 0), split(qkv, 1), split(qkv, 2), dout, split(qkv_gpu, 0),
+                         split(qkv_gpu, 1), split(qkv_gpu, 2),
+                         std::string(attention_kernel_name(kernel)) + " strided D" + std::to_string(D));
+    }
+  }
+}
+#else
+TEST(CudaAttentionKernels, NeedsACudaBuild) {
+  GTEST_SKIP() << "brigade was built without CUDA: the per-version attention kernels do not exist";
+}
+#endif
+
+}  // namespace
+}  // namespace brigade
