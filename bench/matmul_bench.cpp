@@ -1,149 +1,192 @@
-// matmul benchmarks: the CPU GEMM (packed, blocked, OpenMP), and on CUDA brigade's kernels (v1 naive,
-// v2 tiled) side by side with the cuBLAS baseline. Square M = N = K products; FLOPs = 2 * n^3.
+// matmul benchmarks: the CPU GEMM (packed, blocked, OpenMP) through kernels::matmul, and on CUDA every
+// hand-written kernel of kernels/cuda/matmul.h (all_gemm_kernels() for each dtype it supports, so new
+// versions appear here without an edit) side by side with the cuBLAS baseline, called on preallocated
+// operands so that only the kernel is timed.
 //
-//   ./matmul_bench                                   # everything (CUDA cases skip without a GPU)
-//   ./matmul_bench --benchmark_filter=Cpu --benchmark_min_time=0.01   # a quick smoke run
-//   ./matmul_bench --benchmark_format=json > bench/results/matmul-<date>-<commit>-<device>.json
+//   ./matmul_bench                      # full run (CUDA cases only where a GPU is present)
+//   ./matmul_bench --smoke              # CI: small models and a small square, quick peaks
+//   scripts/bench_kernels.sh [--smoke] [OUTDIR]
 //
-// Counters: FLOP/s (a rate over wall time: the CPU cases use every OpenMP thread, the CUDA cases are
-// timed with CUDA events around each call) and, on CUDA, pct_peak against the H200 peaks: fp32 ~67 TFLOP/s
-// for float32, bf16 ~989 TFLOP/s (tensor cores) for bfloat16. brigade's own kernels do bfloat16 math on
-// the fp32 CUDA cores, so their bfloat16 ceiling is the fp32 one; cuBLAS uses the tensor cores.
+// Case names: matmul.<shape>/<model>/<dtype>/<device>/<impl>; impl "brigade" (CPU), the kernel's name
+// (gemm_kernel_name: "naive", "tiled", "vectorized", "warptiled", "wmma", ...) or "cublas". Shapes of one GPT layer (N = B*T rows, D = C/H):
+//   qkv      [N, C] x [C, 3C]          attn_proj [N, C] x [C, C]
+//   fc       [N, C] x [C, 4C]          fc_proj   [N, 4C] x [4C, C]
+//   logits   [N, C] x [V, C]^T (tied embedding)
+//   scores   [B*H, T, D] x [B*H, T, D]^T (batched)     att_v [B*H, T, T] x [B*H, T, D]
+//   square   n x n x n (4096 and 8192 on CUDA, where the peak is measured; 1024 on the CPU)
+// Work: 2 M N K FLOPs per product; bytes = each operand read once and C written once (the napkin lower
+// bound: a GEMM is compute-bound at these sizes, so pct_peak is against the compute peak).
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "bench/bench_support.h"
 #include "kernels/kernels.h"
-#include "tensor/stream.h"
 #include "tensor/tensor.h"
 #if BRIGADE_WITH_CUDA
+#include "kernels/backend.h"
 #include "kernels/cuda/matmul.h"
 #endif
 
 namespace {
 
+using brigade::Device;
 using brigade::DType;
 using brigade::Tensor;
-using brigade::kernels::MatmulBackend;
+using brigade::bench::Target;
+using brigade::bench::Work;
 
-double flops_of(int64_t n) {
-  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+struct Model {
+  std::string name;
+  int64_t B, T, C, H, V;
+};
+
+struct Gemm {
+  std::string name;
+  int64_t batch, m, n, k;
+  bool trans_b;  // b stored [n, k] (the logits' tied embedding, the attention scores' keys)
+};
+
+std::vector<Gemm> gemms_of(const Model& m) {
+  const int64_t N = m.B * m.T, C = m.C, D = m.C / m.H, BH = m.B * m.H;
+  return {{"qkv", 1, N, 3 * C, C, false},    {"attn_proj", 1, N, C, C, false}, {"fc", 1, N, 4 * C, C, false},
+          {"fc_proj", 1, N, C, 4 * C, false}, {"logits", 1, N, m.V, C, true},   {"scores", BH, m.T, m.T, D, true},
+          {"att_v", BH, m.T, D, m.T, false}};
 }
 
-void set_flop_rate(benchmark::State& state, double flops_per_iteration) {
-  state.counters["FLOP/s"] = benchmark::Counter(flops_per_iteration * static_cast<double>(state.iterations()),
-                                                benchmark::Counter::kIsRate);
-}
-
-// ---- CPU
-// ---------------------------------------------------------------------------------------------------
-
-template <DType kDType>
-void BM_CpuMatmul(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  brigade::Generator gen(1);
-  Tensor a = brigade::randn({n, n}, kDType, &gen);
-  Tensor b = brigade::randn({n, n}, kDType, &gen);
-  for (auto _ : state) {
-    Tensor c = brigade::kernels::matmul(a, b);
-    benchmark::DoNotOptimize(c.data_ptr());
+std::vector<Model> models(bool cuda) {
+  std::vector<Model> list = {{"addition", 128, 13, 64, 4, 16}, {"char128", 16, 64, 128, 4, 65}};
+  if (!brigade::bench::smoke()) {
+    list.push_back(cuda ? Model{"gpt2", 8, 1024, 768, 12, 50257} : Model{"gpt2-b1", 1, 1024, 768, 12, 50257});
   }
-  set_flop_rate(state, flops_of(n));
+  return list;
 }
-BENCHMARK(BM_CpuMatmul<brigade::kFloat32>)
-    ->Name("CpuMatmul/float32")
-    ->RangeMultiplier(2)
-    ->Range(128, 1024)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CpuMatmul<brigade::kBFloat16>)
-    ->Name("CpuMatmul/bfloat16")
-    ->Arg(512)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CpuMatmul<brigade::kFloat64>)
-    ->Name("CpuMatmul/float64")
-    ->Arg(512)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
 
-// ---- CUDA
-// ----------------------------------------------------------------------------------------------------
+Work work_of(const Gemm& g, DType dtype) {
+  const double b = static_cast<double>(g.batch), es = static_cast<double>(brigade::dtype_size(dtype));
+  const double m = static_cast<double>(g.m), n = static_cast<double>(g.n), k = static_cast<double>(g.k);
+  return {2.0 * b * m * n * k, b * (m * k + k * n + m * n) * es};
+}
 
-enum class CudaImpl { Naive, Tiled, Cublas };
+const char* short_name(DType dtype) { return dtype == brigade::kBFloat16 ? "bf16" : "f32"; }
 
-/// One product with the chosen implementation; Tiled and Cublas go through kernels::matmul and the switch.
-Tensor run_cuda(CudaImpl impl, const Tensor& a, const Tensor& b, const Tensor& c_for_naive) {
-  if (impl == CudaImpl::Naive) {
+std::string case_name(const Gemm& g, const std::string& model, DType dtype, bool cuda, const std::string& impl) {
+  return "matmul." + g.name + "/" + model + "/" + short_name(dtype) + "/" + (cuda ? "cuda" : "cpu") + "/" + impl;
+}
+
+/// Operands of one product on `device`: a [batch, m, k], b [batch, k, n] or [batch, n, k] when trans_b.
+struct Operands {
+  Tensor a, b;
+  Operands(const Gemm& g, DType dtype, const Device& device) {
+    brigade::Generator gen(1);
+    const brigade::TensorOptions options = brigade::TensorOptions(dtype).device(device);
+    a = brigade::randn({g.batch, g.m, g.k}, options, &gen);
+    b = brigade::randn(g.trans_b ? brigade::Shape{g.batch, g.n, g.k} : brigade::Shape{g.batch, g.k, g.n}, options, &gen);
+    if (g.batch == 1) {
+      a = a.view({g.m, g.k});
+      b = g.trans_b ? b.view({g.n, g.k}) : b.view({g.k, g.n});
+    }
+  }
+};
+
+// ---- CPU: the public op ------------------------------------------------------------------------------------
+
+void add_cpu(const Gemm& g, const std::string& model, DType dtype) {
+  const std::string name = case_name(g, model, dtype, false, "brigade");
+  benchmark::RegisterBenchmark(name.c_str(), [g, dtype](benchmark::State& state) {
+    brigade::bench::run_case(state, work_of(g, dtype), Target::Cpu, [&] {
+      auto ops = std::make_shared<Operands>(g, dtype, Device::cpu());
+      const bool trans_b = g.trans_b;
+      return [ops, trans_b] { benchmark::DoNotOptimize(brigade::kernels::matmul(ops->a, ops->b, false, trans_b).data_ptr()); };
+    });
+  })
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+// ---- CUDA: each hand-written kernel and cuBLAS on the same preallocated operands -------------------------
+
 #if BRIGADE_WITH_CUDA
-    const int64_t n = a.size(0);
-    brigade::kernels::GemmArgs args;
-    args.a = a.data_ptr();
-    args.b = b.data_ptr();
-    args.c = c_for_naive.data_ptr();
-    args.dtype = a.dtype();
-    args.m = args.n = args.k = n;
-    args.lda = args.ldb = args.ldc = n;
-    brigade::kernels::cuda::gemm_native(args, brigade::kernels::cuda::GemmKernel::Naive);
+namespace kcuda = brigade::kernels::cuda;
+
+/// impl: a kernel's name or "cublas".
+void add_cuda(const Gemm& g, const std::string& model, DType dtype, const std::string& impl, int kernel_index) {
+  const std::string name = case_name(g, model, dtype, true, impl);
+  const Target target = dtype == brigade::kBFloat16 ? Target::CudaBf16 : Target::CudaFp32;
+  benchmark::RegisterBenchmark(name.c_str(), [g, dtype, target, kernel_index](benchmark::State& state) {
+    brigade::bench::run_case(state, work_of(g, dtype), target, [&] {
+      const Device gpu = Device::cuda(0);
+      auto ops = std::make_shared<Operands>(g, dtype, gpu);
+      Tensor c = brigade::empty({g.batch, g.m, g.n}, brigade::TensorOptions(dtype).device(gpu));
+      brigade::kernels::GemmArgs args;
+      args.a = ops->a.data_ptr();
+      args.b = ops->b.data_ptr();
+      args.c = c.data_ptr();
+      args.dtype = dtype;
+      args.m = g.m;
+      args.n = g.n;
+      args.k = g.k;
+      args.lda = g.k;
+      args.ldb = g.trans_b ? g.k : g.n;
+      args.ldc = g.n;
+      args.trans_b = g.trans_b;
+      args.batch = g.batch;
+      args.stride_a = g.m * g.k;
+      args.stride_b = g.k * g.n;
+      args.stride_c = g.m * g.n;
+      return [ops, c, args, kernel_index] {
+        if (kernel_index < 0) {
+          kcuda::gemm_cublas(args);
+        } else {
+          kcuda::gemm_native(args, static_cast<kcuda::GemmKernel>(kernel_index));
+        }
+      };
+    });
+  })
+      ->UseManualTime()
+      ->Iterations(brigade::bench::cuda_iterations())
+      ->Unit(benchmark::kMicrosecond);
+}
+
+void register_cuda() {
+  std::vector<std::pair<std::string, Gemm>> cases;
+  for (const Model& m : models(true)) {
+    for (const Gemm& g : gemms_of(m)) cases.push_back({m.name, g});
+  }
+  const std::vector<int64_t> squares = brigade::bench::smoke() ? std::vector<int64_t>{1024}
+                                                               : std::vector<int64_t>{4096, 8192};
+  for (int64_t n : squares) cases.push_back({"square", {"square" + std::to_string(n), 1, n, n, n, false}});
+  for (DType dtype : {brigade::kFloat32, brigade::kBFloat16}) {
+    for (const auto& [model, g] : cases) {
+      for (kcuda::GemmKernel kernel : kcuda::all_gemm_kernels()) {
+        if (!kcuda::gemm_kernel_supports(kernel, dtype)) continue;
+        // The naive kernel at 8192^3 takes seconds per call and teaches nothing new.
+        if (kernel == kcuda::GemmKernel::Naive && g.m * g.n * g.k > (int64_t{1} << 36)) continue;
+        add_cuda(g, model, dtype, kcuda::gemm_kernel_name(kernel), static_cast<int>(kernel));
+      }
+      add_cuda(g, model, dtype, "cublas", -1);
+    }
+  }
+}
 #endif
-    return c_for_naive;
+
+void register_all() {
+  for (const Model& m : models(false)) {
+    for (const Gemm& g : gemms_of(m)) add_cpu(g, m.name, brigade::kFloat32);
   }
-  brigade::kernels::set_matmul_backend(impl == CudaImpl::Cublas ? MatmulBackend::Cublas
-                                                                : MatmulBackend::Native);
-  return brigade::kernels::matmul(a, b);
+  const int64_t square = brigade::bench::smoke() ? 256 : 1024;
+  add_cpu({"square" + std::to_string(square), 1, square, square, square, false}, "square", brigade::kFloat32);
+#if BRIGADE_WITH_CUDA
+  if (brigade::bench::gpu_present()) register_cuda();
+#endif
 }
-
-template <CudaImpl kImpl, DType kDType>
-void BM_CudaMatmul(benchmark::State& state) {
-  if (!brigade::cuda_available()) {
-    state.SkipWithError(("no CUDA device: " + brigade::cuda_unavailable_reason()).c_str());
-    return;
-  }
-  const int64_t n = state.range(0);
-  const brigade::Device gpu = brigade::Device::cuda();
-  const MatmulBackend saved = brigade::kernels::matmul_backend();
-  brigade::Generator gen(1);
-  Tensor a = brigade::randn({n, n}, brigade::TensorOptions().dtype(kDType).device(gpu), &gen);
-  Tensor b = brigade::randn({n, n}, brigade::TensorOptions().dtype(kDType).device(gpu), &gen);
-  Tensor c = brigade::empty({n, n}, brigade::TensorOptions().dtype(kDType).device(gpu));
-  run_cuda(kImpl, a, b, c);  // warm-up: module load, cuBLAS handle, allocator pool
-  brigade::Stream::current(gpu).synchronize();
-
-  brigade::Event start(true), stop(true);
-  double total_seconds = 0.0;
-  for (auto _ : state) {
-    start.record(gpu);
-    Tensor out = run_cuda(kImpl, a, b, c);
-    stop.record(gpu);
-    stop.synchronize();
-    const double seconds = start.elapsed_ms(stop) / 1e3;
-    total_seconds += seconds;
-    state.SetIterationTime(seconds);
-  }
-  brigade::kernels::set_matmul_backend(saved);
-  set_flop_rate(state, flops_of(n));
-  const double peak = kDType == brigade::kBFloat16 ? 989e12 : 67e12;
-  if (total_seconds > 0) {
-    state.counters["pct_peak"] =
-        100.0 * flops_of(n) * static_cast<double>(state.iterations()) / total_seconds / peak;
-  }
-}
-
-#define BRIGADE_CUDA_MATMUL_BENCH(impl, dtype, label)      \
-  BENCHMARK(BM_CudaMatmul<CudaImpl::impl, brigade::dtype>) \
-      ->Name("CudaMatmul/" label)                          \
-      ->Arg(256)                                           \
-      ->Arg(1024)                                          \
-      ->Arg(4096)                                          \
-      ->UseManualTime()                                    \
-      ->Unit(benchmark::kMicrosecond)
-
-BRIGADE_CUDA_MATMUL_BENCH(Naive, kFloat32, "naive/float32");
-BRIGADE_CUDA_MATMUL_BENCH(Tiled, kFloat32, "tiled/float32");
-BRIGADE_CUDA_MATMUL_BENCH(Cublas, kFloat32, "cublas/float32");
-BRIGADE_CUDA_MATMUL_BENCH(Tiled, kBFloat16, "tiled/bfloat16");
-BRIGADE_CUDA_MATMUL_BENCH(Cublas, kBFloat16, "cublas/bfloat16");
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  brigade::bench::init(&argc, argv);
+  register_all();
+  return brigade::bench::run_and_finish();
+}

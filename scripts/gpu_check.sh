@@ -84,8 +84,27 @@ if timeout 300 "$build/apps/brigade" train --device cuda --metrics "$OUT/train_c
 fi
 log "brigade train --device cuda: $train_cuda; $(grep -E '^done:|^held-out' "$OUT/train_cuda.log" | tr '\n' ' ')"
 
+# ---- issue 5 (benchmarks): the kernel suites on this GPU (own timeout: 120 s) ---------------------------------
+# scripts/bench_kernels.sh runs bench/kernels_bench and bench/matmul_bench on the CUDA cases only (the peaks are
+# measured at start-up: D2D copy, cuBLAS fp32/bf16 GEMM at 8192^3), 10 event-timed calls per case with the L2
+# flushed before each; JSON into $OUT/bench (commit it under bench/results/), and a PNG when matplotlib is there.
+bench_status=FAILED
+if BRIGADE_BUILD_DIR="$build" BRIGADE_BENCH_FILTER=/cuda/ BRIGADE_JOBS="$jobs" timeout 120 scripts/bench_kernels.sh "$OUT/bench" \
+     > "$OUT/bench_kernels.log" 2>&1; then
+  bench_status=ok
+fi
+bench_chart="no chart (matplotlib missing)"
+for py in /usr/bin/python3 python3; do
+  if "$py" -c 'import matplotlib' 2>/dev/null; then
+    "$py" scripts/bench_chart.py "$OUT"/bench/kernels-*.json "$OUT"/bench/matmul-*.json --device cuda \
+      -o "$OUT/bench/chart_cuda.png" >> "$OUT/bench_kernels.log" 2>&1 && bench_chart="chart_cuda.png"
+    break
+  fi
+done
+log "kernel benchmarks: $bench_status ($bench_chart); $(grep -cE '^  [a-z_]+_bench: FAILED' "$OUT/bench_kernels.log" || true) failed suites"
+
 # ---- summary ------------------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - start))
-summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; train on cuda $train_cuda; ${elapsed}s"
+summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; train on cuda $train_cuda; benchmarks $bench_status; ${elapsed}s"
 echo "$summary" | tee "$OUT/summary.txt"
-[ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$train_cuda" = ok ]
+[ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$train_cuda" = ok ] && [ "$bench_status" = ok ]
