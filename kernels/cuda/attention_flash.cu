@@ -2,7 +2,8 @@
 // kernels/cuda/attention.cu; kernels/cuda/attention_flash.h selects between them).
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] (stride 1 on D, other strides arbitrary), lse [B, H, T]
-//   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),  out_i = sum_j exp(s_ij - lse_i) v_j
+//   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),
+//             out_i = sum_j exp(s_ij - lse_i) v_j
 //   backward  p_ij = exp(s_ij - lse_i),  delta_i = dout_i.out_i,  ds_ij = p_ij (dout_i.v_j - delta_i)
 //             dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,  dv_j = sum_i p_ij dout_i
 // float32 and bfloat16 (read as bf16, math in fp32, rounded once on the way out), D = 64 or 128 (a template
@@ -128,8 +129,9 @@ __device__ __forceinline__ void store_transposed(const float (&v)[4][4], float* 
 
 /// Writes a thread's 4 rows x (4 * NH) columns (rows t0 + r < T) of a [B, H, T, D] output, times `mul`.
 template <typename T, int NH>
-__device__ __forceinline__ void write_rows(T* out, const Heads& a, int64_t bh, int64_t H, int64_t T_len, int64_t t0,
-                                           int col0, int col_step, const float (&acc)[4][4 * NH], const float (&mul)[4]) {
+__device__ __forceinline__ void write_rows(T* out, const Heads& a, int64_t bh, int64_t H, int64_t T_len,
+                                           int64_t t0, int col0, int col_step, const float (&acc)[4][4 * NH],
+                                           const float (&mul)[4]) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     if (t0 + r >= T_len) continue;
@@ -253,15 +255,15 @@ __global__ void attention_flash_delta_kernel(const T* __restrict__ dout, Heads g
   }
 }
 
-constexpr int kBwdThreads = 128;                // 16 x 8
-constexpr int kBwdOuter = 64, kBwdInner = 32;   // rows a block owns, rows per streamed tile
-constexpr int kBwdLdOuter = kBwdOuter + kPad;   // 68
-constexpr int kBwdLdInner = kBwdInner + kPad;   // 36
+constexpr int kBwdThreads = 128;               // 16 x 8
+constexpr int kBwdOuter = 64, kBwdInner = 32;  // rows a block owns, rows per streamed tile
+constexpr int kBwdLdOuter = kBwdOuter + kPad;  // 68
+constexpr int kBwdLdInner = kBwdInner + kPad;  // 36
 
 template <int D>
 constexpr int dkdv_shared_floats() {
-  return 2 * D * kBwdLdOuter + 2 * D * kBwdLdInner + 2 * kBwdInner * (D + kPad) + 2 * kBwdInner * kBwdLdOuter +
-         2 * kBwdInner;
+  return 2 * D * kBwdLdOuter + 2 * D * kBwdLdInner + 2 * kBwdInner * (D + kPad) +
+         2 * kBwdInner * kBwdLdOuter + 2 * kBwdInner;
 }
 
 template <typename T, int D>
@@ -342,8 +344,8 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kBwdThreads)
     attention_flash_dq_kernel(const T* __restrict__ dout, Heads ga, const T* __restrict__ q, Heads qa,
                               const T* __restrict__ k, Heads ka, const T* __restrict__ v, Heads va,
-                              const float* __restrict__ lse, const float* __restrict__ delta, T* __restrict__ dq,
-                              Heads dqa, int64_t H, int64_t T_len, float scale) {
+                              const float* __restrict__ lse, const float* __restrict__ delta,
+                              T* __restrict__ dq, Heads dqa, int64_t H, int64_t T_len, float scale) {
   constexpr int NH = D / 32;
   constexpr int LdN = D + kPad;
   extern __shared__ float4 shared_f4[];
@@ -455,7 +457,8 @@ void backward_flash(const Tensor& dout, const Tensor& q, const Tensor& k, const 
     allow_shared(kernel, bytes, device, name);
     kernel<<<tile_grid(T_len, kBwdOuter, BH, name), kBwdThreads, bytes, stream>>>(
         dout.data<T>(), heads(dout), q.data<T>(), heads(q), k.data<T>(), heads(k), v.data<T>(), heads(v),
-        lse.data<float>(), delta.data<float>(), dk.data<T>(), heads(dk), dv.data<T>(), heads(dv), H, T_len, s);
+        lse.data<float>(), delta.data<float>(), dk.data<T>(), heads(dk), dv.data<T>(), heads(dv), H, T_len,
+        s);
     BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_dkdv_kernel");
   }
   {
@@ -504,12 +507,13 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
   }
   if (q.numel() == 0) return;
   cudaStream_t stream = stream_for(q);
-  dispatch_flash(q.dtype(), q.size(3), [&]<typename T, int D>() { forward_flash<T, D>(q, k, v, scale, out, lse, stream); });
+  dispatch_flash(q.dtype(), q.size(3),
+                 [&]<typename T, int D>() { forward_flash<T, D>(q, k, v, scale, out, lse, stream); });
 }
 
-void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q, const Tensor& k,
-                                    const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
-                                    const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   if (!attention_kernel_supports(kernel, q.dtype(), q.size(3)) || kernel == AttentionKernel::Simple) {
     causal_attention_backward(dout, q, k, v, out, lse, scale, dq, dk, dv);
     return;

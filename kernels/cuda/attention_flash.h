@@ -37,8 +37,8 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
                                    double scale, const Tensor& out, const Tensor& lse);
 
 /// causal_attention_backward (kernels/backend.h) by `kernel` (v1 when !attention_kernel_supports).
-void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q, const Tensor& k,
-                                    const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
-                                    const Tensor& dq, const Tensor& dk, const Tensor& dv);
+void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
 }  // namespace brigade::kernels::cuda

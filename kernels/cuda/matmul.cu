@@ -238,8 +238,8 @@ const char* gemm_kernel_name(GemmKernel kernel) {
 }
 
 const std::vector<GemmKernel>& all_gemm_kernels() {
-  static const std::vector<GemmKernel> kernels = {GemmKernel::Naive, GemmKernel::Tiled, GemmKernel::Vectorized,
-                                                  GemmKernel::Warptiled, GemmKernel::Wmma};
+  static const std::vector<GemmKernel> kernels = {
+      GemmKernel::Naive, GemmKernel::Tiled, GemmKernel::Vectorized, GemmKernel::Warptiled, GemmKernel::Wmma};
   return kernels;
 }
 

@@ -18,8 +18,8 @@ namespace brigade::kernels::cuda {
 
 /// brigade's hand-written kernels (kernels/cuda/matmul*.cu).
 enum class GemmKernel {
-  Naive,       ///< v1: one thread per output element, straight from global memory (for teaching); all dtypes
-  Tiled,       ///< v2: shared-memory tiles, register-blocked (scalar loads); all dtypes; the fp32/fp64 default
+  Naive,  ///< v1: one thread per output element, straight from global memory (for teaching); all dtypes
+  Tiled,  ///< v2: shared-memory tiles, register-blocked (scalar loads); all dtypes; the fp32/fp64 default
   Vectorized,  ///< v3: float4 loads, op(A) tile transposed in shared memory, float4 shared reads; float32
   Warptiled,   ///< v4: v3 + warp tiles, BK 16, double-buffered shared memory; float32
   Wmma,        ///< v5: tensor cores through the WMMA API (bf16 in, fp32 accumulate); bfloat16; its default

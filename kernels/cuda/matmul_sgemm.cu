@@ -138,7 +138,8 @@ __device__ __forceinline__ void store_tile(bool k_contiguous, const float4 (&slo
 
 /// The operands of batch entry `b` as tile sources.
 __device__ __forceinline__ TileSource source_a(const GemmArgs& args, int64_t b, bool vec) {
-  return {static_cast<const float*>(args.a) + b * args.stride_a, args.lda, args.m, args.k, !args.trans_a, vec};
+  return {
+      static_cast<const float*>(args.a) + b * args.stride_a, args.lda, args.m, args.k, !args.trans_a, vec};
 }
 __device__ __forceinline__ TileSource source_b(const GemmArgs& args, int64_t b, bool vec) {
   return {static_cast<const float*>(args.b) + b * args.stride_b, args.ldb, args.n, args.k, args.trans_b, vec};
@@ -218,11 +219,11 @@ __global__ void __launch_bounds__(kThreads)
 // ---- v4: warp tiles, BK 16, double-buffered shared memory ----------------------------------------------
 
 constexpr int kV4BM = 128, kV4BN = 128, kV4BK = 16;
-constexpr int kV4WarpsM = 2, kV4WarpsN = 4;                                // 8 warps
-constexpr int kV4WM = kV4BM / kV4WarpsM, kV4WN = kV4BN / kV4WarpsN;        // 64 x 32 per warp
-constexpr int kV4LanesM = 8, kV4LanesN = 4;                                // lanes of a warp: 8 x 4
-constexpr int kV4SubM = kV4LanesM * 4, kV4SubN = kV4LanesN * 4;            // 32 x 16 per (im, in) step
-constexpr int kV4IterM = kV4WM / kV4SubM, kV4IterN = kV4WN / kV4SubN;      // 2 x 2
+constexpr int kV4WarpsM = 2, kV4WarpsN = 4;                            // 8 warps
+constexpr int kV4WM = kV4BM / kV4WarpsM, kV4WN = kV4BN / kV4WarpsN;    // 64 x 32 per warp
+constexpr int kV4LanesM = 8, kV4LanesN = 4;                            // lanes of a warp: 8 x 4
+constexpr int kV4SubM = kV4LanesM * 4, kV4SubN = kV4LanesN * 4;        // 32 x 16 per (im, in) step
+constexpr int kV4IterM = kV4WM / kV4SubM, kV4IterN = kV4WN / kV4SubN;  // 2 x 2
 static_assert(kV4WarpsM * kV4WarpsN * kWarpSize == kThreads && kV4LanesM * kV4LanesN == kWarpSize,
               "v4's warp and lane grids must cover the block");
 static_assert(kV4IterM * 4 == 8 && kV4IterN * 4 == 8, "v4 keeps 8 x 8 accumulators per thread");

@@ -45,11 +45,11 @@ namespace wmma = nvcuda::wmma;
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128, kBK = 32;
 constexpr int kWarpsM = 2, kWarpsN = 4;
-constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;  // 64 x 32 per warp
-constexpr int kFrag = 16;                                // m16 n16 k16
+constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;      // 64 x 32 per warp
+constexpr int kFrag = 16;                                    // m16 n16 k16
 constexpr int kFragsM = kWM / kFrag, kFragsN = kWN / kFrag;  // 4 x 2
-constexpr int kPad = 8;                                  // bf16 elements of padding per shared row
-constexpr int kLdA = kBK + kPad, kLdB = kBN + kPad;      // 40 and 136: multiples of 8 (wmma's ldm rule)
+constexpr int kPad = 8;                                      // bf16 elements of padding per shared row
+constexpr int kLdA = kBK + kPad, kLdB = kBN + kPad;          // 40 and 136: multiples of 8 (wmma's ldm rule)
 static_assert(kWarpsM * kWarpsN * kWarpSize == kThreads, "one warp per warp tile");
 // load_matrix_sync needs 32-byte aligned fragment pointers: row offsets that are multiples of 16 rows
 // times the row pitch, and column offsets that are multiples of 16 elements, must be multiples of 32 B.
@@ -114,10 +114,18 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBM;
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const int64_t b = batch_offset + blockIdx.z;
-  const Bf16Source a_src{static_cast<const uint16_t*>(args.a) + b * args.stride_a, args.lda, args.m, args.k,
-                         !args.trans_a, vec_a};
-  const Bf16Source b_src{static_cast<const uint16_t*>(args.b) + b * args.stride_b, args.ldb, args.k, args.n,
-                         !args.trans_b, vec_b};
+  const Bf16Source a_src{static_cast<const uint16_t*>(args.a) + b * args.stride_a,
+                         args.lda,
+                         args.m,
+                         args.k,
+                         !args.trans_a,
+                         vec_a};
+  const Bf16Source b_src{static_cast<const uint16_t*>(args.b) + b * args.stride_b,
+                         args.ldb,
+                         args.k,
+                         args.n,
+                         !args.trans_b,
+                         vec_b};
   bfloat16* c = static_cast<bfloat16*>(args.c) + b * args.stride_c;
 
   wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc[kFragsM][kFragsN];

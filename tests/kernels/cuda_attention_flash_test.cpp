@@ -70,7 +70,8 @@ void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k
   EXPECT_TRUE(allclose(lse.cpu(), cpu.lse, 1e-5, 1e-5)) << what << " lse";
 
   // Backward from the CPU forward results, so that only the backward differs.
-  Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options), dv = empty({B, H, T, D}, options);
+  Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options),
+         dv = empty({B, H, T, D}, options);
   kernels::cuda::causal_attention_backward_with(kernel, dout.to(gpu), q_gpu, k_gpu, v_gpu, cpu.out.to(gpu),
                                                 cpu.lse.to(gpu), scale, dq, dk, dv);
   EXPECT_TRUE(allclose(dq.cpu(), cpu_g.dq, rtol, atol)) << what << " dq";
@@ -81,7 +82,7 @@ void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k
 TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const Device gpu = Device::cuda(0);
-  const Case cases[] = {{1, 1, 1, 64},  {2, 3, 37, 64},  {1, 2, 64, 64},  {1, 2, 65, 128},
+  const Case cases[] = {{1, 1, 1, 64},   {2, 3, 37, 64},   {1, 2, 64, 64}, {1, 2, 65, 128},
                         {1, 2, 130, 64}, {2, 1, 200, 128}, {1, 2, 70, 24}};
   uint64_t seed = 11;
   for (AttentionKernel kernel : all_attention_kernels()) {
@@ -91,8 +92,8 @@ TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
         const Tensor q = random(shape, dtype, seed++), k = random(shape, dtype, seed++);
         const Tensor v = random(shape, dtype, seed++), dout = random(shape, dtype, seed++);
         const std::string what = std::string(attention_kernel_name(kernel)) + " " + dtype_name(dtype) + " B" +
-                                 std::to_string(c.B) + " H" + std::to_string(c.H) + " T" + std::to_string(c.T) +
-                                 " D" + std::to_string(c.D) +
+                                 std::to_string(c.B) + " H" + std::to_string(c.H) + " T" +
+                                 std::to_string(c.T) + " D" + std::to_string(c.D) +
                                  (attention_kernel_supports(kernel, dtype, c.D) ? "" : " (falls back to v1)");
         expect_matches_cpu(kernel, q, k, v, dout, q.to(gpu), k.to(gpu), v.to(gpu), what);
       }
@@ -108,7 +109,9 @@ TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
   for (AttentionKernel kernel : all_attention_kernels()) {
     for (int64_t D : {64, 128}) {
       const Tensor qkv = random({B, T, 3, H, D}, kFloat32, 5 + D);
-      auto split = [&](const Tensor& packed, int64_t i) { return packed.permute({2, 0, 3, 1, 4}).select(0, i); };
+      auto split = [&](const Tensor& packed, int64_t i) {
+        return packed.permute({2, 0, 3, 1, 4}).select(0, i);
+      };
       const Tensor qkv_gpu = qkv.to(Device::cuda(0));
       const Tensor dout = random({B, H, T, D}, kFloat32, 6 + D);
       expect_matches_cpu(kernel, split(qkv, 0), split(qkv, 1), split(qkv, 2), dout, split(qkv_gpu, 0),

@@ -216,8 +216,8 @@ TEST(CudaGemmKernels, EveryKernelMatchesReference) {
         Tensor c = empty({2, s.m, s.n}, TensorOptions().dtype(dtype).device(gpu));
         run_kernel(kernel, a.to(gpu), b.to(gpu), c, ta, tb);
         EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype)))
-            << gemm_kernel_name(kernel) << " " << testing::shape_name(s) << " ta=" << ta << " tb=" << tb << " "
-            << dtype_name(dtype);
+            << gemm_kernel_name(kernel) << " " << testing::shape_name(s) << " ta=" << ta << " tb=" << tb
+            << " " << dtype_name(dtype);
       }
     }
   }
@@ -257,11 +257,13 @@ TEST(CudaGemmKernels, PaddedMisalignedAndBroadcastOperands) {
         EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype))) << what;
         // Padding: the columns right of the view, and (offset 1) the first row and column.
         Tensor right = c_store.narrow(2, offset + kN, pc - offset - kN);
-        EXPECT_TRUE(testing::allclose(right, full(right.shape(), kSentinel), 0.0, 0.0)) << what << " right pad";
+        EXPECT_TRUE(testing::allclose(right, full(right.shape(), kSentinel), 0.0, 0.0))
+            << what << " right pad";
         if (offset == 1) {
           Tensor top = c_store.narrow(1, 0, 1), left = c_store.narrow(2, 0, 1);
           EXPECT_TRUE(testing::allclose(top, full(top.shape(), kSentinel), 0.0, 0.0)) << what << " top row";
-          EXPECT_TRUE(testing::allclose(left, full(left.shape(), kSentinel), 0.0, 0.0)) << what << " left col";
+          EXPECT_TRUE(testing::allclose(left, full(left.shape(), kSentinel), 0.0, 0.0))
+              << what << " left col";
         }
       }
     }
