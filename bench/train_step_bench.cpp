@@ -4,6 +4,13 @@
 //   ./train_step_bench --benchmark_filter=TrainStep                       # ms per step, tokens/s
 //   OMP_NUM_THREADS=1 ./train_step_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   ./train_step_bench --benchmark_filter=Kernel --benchmark_min_time=0.05  # the kernels
+//   ./train_step_bench --step-median --layers 2 --embd 64 --heads 4 --block 13 --batch 128 --vocab 13
+//       --threads 1 [--steps 20 --warmup 3]    # one line: median ms/step (the PyTorch comparison's format)
+//
+// --step-median mode is brigade's half of scripts/bench_cpu_vs_torch.sh: the same model, batch and step as
+// bench/torch_train_step.py (AdamW lr 1e-3, betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on >= 2-d
+// parameters; clip at 1.0; the `brigade train` step), each step timed alone, and one line printed:
+//     brigade ms/step median M min A max B steps N threads T
 //
 // TrainStep/L/C/T/B: L layers, n_embd C, 4 heads, context T, batch B, vocabulary 16 (the default corpus
 // of `brigade train` is a 14-character reversed-addition task: its line is 13 tokens, its model 2 x 128).
@@ -15,9 +22,16 @@
 // the 2 x 128, T = 64, B = 16 model feeds each kernel. Counters: bytes/s (the bytes the kernel must read
 // and write once, a memory-bandwidth view) or FLOP/s for matmuls.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -292,5 +306,86 @@ BENCHMARK(BM_KernelMatmul)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// ---- --step-median: the PyTorch comparison ---------------------------------------------------------------
+
+struct StepMedianArgs {
+  int64_t layers = 2, embd = 64, heads = 4, block = 13, batch = 128, vocab = 13, threads = 1, steps = 20,
+          warmup = 3;
+};
+
+/// Parses "--name value" pairs after --step-median; exits with status 2 and a usage line on a bad flag.
+StepMedianArgs parse_step_median(int argc, char** argv) {
+  StepMedianArgs a;
+  const std::vector<std::pair<const char*, int64_t*>> flags = {
+      {"--layers", &a.layers},   {"--embd", &a.embd},   {"--heads", &a.heads},
+      {"--block", &a.block},     {"--batch", &a.batch}, {"--vocab", &a.vocab},
+      {"--threads", &a.threads}, {"--steps", &a.steps}, {"--warmup", &a.warmup}};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--step-median") == 0) continue;
+    auto flag = std::find_if(flags.begin(), flags.end(),
+                             [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
+    char* end = nullptr;
+    const long long value = (flag != flags.end() && i + 1 < argc) ? std::strtoll(argv[i + 1], &end, 10) : 0;
+    if (flag == flags.end() || end == nullptr || *end != '\0' || value <= 0) {
+      std::fprintf(stderr,
+                   "usage: train_step_bench --step-median [--layers N] [--embd N] [--heads N] [--block N] "
+                   "[--batch N] [--vocab N] [--threads N] [--steps N] [--warmup N] (positive integers); bad "
+                   "argument '%s'\n",
+                   argv[i]);
+      std::exit(2);
+    }
+    *flag->second = value;
+    ++i;
+  }
+  return a;
+}
+
+int run_step_median(const StepMedianArgs& a) {
+  omp_set_num_threads(static_cast<int>(a.threads));
+  brigade::nn::GPTConfig config;
+  config.vocab_size = a.vocab;
+  config.block_size = a.block;
+  config.n_layer = a.layers;
+  config.n_head = a.heads;
+  config.n_embd = a.embd;
+  brigade::nn::GPT model(config, /*seed=*/1337);
+  brigade::nn::AdamW opt(
+      brigade::nn::decay_groups(model, 0.1),
+      brigade::nn::AdamWOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
+  const Tensor x = random_ids(a.batch, a.block, a.vocab, 1);
+  const Tensor y = random_ids(a.batch, a.block, a.vocab, 2);
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = brigade::nn::GPT::loss(model.forward(x), y);
+    loss.backward();
+    brigade::nn::clip_grad_norm(model.parameters(), 1.0);
+    opt.step();
+  };
+  for (int64_t i = 0; i < a.warmup; ++i) step();
+  std::vector<double> ms;
+  for (int64_t i = 0; i < a.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  std::printf("brigade ms/step median %.3f min %.3f max %.3f steps %zu threads %d\n", median, sorted.front(),
+              sorted.back(), n, omp_get_max_threads());
+  return 0;
+}
+
 }  // namespace
-BENCHMARK_MAIN();
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--step-median") == 0) return run_step_median(parse_step_median(argc, argv));
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/attention.h"
 #include "autograd/ops.h"
 #include "kernels/kernels.h"
 #include "tensor/error.h"
@@ -24,25 +25,32 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   BRIGADE_CHECK_SHAPE(x.dim() == 3 && x.size(2) == embd_, "CausalSelfAttention: expected input [B, T, ",
                       embd_, "], found ", shape_str(x.shape()));
   const int64_t B = x.size(0), T = x.size(1), H = heads_, D = embd_ / heads_;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
 
   // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
   Tensor heads = (*qkv_)(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-  // q is scaled by 1/sqrt(D) on its way to a contiguous layout (the multiply writes a fresh contiguous
-  // tensor, so this costs no extra pass, whereas scaling the [B*H, T, T] scores would).
-  Tensor q = (heads.select(0, 0) * (1.0 / std::sqrt(static_cast<double>(D)))).view({B * H, T, D});
-  Tensor k = heads.select(0, 1).reshape({B * H, T, D});
-  Tensor v = heads.select(0, 2).reshape({B * H, T, D});
-
-  // Built per call (a T x T fill, small next to the GEMMs) rather than cached, so that one module can
-  // run on several threads at once.
-  const Tensor mask = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
-  Tensor scores = matmul(q, k, false, true);  // [B*H, T, T], already divided by sqrt(D)
-  scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
-  Tensor att = (*attn_drop_)(softmax(scores));
-  Tensor y = matmul(att, v);  // [B*H, T, D]
+  Tensor y;  // [B, H, T, D]
+  if (!attn_drop_->is_training() || attn_drop_->p() == 0.0) {
+    // Fused: reads q, k, v in place from the projection (stride 1 on D) and keeps no [T, T] matrix.
+    y = causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), scale);
+  } else {
+    // Dropout on the attention weights needs the weights: the unfused path.
+    // q is scaled by 1/sqrt(D) on its way to a contiguous layout (the multiply writes a fresh contiguous
+    // tensor, so this costs no extra pass, whereas scaling the [B*H, T, T] scores would).
+    Tensor q = (heads.select(0, 0) * scale).view({B * H, T, D});
+    Tensor k = heads.select(0, 1).reshape({B * H, T, D});
+    Tensor v = heads.select(0, 2).reshape({B * H, T, D});
+    // Built per call (a T x T fill, small next to the GEMMs) rather than cached, so that one module can
+    // run on several threads at once.
+    const Tensor mask = kernels::causal_mask(T, TensorOptions(kFloat32).device(x.device()));
+    Tensor scores = matmul(q, k, false, true);  // [B*H, T, T], already divided by sqrt(D)
+    scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
+    Tensor att = (*attn_drop_)(softmax(scores));
+    y = matmul(att, v).view({B, H, T, D});
+  }
 
   // Merge the heads back: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
-  y = y.view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, embd_});
+  y = y.permute({0, 2, 1, 3}).reshape({B, T, embd_});
   return (*resid_drop_)((*proj_)(y));
 }
 

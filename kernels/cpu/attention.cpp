@@ -1,28 +1,35 @@
 // CPU fused causal attention, forward and backward (kernels.h: causal_attention).
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] (stride 1 on D, any other strides), lse [B, H, T]
-//   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),  out_i = sum_j exp(s_ij - lse_i)
-//   v_j backward  p_ij = exp(s_ij - lse_i) recomputed,  delta_i = dout_i.out_i,  dp_ij = dout_i.v_j,
+//   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),
+//             out_i = sum_j exp(s_ij - lse_i) v_j
+//   backward  p_ij = exp(s_ij - lse_i) recomputed,  delta_i = dout_i.out_i,  dp_ij = dout_i.v_j,
 //             ds_ij = p_ij (dp_ij - delta_i),  dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,
 //             dv_j = sum_i p_ij dout_i
 //
 // Work split: one (b, h) pair is one task, done whole by one thread (OpenMP over the B * H tasks when the
 // product is big enough to pay for a parallel region), so every output element is summed in a fixed order
-// whatever the thread count: results do not depend on it. A task copies its q, k, v (and dout) into the
-// thread's scratch in the accumulation type (float for float32/bfloat16, double for float64), k and v also
-// transposed to [D, T], then walks the query rows: only one row of T scores lives at a time (no T x T
-// matrix). Every inner loop is an axpy, lane-wise, that g++ vectorises:
-//   scores  s[0..i] += q_i[d] * kT[d][0..i]     over d        (i + 1 wide)
-//   out_i  += p_j * v_j                          over j <= i   (D wide)
-// and in backward dp the same way as s (vT), dq_i += ds_j k_j, dk_j += ds_j q_i, dv_j += p_j dout_i (D wide),
-// dk and dv accumulated per task in scratch. float32 exp uses vector_math.h's exp (~2 ulp), float64 libm.
-// The float path is compiled twice, for baseline x86-64 and for AVX2 (picked at run time): no FMA and only
-// lane-wise operations, so both give the same bits.
+// whatever the thread count: results do not depend on it. No T x T matrix is made: a task holds the scores
+// of a few query rows at a time.
 //
-// Napkin math, per (b, h): forward 2 T(T+1)/2 D multiply-adds (scores + weighted sum), backward 5. At the
-// small GPTs' shapes (T = 13..64, D = 16..32) a task is 3-70 k multiply-adds: the attention of a whole
-// training step is a few % of its GEMM work, and the copies into scratch (3-4 T D values) are cheap next to
-// the T^2 D loops once T >= 16.
+// float32 and bfloat16 (the fast path): a task copies its q, k, v, dout into the thread's scratch as float,
+// zero-padded to whole vectors (D to Dp, a multiple of the lane count L; k and v also transposed to
+// [Dp, Tp]), then walks the queries in blocks of kRows = 4 rows. Every product is a small register-blocked
+// tile, 4 rows x L columns of accumulators, each step one vector load and 4 broadcast multiply-adds:
+//   forward   S = Q_blk K^T (over d), masked to -inf above the diagonal, row max, P = exp(S - max), row sums
+//             l; O_blk = P V (over j) / l
+//   backward  S again, P = exp(S - lse), dP = dO_blk V^T, dS = P (dP - delta) scale; dQ_blk = dS K,
+//             dK += dS^T Q_blk, dV += P^T dO_blk (each over the block's rows, Q_blk/dO_blk held in registers)
+// Vector code is written on GCC vector types (vector_math.h, including its exp, ~2 ulp) and compiled twice,
+// for baseline x86-64 (4 lanes) and AVX2 (8 lanes, picked at run time). No FMA, lane-wise operations only,
+// and every element summed in the same order (d ascending, j ascending, rows ascending), so both give the
+// same bits; row sums are scalar, j ascending.
+// float64 (gradcheck's dtype, accuracy over speed): the same formulas row by row with libm's exp.
+//
+// Napkin math, per (b, h): forward 2 T(T+1)/2 D multiply-adds (scores + weighted sum), backward 5; the tiles
+// also compute the masked half of each diagonal block (~L/2 columns per row). At the small GPTs' shapes
+// (T = 13..64, D = 16..32) a task is 3-70 k multiply-adds: the attention of a training step is ~5% of its
+// GEMM work, so the tiles aim at the GEMM's rate per multiply-add rather than at the last few percent.
 
 // The 8-lane templates of vector_math.h are inlined into this file's AVX2 functions (see elementwise.cpp).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -130,6 +137,8 @@ BRIGADE_VECTOR_INLINE void exp_shifted(A* p, A shift, int64_t n) {
     for (int64_t j = 0; j < n; ++j) p[j] = std::exp(p[j] - shift);
   }
 }
+
+// ---- float64: row by row ----------------------------------------------------------------------------------
 
 // ---- forward ----------------------------------------------------------------------------------------------
 
@@ -254,13 +263,241 @@ void backward_all(BackwardTask<T> task_fn, const Problem& pr, const Heads& dout,
   }
 }
 
+// ---- float32 / bfloat16: register tiles
+// ----------------------------------------------------------------------
+
+constexpr int64_t kRows = 4;  // query rows per block: 4 accumulators + 1 load + 1 broadcast of 16 registers
+
+inline int64_t round_up(int64_t x, int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+/// The padded sizes of one task: Dp, Tp multiples of L (the vector width), Tr of kRows.
+struct TileSizes {
+  int64_t T, D, Dp, Tp, Tr;
+  TileSizes(int64_t t, int64_t d, int64_t lanes)
+      : T(t), D(d), Dp(round_up(d, lanes)), Tp(round_up(t, lanes)), Tr(round_up(t, kRows)) {}
+};
+
+/// Rows [0, T) of (b, h) into dst [rows_padded, Dp] as float (padding is zero: columns D..Dp and rows
+/// T..rows_padded), or transposed into dst [Dp, Tp].
+template <typename T>
+BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, const TileSizes& z,
+                                       int64_t rows_padded, float* dst, bool transpose) {
+  if (transpose) {
+    std::fill(dst, dst + z.Dp * z.Tp, 0.0f);
+    for (int64_t t = 0; t < z.T; ++t) {
+      const T* row = src.row<T>(b, h, t);
+      for (int64_t d = 0; d < z.D; ++d) dst[d * z.Tp + t] = static_cast<float>(row[d]);
+    }
+    return;
+  }
+  std::fill(dst, dst + rows_padded * z.Dp, 0.0f);
+  for (int64_t t = 0; t < z.T; ++t) {
+    const T* row = src.row<T>(b, h, t);
+    for (int64_t d = 0; d < z.D; ++d) dst[t * z.Dp + d] = static_cast<float>(row[d]);
+  }
+}
+
+/// s[r][c] = scale * sum_d x[r][d] yt[d][c] for r < kRows, c < cols (a multiple of L): x [kRows, >= depth]
+/// with row stride ldx, yt [depth, >= cols] with row stride ldy, s [kRows, >= cols] with row stride lds.
+template <typename V>
+BRIGADE_VECTOR_INLINE void tile_x_yt(const float* x, int64_t ldx, const float* yt, int64_t ldy, int64_t depth,
+                                     int64_t cols, float scale, float* s, int64_t lds) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  for (int64_t c = 0; c < cols; c += L) {
+    V acc[kRows] = {};
+    for (int64_t d = 0; d < depth; ++d) {
+      const V y = detail::load_v<V>(yt + d * ldy + c);
+      for (int64_t r = 0; r < kRows; ++r) acc[r] += x[r * ldx + d] * y;
+    }
+    for (int64_t r = 0; r < kRows; ++r) detail::store_v(s + r * lds + c, acc[r] * scale);
+  }
+}
+
+/// out[r][c] = sum_{j < n} p[r][j] y[j][c] for r < kRows, c < Dp: p [kRows, >= n] (row stride ldp), y [n,
+/// Dp].
+template <typename V>
+BRIGADE_VECTOR_INLINE void tile_p_y(const float* p, int64_t ldp, int64_t n, const float* y, int64_t Dp,
+                                    float* out) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  for (int64_t c = 0; c < Dp; c += L) {
+    V acc[kRows] = {};
+    for (int64_t j = 0; j < n; ++j) {
+      const V yv = detail::load_v<V>(y + j * Dp + c);
+      for (int64_t r = 0; r < kRows; ++r) acc[r] += p[r * ldp + j] * yv;
+    }
+    for (int64_t r = 0; r < kRows; ++r) detail::store_v(out + r * Dp + c, acc[r]);
+  }
+}
+
+/// acc[j][c] += sum_r p[r][j] x[r][c] for j < n, c < Dp: p [kRows, >= n] (row stride ldp), x [kRows, Dp],
+/// acc [n, Dp]. The rows of x stay in registers while j runs.
+template <typename V>
+BRIGADE_VECTOR_INLINE void tile_pt_x(const float* p, int64_t ldp, int64_t n, const float* x, int64_t Dp,
+                                     float* acc) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  for (int64_t c = 0; c < Dp; c += L) {
+    V xr[kRows];
+    for (int64_t r = 0; r < kRows; ++r) xr[r] = detail::load_v<V>(x + r * Dp + c);
+    for (int64_t j = 0; j < n; ++j) {
+      V a = detail::load_v<V>(acc + j * Dp + c);
+      for (int64_t r = 0; r < kRows; ++r) a += p[r * ldp + j] * xr[r];
+      detail::store_v(acc + j * Dp + c, a);
+    }
+  }
+}
+
+/// Row r of a block starting at query i0 sees keys j <= i0 + r: s[r][j] = -inf beyond, up to `cols`.
+BRIGADE_VECTOR_INLINE void mask_block(float* s, int64_t lds, int64_t i0, int64_t cols) {
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t j = i0 + r + 1; j < cols; ++j) s[r * lds + j] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+/// p[j] = exp(p[j] - shift) for j < cols (a multiple of L); -inf gives 0.
+template <typename V>
+BRIGADE_VECTOR_INLINE void exp_row(float* p, float shift, int64_t cols) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  for (int64_t j = 0; j < cols; j += L)
+    detail::store_v(p + j, detail::exp_v(detail::load_v<V>(p + j) - shift));
+}
+
+template <typename T, typename V>
+BRIGADE_VECTOR_INLINE void forward_tiles(const Problem& pr, int64_t b, int64_t h, const Heads& q,
+                                         const Heads& k, const Heads& v, const Heads& out, float* lse) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  const TileSizes z(pr.T, pr.D, L);
+  float* qs =
+      scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + kRows * z.Tp + kRows * z.Dp));
+  float* kT = qs + z.Tr * z.Dp;  // [Dp, Tp]
+  float* vs = kT + z.Dp * z.Tp;  // [Tp, Dp]
+  float* s = vs + z.Tp * z.Dp;   // [kRows, Tp]
+  float* o = s + kRows * z.Tp;   // [kRows, Dp]
+  load_padded<T>(q, b, h, z, z.Tr, qs, false);
+  load_padded<T>(k, b, h, z, 0, kT, true);
+  load_padded<T>(v, b, h, z, z.Tp, vs, false);
+  const auto scale = static_cast<float>(pr.scale);
+  for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
+    const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees
+    const int64_t cols = round_up(keys, L);
+    tile_x_yt<V>(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
+    mask_block(s, z.Tp, i0, cols);
+    float inv[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* row = s + r * z.Tp;
+      float m = row[0];
+      for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
+      exp_row<V>(row, m, cols);
+      float l = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) l += row[j];
+      inv[r] = 1.0f / l;
+      if (i0 + r < z.T) lse[i0 + r] = m + std::log(l);
+    }
+    tile_p_y<V>(s, z.Tp, keys, vs, z.Dp, o);
+    for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
+      T* dst = out.mutable_row<T>(b, h, i0 + r);
+      for (int64_t d = 0; d < z.D; ++d) dst[d] = static_cast<T>(o[r * z.Dp + d] * inv[r]);
+    }
+  }
+}
+
+template <typename T, typename V>
+BRIGADE_VECTOR_INLINE void backward_tiles(const Problem& pr, int64_t b, int64_t h, const Heads& dout,
+                                          const Heads& q, const Heads& k, const Heads& v, const Heads& out,
+                                          const float* lse, const Heads& dq, const Heads& dk,
+                                          const Heads& dv) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  const TileSizes z(pr.T, pr.D, L);
+  const int64_t rows_block = z.Tr * z.Dp, t_block = z.Dp * z.Tp;
+  float* qs =
+      scratch<float>(static_cast<size_t>(2 * rows_block + 5 * t_block + 2 * kRows * z.Tp + kRows * z.Dp));
+  float* gs = qs + rows_block;     // dout [Tr, Dp]
+  float* ks = gs + rows_block;     // k [Tp, Dp]
+  float* kT = ks + t_block;        // k [Dp, Tp]
+  float* vT = kT + t_block;        // v [Dp, Tp]
+  float* dks = vT + t_block;       // dk accumulator [Tp, Dp]
+  float* dvs = dks + t_block;      // dv accumulator [Tp, Dp]
+  float* p = dvs + t_block;        // [kRows, Tp] probabilities
+  float* ds = p + kRows * z.Tp;    // [kRows, Tp] dp, then ds
+  float* dqb = ds + kRows * z.Tp;  // [kRows, Dp]
+  load_padded<T>(q, b, h, z, z.Tr, qs, false);
+  load_padded<T>(dout, b, h, z, z.Tr, gs, false);
+  load_padded<T>(k, b, h, z, z.Tp, ks, false);
+  load_padded<T>(k, b, h, z, 0, kT, true);
+  load_padded<T>(v, b, h, z, 0, vT, true);
+  std::fill(dks, dks + 2 * t_block, 0.0f);
+  const auto scale = static_cast<float>(pr.scale);
+  for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
+    const int64_t keys = std::min(i0 + kRows, z.T);
+    const int64_t cols = round_up(keys, L);
+    tile_x_yt<V>(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, p, z.Tp);
+    mask_block(p, z.Tp, i0, cols);
+    tile_x_yt<V>(gs + i0 * z.Dp, z.Dp, vT, z.Tp, z.D, cols, 1.0f, ds, z.Tp);  // dp
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t i = i0 + r;
+      float* prow = p + r * z.Tp;
+      float* srow = ds + r * z.Tp;
+      if (i >= z.T) {  // a padding row: contributes nothing
+        std::fill(prow, prow + cols, 0.0f);
+        std::fill(srow, srow + cols, 0.0f);
+        continue;
+      }
+      exp_row<V>(prow, lse[i], cols);
+      const T* orow = out.row<T>(b, h, i);
+      const float* grow = gs + i * z.Dp;
+      float delta = 0.0f;
+      for (int64_t d = 0; d < z.D; ++d) delta += grow[d] * static_cast<float>(orow[d]);
+      for (int64_t j = 0; j < cols; ++j) srow[j] = prow[j] * (srow[j] - delta) * scale;
+    }
+    tile_p_y<V>(ds, z.Tp, keys, ks, z.Dp, dqb);
+    for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
+      T* dst = dq.mutable_row<T>(b, h, i0 + r);
+      for (int64_t d = 0; d < z.D; ++d) dst[d] = static_cast<T>(dqb[r * z.Dp + d]);
+    }
+    tile_pt_x<V>(ds, z.Tp, keys, qs + i0 * z.Dp, z.Dp, dks);
+    tile_pt_x<V>(p, z.Tp, keys, gs + i0 * z.Dp, z.Dp, dvs);
+  }
+  for (int64_t t = 0; t < z.T; ++t) {
+    T* dkr = dk.mutable_row<T>(b, h, t);
+    T* dvr = dv.mutable_row<T>(b, h, t);
+    for (int64_t d = 0; d < z.D; ++d) {
+      dkr[d] = static_cast<T>(dks[t * z.Dp + d]);
+      dvr[d] = static_cast<T>(dvs[t * z.Dp + d]);
+    }
+  }
+}
+
+/// The task for dtype T: register tiles for float accumulation, rows for double.
+template <typename T, typename V>
+BRIGADE_VECTOR_INLINE void forward_any(const Problem& pr, int64_t b, int64_t h, const Heads& q,
+                                       const Heads& k, const Heads& v, const Heads& out, acc_t<T>* lse) {
+  if constexpr (std::is_same_v<acc_t<T>, float>) {
+    forward_tiles<T, V>(pr, b, h, q, k, v, out, lse);
+  } else {
+    forward_task<T, V>(pr, b, h, q, k, v, out, lse);
+  }
+}
+
+template <typename T, typename V>
+BRIGADE_VECTOR_INLINE void backward_any(const Problem& pr, int64_t b, int64_t h, const Heads& dout,
+                                        const Heads& q, const Heads& k, const Heads& v, const Heads& out,
+                                        const acc_t<T>* lse, const Heads& dq, const Heads& dk,
+                                        const Heads& dv) {
+  if constexpr (std::is_same_v<acc_t<T>, float>) {
+    backward_tiles<T, V>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
+  } else {
+    backward_task<T, V>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
+  }
+}
+
 // ---- instantiations: baseline and AVX2 (the OpenMP loops stay outside the target-specific code) ---------
 
 template <typename T>
 __attribute__((noinline)) void forward_task_baseline(const Problem& pr, int64_t b, int64_t h, const Heads& q,
                                                      const Heads& k, const Heads& v, const Heads& out,
                                                      acc_t<T>* lse) {
-  forward_task<T, detail::f32x4>(pr, b, h, q, k, v, out, lse);
+  forward_any<T, detail::f32x4>(pr, b, h, q, k, v, out, lse);
 }
 
 template <typename T>
@@ -268,7 +505,7 @@ __attribute__((noinline)) void backward_task_baseline(const Problem& pr, int64_t
                                                       const Heads& dout, const Heads& q, const Heads& k,
                                                       const Heads& v, const Heads& out, const acc_t<T>* lse,
                                                       const Heads& dq, const Heads& dk, const Heads& dv) {
-  backward_task<T, detail::f32x4>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
+  backward_any<T, detail::f32x4>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
 }
 
 #if BRIGADE_CPU_AVX2
@@ -277,7 +514,7 @@ __attribute__((target("avx2"), noinline)) void forward_task_avx2(const Problem& 
                                                                  const Heads& q, const Heads& k,
                                                                  const Heads& v, const Heads& out,
                                                                  acc_t<T>* lse) {
-  forward_task<T, detail::f32x8>(pr, b, h, q, k, v, out, lse);
+  forward_any<T, detail::f32x8>(pr, b, h, q, k, v, out, lse);
 }
 
 template <typename T>
@@ -287,7 +524,7 @@ __attribute__((target("avx2"), noinline)) void backward_task_avx2(const Problem&
                                                                   const Heads& out, const acc_t<T>* lse,
                                                                   const Heads& dq, const Heads& dk,
                                                                   const Heads& dv) {
-  backward_task<T, detail::f32x8>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
+  backward_any<T, detail::f32x8>(pr, b, h, dout, q, k, v, out, lse, dq, dk, dv);
 }
 #endif
 
