@@ -11,8 +11,9 @@ attention. One training step is what `brigade train` does (nn/trainer.cpp): zero
 mean cross-entropy, backward, clip the global gradient norm to 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), eps
 1e-8, weight decay 0.1 on the >= 2-d parameters and 0 on biases and LayerNorm weights).
 
-It runs `--warmup` steps, then times `--steps` steps one by one (time.perf_counter) and prints one line:
-    torch ms/step median M min A max B steps N threads T
+It runs `--warmup` steps, then times `--steps` steps one by one (time.perf_counter for wall time,
+time.process_time for the CPU time of all the process's threads) and prints one line:
+    torch ms/step median M min A max B steps N threads T cpu_ms/step median C
 The batch is fixed random token ids (the step's cost does not depend on the values).
 
 Usage: /usr/bin/python3 bench/torch_train_step.py --layers 2 --embd 64 --heads 4 --block 13 --batch 128 \
@@ -113,13 +114,14 @@ def main():
 
     for _ in range(args.warmup):
         step()
-    times = []
+    times, cpu_times = [], []
     for _ in range(args.steps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         times.append(1e3 * (time.perf_counter() - start))
+        cpu_times.append(1e3 * (time.process_time() - cpu_start))
     print(f"torch ms/step median {statistics.median(times):.3f} min {min(times):.3f} max {max(times):.3f} "
-          f"steps {args.steps} threads {torch.get_num_threads()}")
+          f"steps {args.steps} threads {torch.get_num_threads()} cpu_ms/step median {statistics.median(cpu_times):.3f}")
     return 0
 
 

@@ -10,7 +10,8 @@
 // --step-median mode is brigade's half of scripts/bench_cpu_vs_torch.sh: the same model, batch and step as
 // bench/torch_train_step.py (AdamW lr 1e-3, betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on >= 2-d
 // parameters; clip at 1.0; the `brigade train` step), each step timed alone, and one line printed:
-//     brigade ms/step median M min A max B steps N threads T
+//     brigade ms/step median M min A max B steps N threads T cpu_ms/step median C
+// (C: the CPU time of all the process's threads per step, which a loaded machine inflates far less).
 //
 // TrainStep/L/C/T/B: L layers, n_embd C, 4 heads, context T, batch B, vocabulary 16 (the default corpus
 // of `brigade train` is a 14-character reversed-addition task: its line is 13 tokens, its model 2 x 128).
@@ -30,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -340,6 +342,20 @@ StepMedianArgs parse_step_median(int argc, char** argv) {
   return a;
 }
 
+/// CPU time of every thread of this process, in ms (what a loaded machine does not inflate, unlike wall
+/// time).
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int run_step_median(const StepMedianArgs& a) {
   omp_set_num_threads(static_cast<int>(a.threads));
   brigade::nn::GPTConfig config;
@@ -362,18 +378,19 @@ int run_step_median(const StepMedianArgs& a) {
     opt.step();
   };
   for (int64_t i = 0; i < a.warmup; ++i) step();
-  std::vector<double> ms;
+  std::vector<double> ms, cpu_ms;
   for (int64_t i = 0; i < a.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = process_cpu_ms();
     step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    cpu_ms.push_back(process_cpu_ms() - cpu_start);
   }
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  std::printf("brigade ms/step median %.3f min %.3f max %.3f steps %zu threads %d\n", median, sorted.front(),
-              sorted.back(), n, omp_get_max_threads());
+  std::printf("brigade ms/step median %.3f min %.3f max %.3f steps %zu threads %d cpu_ms/step median %.3f\n",
+              median_of(ms), sorted.front(), sorted.back(), sorted.size(), omp_get_max_threads(),
+              median_of(cpu_ms));
   return 0;
 }
 

@@ -11,8 +11,10 @@
 #   default  the default `brigade train` model: 2 layers, 4 heads, n_embd 64, block 13, batch 128, vocab 13
 #   larger   a Shakespeare-sized small GPT:      4 layers, 4 heads, n_embd 128, block 64, batch 16, vocab 65
 # Each round runs each side once (a fresh process: warm-up steps, then STEPS timed steps, its median); the
-# printed figure per side is the median over ROUNDS of those medians, and "paired" is the median over
-# rounds of the per-round ratio. PyTorch runs with torch.set_num_threads(T) and OMP_NUM_THREADS=T, brigade
+# printed figure per side is the median over ROUNDS of those medians, "ratio" their quotient and "paired"
+# the median over rounds of the per-round ratio. Wall time is the figure that counts (what a training run
+# waits for); the CPU-time columns (all of a process's threads, per step) are printed beside it because a
+# machine shared with other work inflates wall time far more than CPU time. PyTorch runs with torch.set_num_threads(T) and OMP_NUM_THREADS=T, brigade
 # with omp_set_num_threads(T); both with OMP_WAIT_POLICY=passive, as `brigade train` is run on a shared box.
 #
 # Needs Debian's python3-torch (/usr/bin/python3 -c 'import torch'); without it the script says so and
@@ -58,22 +60,30 @@ SHAPES=("default 2 64 4 13 128 13" "larger 4 128 4 64 16 65")
 
 median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-printf '%-8s %-7s %14s %14s %12s %12s\n' shape threads "brigade ms" "torch ms" "ratio" "paired"
+printf '%-8s %-7s %11s %11s %7s %7s %11s %11s %7s\n' shape threads "brigade ms" "torch ms" ratio paired \
+  "brig cpu ms" "torch cpu" "cpu rat"
 for shape in "${SHAPES[@]}"; do
   read -r name layers embd heads block batch vocab <<<"$shape"
   args=(--layers "$layers" --embd "$embd" --heads "$heads" --block "$block" --batch "$batch" --vocab "$vocab"
         --steps "$STEPS" --warmup "$WARMUP")
   for t in $THREADS; do
-    b_list=() t_list=() r_list=()
+    b_list=() t_list=() r_list=() bc_list=() tc_list=()
     for ((r = 0; r < ROUNDS; ++r)); do
-      b=$(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BRIGADE" --step-median "${args[@]}" --threads "$t" | awk '{print $4}')
-      p=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$PYTHON" "$TORCH_SCRIPT" "${args[@]}" --threads "$t" | awk '{print $4}')
-      b_list+=("$b") t_list+=("$p") r_list+=("$(awk -v a="$b" -v c="$p" 'BEGIN {printf "%.4f", a / c}')")
+      read -r b bc < <(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BRIGADE" --step-median "${args[@]}" --threads "$t" \
+                       | awk '{print $4, $NF}')
+      read -r p pc < <(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$PYTHON" "$TORCH_SCRIPT" \
+                       "${args[@]}" --threads "$t" | awk '{print $4, $NF}')
+      b_list+=("$b") t_list+=("$p") bc_list+=("$bc") tc_list+=("$pc")
+      r_list+=("$(awk -v a="$b" -v c="$p" 'BEGIN {printf "%.4f", a / c}')")
     done
     bm=$(printf '%s\n' "${b_list[@]}" | median)
     tm=$(printf '%s\n' "${t_list[@]}" | median)
     pr=$(printf '%s\n' "${r_list[@]}" | median)
-    printf '%-8s %-7s %14.2f %14.2f %12.3f %12.3f\n' "$name" "$t" "$bm" "$tm" "$(awk -v a="$bm" -v c="$tm" 'BEGIN {print a / c}')" "$pr"
+    bcm=$(printf '%s\n' "${bc_list[@]}" | median)
+    tcm=$(printf '%s\n' "${tc_list[@]}" | median)
+    printf '%-8s %-7s %11.2f %11.2f %7.3f %7.3f %11.2f %11.2f %7.3f\n' "$name" "$t" "$bm" "$tm" \
+      "$(awk -v a="$bm" -v c="$tm" 'BEGIN {print a / c}')" "$pr" "$bcm" "$tcm" \
+      "$(awk -v a="$bcm" -v c="$tcm" 'BEGIN {print a / c}')"
   done
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
