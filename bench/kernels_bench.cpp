@@ -3,6 +3,8 @@
 // and log-softmax, forward and backward; cuDNN's layernorm and fused attention live in its graph/frontend
 // API and are not benchmarked here). Fused causal attention: the CPU op and, on CUDA, each version of
 // kernels/cuda/attention_flash.h (impl "simple" = v1, "flash" = v2), plus head dim 128 at GPT-2 shapes.
+// Softmax and layernorm on CUDA: the public op ("brigade", the default version, output allocated per call)
+// and each version of kernels/cuda/row_kernels.h on preallocated outputs (impl = its row_kernel_name).
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
@@ -31,6 +33,7 @@
 
 #if BRIGADE_WITH_CUDA
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/row_kernels.h"
 #endif
 #if BRIGADE_WITH_CUDA && BRIGADE_BENCH_CUDNN
 #include <cudnn.h>
@@ -187,6 +190,25 @@ void add_softmax(const Where& w, const std::string& tag, int64_t rows, int64_t c
     Tensor dy = random(w, {rows, cols}, 2);
     return Call([y, dy, log] { log ? kernels::log_softmax_backward(dy, y) : kernels::softmax_backward(dy, y); });
   });
+#if BRIGADE_WITH_CUDA
+  // Each CUDA row-kernel version that runs rows of this width itself (kernels/cuda/row_kernels.h).
+  if (w.device.is_cuda()) {
+    namespace kcuda = brigade::kernels::cuda;
+    for (kcuda::RowKernel kernel : kcuda::all_row_kernels()) {
+      if (!kcuda::row_kernel_supports(kernel, cols)) continue;
+      const char* impl = kcuda::row_kernel_name(kernel);
+      add(base + "_fwd" + tag, w, impl, {5 * n, 2 * n * es(w.dtype)}, [=] {
+        Tensor x = random(w, {rows, cols}, 1), out = brigade::empty({rows, cols}, w.options());
+        return Call([x, out, kernel, log] { kcuda::softmax_rows_with(kernel, x, out, log); });
+      });
+      add(base + "_bwd" + tag, w, impl, {4 * n, 3 * n * es(w.dtype)}, [=] {
+        Tensor y = log ? kernels::log_softmax(random(w, {rows, cols}, 1)) : kernels::softmax(random(w, {rows, cols}, 1));
+        Tensor dy = random(w, {rows, cols}, 2), dx = brigade::empty({rows, cols}, w.options());
+        return Call([dy, y, dx, kernel, log] { kcuda::softmax_backward_rows_with(kernel, dy, y, dx, log); });
+      });
+    }
+  }
+#endif
 #if BRIGADE_WITH_CUDA && BRIGADE_BENCH_CUDNN
   if (w.device.is_cuda()) {
     add(base + "_fwd" + tag, w, "cudnn", {5 * n, 2 * n * es(w.dtype)},
@@ -290,6 +312,32 @@ void add_model_ops(const Where& w) {
     kernels::LayerNormOutput fwd = kernels::layernorm(x, weight, bias);
     return Call([dy, x, weight, fwd] { kernels::layernorm_backward(dy, x, weight, fwd.mean, fwd.rstd, true); });
   });
+
+#if BRIGADE_WITH_CUDA
+  if (w.device.is_cuda()) {
+    namespace kcuda = brigade::kernels::cuda;
+    const brigade::TensorOptions stats = brigade::TensorOptions(brigade::kFloat32).device(w.device);
+    for (kcuda::RowKernel kernel : kcuda::all_row_kernels()) {
+      if (!kcuda::row_kernel_supports(kernel, C)) continue;
+      const char* impl = kcuda::row_kernel_name(kernel);
+      add("layernorm_fwd", w, impl, {8 * nc, 2 * nc * e + 2.0 * C * e + 8.0 * N}, [=] {
+        Tensor x = random(w, {N, C}, 1), weight = random(w, {C}, 2), bias = random(w, {C}, 3);
+        Tensor y = brigade::empty({N, C}, w.options()), mean = brigade::empty({N}, stats),
+               rstd = brigade::empty({N}, stats);
+        return Call([=] { kcuda::layernorm_forward_with(kernel, x, weight, bias, 1e-5, y, mean, rstd); });
+      });
+      add("layernorm_bwd", w, impl, {12 * nc, 3 * nc * e + C * e + 8.0 * N + 8.0 * C}, [=] {
+        Tensor x = random(w, {N, C}, 1), weight = random(w, {C}, 2), bias = random(w, {C}, 3);
+        Tensor dy = random(w, {N, C}, 4), dx = brigade::empty({N, C}, w.options());
+        Tensor dweight = brigade::empty({C}, stats), dbias = brigade::empty({C}, stats);
+        kernels::LayerNormOutput fwd = kernels::layernorm(x, weight, bias);
+        return Call([=] {
+          kcuda::layernorm_backward_with(kernel, dy, x, weight, fwd.mean, fwd.rstd, dx, dweight, dbias);
+        });
+      });
+    }
+  }
+#endif
 
   // GELU (tanh form) on the MLP's hidden [N, 4C]: fwd read + write (~10 FLOPs/element), bwd read dy and x,
   // write dx (~15 FLOPs/element).

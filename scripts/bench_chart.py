@@ -109,12 +109,14 @@ def main():
             label = c["impl"] if c["impl"] not in seen else None
             seen.add(c["impl"])
             ax.barh(y, c["pct"], height=bar * 0.9, color=color[c["impl"]], label=label)
-            ax.text(c["pct"] + 0.5, y, f"{c['pct']:.1f}% {c['bound'][:3]}", va="center", fontsize=6)
+            bound = c["bound"].replace("memory", "mem").replace("compute", "com")
+            ax.text(c["pct"] + 0.5, y, f"{c['pct']:.1f}% {bound}", va="center", fontsize=6)
     ax.set_yticks(range(len(groups)))
     ax.set_yticklabels(groups, fontsize=7)
     ax.invert_yaxis()
     ax.set_ylim(len(groups) - 0.5, -0.5)
-    ax.set_xlabel("% of peak (nearer roofline: mem = copy bandwidth, com = compute peak; measured at start-up)")
+    ax.set_xlabel("% of peak: the nearer roofline, mem = copy bandwidth (CPU: @ the cache-ladder rung that holds the "
+                  "case), com = compute peak; peaks measured at start-up", fontsize=8)
     ax.set_xlim(0, max(100.0, max(c["pct"] for c in cases) * 1.15))
     ax.axvline(100, color="#999", lw=0.8, ls="--")
     ax.grid(axis="x", alpha=0.3)

@@ -59,6 +59,7 @@ device=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo 2>/dev/null | head -1 | 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | slug || true)
 [ -n "$gpu" ] && device="$gpu"
 device="${device:-unknown}"
+[ -n "${OMP_NUM_THREADS:-}" ] && device="${device}-omp${OMP_NUM_THREADS}"
 export BRIGADE_COMMIT="$commit"
 
 echo "bench_kernels.sh: $( [ "$smoke" = 1 ] && echo smoke || echo full ) run, commit $commit, device $device," \
