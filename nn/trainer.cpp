@@ -29,7 +29,7 @@ uint64_t mix_seed(uint64_t seed, uint64_t salt) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-constexpr uint64_t kTrainSalt = 1, kEvalSalt = 2;
+constexpr uint64_t kTrainSalt = 1, kEvalSalt = 2, kSampleSalt = 3;
 
 // Held-out problems scored at intermediate evaluations (all of them at the end).
 constexpr int64_t kProgressProblems = 200;
@@ -118,6 +118,17 @@ void for_each_field(TrainOptions& o, Fn&& fn) {
   fn("save_every", o.save_every);
   fn("resume", o.resume);
   fn("metrics", o.metrics);
+  fn("stages", o.stages);
+  fn("microbatches", o.microbatches);
+  fn("schedule", o.schedule);
+  fn("virtual", o.virtual_chunks);
+  fn("recompute", o.recompute);
+  fn("partition", o.partition);
+  fn("balance", o.balance);
+  fn("devices", o.devices);
+  fn("memory_budget", o.memory_budget);
+  fn("trace", o.trace);
+  fn("timeline", o.timeline);
 }
 
 }  // namespace
@@ -158,6 +169,24 @@ void TrainOptions::validate() const {
   } catch (const DeviceError&) {
     BRIGADE_THROW(ValueError, "--device '", device, "' is not a device: expected cpu, cuda or cuda:N");
   }
+  // The pipeline's numbers (its names are checked by pipeline/train_runner.h, which knows them).
+  positive("--stages", stages);
+  positive("--microbatches", microbatches);
+  positive("--virtual", virtual_chunks);
+  BRIGADE_CHECK_VALUE(batch % microbatches == 0, "--batch ", batch, " is not divisible by --microbatches ",
+                      microbatches, " (every microbatch must have batch / microbatches sequences)");
+  const int64_t model_layers = layers + 2;  // embed, the blocks, head: what the pipeline cuts
+  BRIGADE_CHECK_VALUE(stages * virtual_chunks <= model_layers, "--stages ", stages,
+                      virtual_chunks > 1 ? " x --virtual " + std::to_string(virtual_chunks) : std::string(),
+                      " needs ", stages * virtual_chunks,
+                      " model chunks of at least one layer, but the model has ", model_layers,
+                      " layers (embed, ", layers, layers == 1 ? " block" : " blocks",
+                      ", head): use fewer stages or more --layers");
+}
+
+bool TrainOptions::uses_pipeline() const {
+  return stages > 1 || microbatches > 1 || virtual_chunks > 1 || recompute != "never" || !balance.empty() ||
+         !devices.empty() || !memory_budget.empty() || !trace.empty() || !timeline.empty();
 }
 
 int64_t TrainOptions::resolved_block() const {
@@ -279,9 +308,24 @@ std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokeni
 
 // ---- the loop ---------------------------------------------------------------------------------------------
 
-TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
+double UnpipelinedRunner::forward_backward(GPT& model, const Batch& batch) {
+  Tensor loss = GPT::loss(model.forward(batch.x), batch.y);
+  const double value = loss.item();
+  if (std::isfinite(value)) loss.backward();
+  return value;
+}
+
+TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRunner* runner) {
   const Clock::time_point run_start = Clock::now();
   requested.validate();
+  UnpipelinedRunner plain;
+  if (runner == nullptr) {
+    BRIGADE_CHECK_VALUE(!requested.uses_pipeline(), "train: these options use the pipeline (--stages ",
+                        requested.stages, " --microbatches ", requested.microbatches,
+                        ", ...), which nn::train cannot run alone: pass a pipeline::PipelineRunner "
+                        "(pipeline/train_runner.h), or set stages = microbatches = 1 for the plain loop");
+    runner = &plain;
+  }
   TrainOptions options = requested;
   options.block = options.resolved_block();
   const int64_t block = options.block;
@@ -315,6 +359,14 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
   model.to(device);
   if (checkpoint) model.load_state_dict(checkpoint->model, /*strict=*/true);
   model.train();
+  if (runner != &plain) {
+    // The engine sees a batch drawn with its own generator, so the training stream is the same with or
+    // without it; it may move parameters, so the optimizer is made afterwards.
+    Generator sample_generator(mix_seed(options.seed, kSampleSalt));
+    const Batch sample =
+        random_batch(data.train, options.batch, block, sample_generator, device, data.train_starts);
+    runner->prepare(model, sample);
+  }
   Generator generator(mix_seed(options.seed, kTrainSalt));
   set_dropout_generator(model, &generator);
   AdamW optimizer(
@@ -352,11 +404,14 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
       line << "resumed from '" << options.resume << "' at step " << start;
       message(line.str());
     }
+    const std::string engine = runner->describe();
+    if (!engine.empty()) message(engine);
   }
 
   int64_t last_saved = -1;
   auto save = [&](int64_t completed) {
-    CheckpointInfo info{data.tokenizer, completed, generator.state(), options.to_json(), ""};
+    CheckpointInfo info{data.tokenizer, completed, generator.state(), options.to_json(),
+                        runner->partition_json(model)};
     save_checkpoint(options.save, model, &optimizer, info);
     last_saved = completed;
     message("saved checkpoint '" + options.save + "' (step " + std::to_string(completed) + ")");
@@ -410,10 +465,8 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks) {
     const double lr = schedule.lr_at(step);
     optimizer.set_lr(lr);
     Batch batch = random_batch(data.train, options.batch, block, generator, device, data.train_starts);
-    Tensor loss = GPT::loss(model.forward(batch.x), batch.y);
-    const double loss_value = loss.item();
+    const double loss_value = runner->forward_backward(model, batch);
     if (!std::isfinite(loss_value)) stop_non_finite("loss", loss_value, step);
-    loss.backward();
     const double norm =
         clip_grad_norm(model.parameters(),
                        options.grad_clip > 0.0 ? options.grad_clip : std::numeric_limits<double>::infinity());
@@ -474,6 +527,11 @@ std::string TrainResult::metrics_json(const TrainOptions& options) const {
       {"device", device},
       {"config", Json::parse(config.to_json())},
       {"train_args", Json::parse(resolved.to_json())},
+      // The pipeline's figures are added by its engine (pipeline/train_runner.h); the plain loop is one
+      // stage with one microbatch and no schedule.
+      {"stages", options.uses_pipeline() ? options.stages : 1},
+      {"microbatches", options.uses_pipeline() ? options.microbatches : 1},
+      {"schedule", options.uses_pipeline() ? Json(options.schedule) : Json(nullptr)},
   };
   return j.dump(2) + "\n";
 }

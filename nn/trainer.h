@@ -14,6 +14,10 @@
 // step k on the same device and thread count therefore computes bit-for-bit the losses the uninterrupted run
 // computed from step k on.
 //
+// The step's forward and backward are a StepRunner's (below): the model's own by default, a pipeline's with
+// pipeline/train_runner.h (a pipelined step equals the unpipelined step on the full batch); the rest of the
+// step is the same for every engine.
+//
 // A non-finite loss or gradient norm stops the run with a NonFiniteLossError naming the step, before the
 // optimizer touches the weights; checkpoints are only ever written after good steps, so the last one on disk
 // stays intact.
@@ -35,6 +39,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/corpus.h"
+#include "nn/data.h"
 #include "nn/gpt.h"
 #include "nn/tokenizer.h"
 #include "tensor/error.h"
@@ -70,12 +75,32 @@ struct TrainOptions {
   std::string resume;      ///< checkpoint to resume from; empty: a fresh model
   std::string metrics;     ///< JSON file for the final figures; empty: none
 
+  // Pipeline parallelism (DESIGN.md, pipeline/). Plain data here, so that nn can validate the numbers, save
+  // them in checkpoints' train_args and inherit them on --resume; the pipeline layer
+  // (pipeline/train_runner.h) checks the names and runs them. nn::train alone runs only the plain loop
+  // (see uses_pipeline()). The library's defaults are the plain loop; `brigade train` defaults to
+  // --stages 2 --microbatches 4.
+  int64_t stages = 1;                ///< pipeline stages S
+  int64_t microbatches = 1;          ///< M: the batch is cut into M microbatches (batch % M == 0)
+  std::string schedule = "1f1b";     ///< gpipe, 1f1b, interleaved, zb-h1
+  int64_t virtual_chunks = 1;        ///< --virtual v: model chunks per stage (interleaved only)
+  std::string recompute = "never";   ///< never, always, except-last
+  std::string partition = "params";  ///< params, time, memory (or balance, with --balance)
+  std::string balance;               ///< layers per model chunk, "3,3,2"; empty: cut by `partition`
+  std::string devices;               ///< one device per stage or one for all, "cuda:0,cuda:0"; empty: device
+  std::string memory_budget;         ///< per-stage budget ("512MiB"), certified before any step; empty: none
+  std::string trace;                 ///< Chrome trace JSON of one steady step; empty: none
+  std::string timeline;              ///< SVG timeline of that step; empty: none
+
   /// ValueError naming the flag and the value for the first invalid setting (negative or zero sizes,
   /// heads not dividing embd, learning rates, dropout outside [0, 1), an unknown device string, ...).
   /// Does not touch files or devices.
   void validate() const;
   /// block, or its automatic value.
   int64_t resolved_block() const;
+  /// Whether the run needs the pipeline engine: more than one stage, microbatch or chunk, or any pipeline
+  /// setting away from what the plain loop does (recompute, balance, devices, budget, trace, timeline).
+  bool uses_pipeline() const;
   /// Every field as one JSON object (stored in checkpoints as "brigade.train_args").
   std::string to_json() const;
   /// Parses to_json()'s output; missing fields keep their defaults, unknown ones are ignored (a newer
@@ -136,6 +161,41 @@ struct TrainResult {
   std::string metrics_json(const TrainOptions& options) const;
 };
 
+/// The engine of one step's forward and backward. train() does everything else of a step the same way for
+/// every engine (the learning rate, the batch, the NaN stop, clipping, the optimizer step, zero_grad), so
+/// an engine only decides how the gradients of the batch's mean loss get into the parameters' .grad.
+/// The default (UnpipelinedRunner) is the model's own forward and backward; pipeline/train_runner.h runs
+/// the step as a pipeline (nn does not depend on pipeline/: the caller passes the engine in).
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  /// Called once, after the model is built (and restored from a checkpoint) on its device and before the
+  /// optimizer exists (an engine may move parameters, e.g. to its stages' devices). `sample` is a
+  /// representative batch drawn from the training data with its own generator (the training stream is not
+  /// touched). May throw to refuse the run before any step.
+  virtual void prepare(GPT& model, const Batch& sample) {
+    (void)model;
+    (void)sample;
+  }
+  /// The forward and backward of the mean loss over `batch` (every .grad is zero or undefined before):
+  /// leaves the gradients in .grad and returns the loss. A non-finite loss is returned as it is (with or
+  /// without gradients): train() stops before the optimizer touches the weights.
+  virtual double forward_backward(GPT& model, const Batch& batch) = 0;
+  /// Checkpoints' "brigade.partition" metadata (JSON object text); empty: the unpipelined partition.
+  virtual std::string partition_json(const GPT& model) const {
+    (void)model;
+    return {};
+  }
+  /// A line for the log after prepare() (empty: none).
+  virtual std::string describe() const { return {}; }
+};
+
+/// loss = GPT::loss(model(x), y); backward unless the loss is not finite.
+class UnpipelinedRunner : public StepRunner {
+ public:
+  double forward_backward(GPT& model, const Batch& batch) override;
+};
+
 /// Thrown when the loss or the gradient norm stops being finite. The message names the step.
 class NonFiniteLossError : public Error {
   using Error::Error;
@@ -161,9 +221,11 @@ TrainData load_train_data(const TrainOptions& options, int64_t block,
 /// run keeps the checkpoint's layers, heads, embd and block).
 void check_resume_compatible(const TrainOptions& options, const Checkpoint& checkpoint);
 
-/// Runs the whole loop (see the header comment). Throws ValueError for invalid options, IOError for
-/// unreadable data or checkpoints, DeviceError for an unavailable device, NonFiniteLossError on divergence.
-TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {});
+/// Runs the whole loop (see the header comment) with `runner` as the step engine (nullptr: the plain
+/// loop, UnpipelinedRunner). Throws ValueError for invalid options (and for options that use the pipeline
+/// without a runner: see pipeline/train_runner.h), IOError for unreadable data or checkpoints, DeviceError
+/// for an unavailable device, NonFiniteLossError on divergence, and whatever runner->prepare() refuses.
+TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {}, StepRunner* runner = nullptr);
 
 /// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each.
 std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokenizer,

@@ -64,10 +64,12 @@ TEST_F(CliTest, HelpExitsZeroAndListsEveryFlag) {
   CliRun run = brigade("train --help");
   EXPECT_EQ(run.status, 0) << run.err;
   for (const char* flag :
-       {"--data",      "--layers",     "--heads",      "--embd",   "--block",        "--batch",
-        "--steps",     "--lr",         "--min-lr",     "--warmup", "--weight-decay", "--dropout",
-        "--grad-clip", "--eval-every", "--eval-iters", "--device", "--threads",      "--seed",
-        "--save",      "--save-every", "--resume",     "--metrics"}) {
+       {"--data",          "--layers",     "--heads",      "--embd",    "--block",        "--batch",
+        "--steps",         "--lr",         "--min-lr",     "--warmup",  "--weight-decay", "--dropout",
+        "--grad-clip",     "--eval-every", "--eval-iters", "--device",  "--threads",      "--seed",
+        "--save",          "--save-every", "--resume",     "--metrics", "--stages",       "--microbatches",
+        "--schedule",      "--virtual",    "--recompute",  "--balance", "--partition",    "--devices",
+        "--memory-budget", "--trace",      "--timeline"}) {
     EXPECT_TRUE(contains(run.out, flag)) << flag << " missing from:\n" << run.out;
   }
   run = brigade("sample --help");
@@ -104,6 +106,22 @@ TEST_F(CliTest, BadValuesExitTwoNamingTheFlag) {
       {"train --dropout 1.5", "--dropout must be in [0, 1)"},
       {"train --data '" + file("missing.txt") + "'", file("missing.txt")},
       {"sample --checkpoint x.safetensors --device gpu", "unknown device 'gpu'"},
+      {"train --microbatches 3", "--batch 128 is not divisible by --microbatches 3"},
+      {"train --stages 5", "--stages 5 needs 5 model chunks of at least one layer, but the model has 4"},
+      {"train --stages 0", "--stages must be a positive integer"},
+      {"train --schedule pipedream", "expected one of: gpipe, 1f1b, interleaved, zb-h1"},
+      {"train --virtual 2", "--virtual 2 needs --schedule interleaved"},
+      {"train --schedule interleaved --virtual 3", "--stages 2 x --virtual 3 needs 6 model chunks"},
+      {"train --layers 4 --schedule interleaved --virtual 2", "does not divide its 6 layers"},
+      {"train --schedule interleaved --microbatches 3 --batch 129", "--schedule 'interleaved'"},
+      {"train --recompute sometimes", "--recompute 'sometimes'"},
+      {"train --partition luck", "--partition 'luck'"},
+      {"train --balance 3,3", "--balance '3,3' sums to 6 layers, the model has 4"},
+      {"train --balance 2,2,0", "--balance '2,2,0'"},
+      {"train --devices cpu,tpu", "--devices 'cpu,tpu': 'tpu' is not a device"},
+      {"train --devices cuda:0,cuda:1", "runs every stage on one device"},
+      {"train --devices cpu --device cuda:0", "disagree"},
+      {"train --memory-budget lots", "--memory-budget 'lots'"},
   };
   for (const Case& c : cases) {
     CliRun run = brigade(c.args);
@@ -167,6 +185,73 @@ TEST_F(CliTest, TinyRunWritesMetricsAndACheckpointThatSamplesAndResumes) {
   run = brigade("train --resume ck.safetensors --embd 64 --heads 2");
   EXPECT_EQ(run.status, 2) << run.err;
   EXPECT_TRUE(contains(run.err, "--embd 64 differs from the checkpoint's model (32)")) << run.err;
+}
+
+TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
+  CliRun run =
+      brigade("train " + kTiny +
+              " --steps 6 --stages 2 --microbatches 4 --schedule gpipe --recompute except-last "
+              "--partition time --memory-budget 64MiB --trace t.json --timeline t.svg --metrics m.json "
+              "--save ck.safetensors");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "pipeline: gpipe, 2 stages x 4 microbatches of 2")) << run.out;
+  EXPECT_TRUE(contains(run.out, "partition by time")) << run.out;
+  EXPECT_TRUE(contains(run.out, "bubble: measured")) << run.out;
+  EXPECT_TRUE(contains(run.out, "simulated")) << run.out;
+  const nlohmann::json m = nlohmann::json::parse(read_file(file("m.json")));
+  EXPECT_EQ(m["schedule"], "gpipe");
+  EXPECT_EQ(m["stages"], 2);
+  EXPECT_EQ(m["microbatches"], 4);
+  EXPECT_EQ(m["recompute"], "except-last");
+  for (const char* key : {"bubble_measured", "bubble_simulated"}) {
+    EXPECT_GE(m[key].get<double>(), 0.0) << key;
+    EXPECT_LT(m[key].get<double>(), 1.0) << key;
+  }
+  for (const char* key : {"peak_activation_bytes", "predicted_peak_bytes"}) {
+    ASSERT_TRUE(m[key].is_array()) << key;
+    ASSERT_EQ(m[key].size(), 2u) << key;
+    for (const auto& bytes : m[key]) EXPECT_GT(bytes.get<int64_t>(), 0) << key;
+    for (const auto& bytes : m[key]) EXPECT_LT(bytes.get<int64_t>(), int64_t{64} << 20) << key;
+  }
+  EXPECT_GT(m["traffic_bytes_per_step"].get<int64_t>(), 0);
+  EXPECT_EQ(m["train_args"]["stages"], 2);
+  const nlohmann::json trace = nlohmann::json::parse(read_file(file("t.json")));
+  EXPECT_TRUE(trace.contains("traceEvents"));
+  const std::string dumped = trace.dump();
+  EXPECT_TRUE(contains(dumped, "stage 0 compute")) << dumped.substr(0, 1000);
+  EXPECT_TRUE(contains(dumped, "stage 1 compute")) << dumped.substr(0, 1000);
+  EXPECT_TRUE(contains(dumped, "simulated")) << dumped.substr(0, 1000);
+  EXPECT_EQ(read_file(file("t.svg")).rfind("<svg", 0), 0u);
+
+  // --resume inherits the pipeline flags from the checkpoint.
+  run = brigade("train --resume ck.safetensors --steps 7 --threads 1 --metrics m2.json");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  const nlohmann::json m2 = nlohmann::json::parse(read_file(file("m2.json")));
+  EXPECT_EQ(m2["schedule"], "gpipe");
+  EXPECT_EQ(m2["recompute"], "except-last");
+  EXPECT_EQ(m2["microbatches"], 4);
+
+  // --stages 1 --microbatches 1 is the plain loop: no pipeline figures.
+  run = brigade("train " + kTiny + " --steps 2 --stages 1 --microbatches 1 --metrics m3.json");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_FALSE(contains(run.out, "bubble")) << run.out;
+  const nlohmann::json m3 = nlohmann::json::parse(read_file(file("m3.json")));
+  EXPECT_EQ(m3["stages"], 1);
+  EXPECT_EQ(m3["microbatches"], 1);
+  EXPECT_TRUE(m3["schedule"].is_null());
+}
+
+TEST_F(CliTest, ABudgetBelowThePredictionExitsTwoBeforeAnyStep) {
+  CliRun run =
+      brigade("train " + kTiny +
+              " --steps 3 --schedule gpipe --memory-budget 16KiB --metrics m.json --save ck.safetensors");
+  EXPECT_EQ(run.status, 2) << run.out << run.err;
+  EXPECT_TRUE(contains(run.err, "--memory-budget 16KiB")) << run.err;
+  EXPECT_TRUE(contains(run.err, "predicted to peak")) << run.err;
+  EXPECT_TRUE(contains(run.err, "usage: brigade train")) << run.err;
+  EXPECT_FALSE(contains(run.out, "step 1/3")) << run.out;
+  EXPECT_FALSE(fs::exists(file("m.json")));
+  EXPECT_FALSE(fs::exists(file("ck.safetensors")));
 }
 
 TEST_F(CliTest, CorruptedCheckpointIsRefusedWithExitOne) {

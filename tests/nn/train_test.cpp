@@ -7,9 +7,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <vector>
 
 #include "nn/trainer.h"
 #include "tensor/grad_mode.h"
@@ -173,6 +175,17 @@ TEST(TrainOptions, ValidationNamesTheFlag) {
   EXPECT_NE(message_for([](TrainOptions& o) { o.dropout = 1.0; }).find("--dropout"), std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.min_lr = 1.0; }).find("--min-lr"), std::string::npos);
   EXPECT_NE(message_for([](TrainOptions& o) { o.save_every = 5; }).find("needs --save"), std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.stages = 0; }).find("--stages must be a positive integer"),
+            std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) {
+              o.microbatches = 5;
+            }).find("--batch 128 is not divisible by --microbatches 5"),
+            std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) {
+              o.stages = 5;
+            }).find("--stages 5 needs 5 model chunks of at least one layer, but the model has 4 layers"),
+            std::string::npos);
+  EXPECT_NE(message_for([](TrainOptions& o) { o.virtual_chunks = 0; }).find("--virtual"), std::string::npos);
   TrainOptions fine;
   fine.device = "cuda:3";  // a valid name; whether it exists is checked when training starts
   EXPECT_NO_THROW(fine.validate());
@@ -192,6 +205,22 @@ TEST(TrainOptions, JsonRoundTripAndAutomaticBlock) {
   EXPECT_EQ(TrainOptions::from_json(R"({"steps": 7, "future_field": 1})").steps, 7);
   EXPECT_THROW(TrainOptions::from_json(R"({"steps": "seven"})"), ValueError);
   EXPECT_EQ(TrainOptions().resolved_block(), 13);  // one line of the default corpus
+  // The pipeline settings travel too (checkpoints' train_args; --resume inherits them).
+  o.stages = 3;
+  o.microbatches = 8;
+  o.schedule = "interleaved";
+  o.virtual_chunks = 2;
+  o.recompute = "except-last";
+  o.balance = "1,2,1,1,2,1";
+  o.memory_budget = "64MiB";
+  back = TrainOptions::from_json(o.to_json());
+  EXPECT_EQ(back.to_json(), o.to_json());
+  EXPECT_EQ(back.virtual_chunks, 2);
+  EXPECT_EQ(nlohmann::json::parse(o.to_json())["virtual"], 2);
+  EXPECT_TRUE(back.uses_pipeline());
+  EXPECT_FALSE(TrainOptions().uses_pipeline());  // the library's default is the plain loop
+  // Options from before the pipeline flags existed resume as what wrote them: unpipelined.
+  EXPECT_EQ(TrainOptions::from_json(R"({"steps": 7})").stages, 1);
   EXPECT_EQ(back.resolved_block(), 64);
 }
 
@@ -252,6 +281,18 @@ TEST_F(TrainTest, ResumeRefusesADifferentModelShape) {
   o.embd = 64;
   std::string message = expect_throw_message<ValueError>([&] { train(o); });
   EXPECT_NE(message.find("--embd 64 differs from the checkpoint's model (32)"), std::string::npos) << message;
+}
+
+TEST_F(TrainTest, PipelineSettingsWithoutAnEngineAreRefused) {
+  // nn::train cannot build a pipeline (nn does not depend on pipeline/): it refuses rather than ignore them.
+  for (const std::function<void(TrainOptions&)>& change : std::vector<std::function<void(TrainOptions&)>>{
+           [](TrainOptions& o) { o.stages = 2; }, [](TrainOptions& o) { o.microbatches = 2; },
+           [](TrainOptions& o) { o.recompute = "always"; }, [](TrainOptions& o) { o.trace = "t.json"; }}) {
+    TrainOptions o = tiny(1);
+    change(o);
+    std::string message = expect_throw_message<ValueError>([&] { train(o); });
+    EXPECT_NE(message.find("pipeline::PipelineRunner"), std::string::npos) << message;
+  }
 }
 
 TEST_F(TrainTest, UnavailableCudaDeviceIsADeviceError) {
