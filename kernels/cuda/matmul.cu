@@ -16,6 +16,7 @@
 //   v3 Vectorized  float32     matmul_sgemm.cu   float4 loads, transposed A tile, float4 shared reads
 //   v4 Warptiled   float32     matmul_sgemm.cu   v3 + warp tiles, BK 16, double-buffered shared memory
 //   v5 Wmma        bfloat16    matmul_wmma.cu    tensor cores via WMMA, fp32 accumulation
+//   v6 WmmaAsync   bfloat16    matmul_wmma_async.cu  v5 + stored-layout tiles, cp.async double buffering
 //
 // v1 gemm_naive_kernel — one thread per element of C, the K loop straight from global memory.
 //   Launch: block 16 x 16, grid (ceil(N/16), ceil(M/16), batch). Each multiply-add loads two values, so
@@ -233,13 +234,16 @@ const char* gemm_kernel_name(GemmKernel kernel) {
       return "warptiled";
     case GemmKernel::Wmma:
       return "wmma";
+    case GemmKernel::WmmaAsync:
+      return "wmma_async";
   }
   return "?";
 }
 
 const std::vector<GemmKernel>& all_gemm_kernels() {
-  static const std::vector<GemmKernel> kernels = {
-      GemmKernel::Naive, GemmKernel::Tiled, GemmKernel::Vectorized, GemmKernel::Warptiled, GemmKernel::Wmma};
+  static const std::vector<GemmKernel> kernels = {GemmKernel::Naive,      GemmKernel::Tiled,
+                                                  GemmKernel::Vectorized, GemmKernel::Warptiled,
+                                                  GemmKernel::Wmma,       GemmKernel::WmmaAsync};
   return kernels;
 }
 
@@ -252,6 +256,7 @@ bool gemm_kernel_supports(GemmKernel kernel, DType dtype) {
     case GemmKernel::Warptiled:
       return dtype == DType::Float32;
     case GemmKernel::Wmma:
+    case GemmKernel::WmmaAsync:
       return dtype == DType::BFloat16;
   }
   return false;
@@ -277,6 +282,8 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
   const int device = device_of_pointer(args.c);
   cuda_detail::set_device(device);
   cudaStream_t stream = cuda_detail::current_stream(device);
+  // K = 0 (an empty sum, C = 0): v2 writes the zeros; the staged versions need not handle empty operands.
+  if (args.k <= 0) kernel = GemmKernel::Tiled;
   switch (kernel) {
     case GemmKernel::Vectorized:
       gemm_detail::launch_sgemm_vectorized(args, stream);
@@ -286,6 +293,9 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
       return;
     case GemmKernel::Wmma:
       gemm_detail::launch_gemm_wmma_bf16(args, stream);
+      return;
+    case GemmKernel::WmmaAsync:
+      gemm_detail::launch_gemm_wmma_async_bf16(args, stream);
       return;
     case GemmKernel::Naive:
     case GemmKernel::Tiled:

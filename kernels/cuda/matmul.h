@@ -23,6 +23,7 @@ enum class GemmKernel {
   Vectorized,  ///< v3: float4 loads, op(A) tile transposed in shared memory, float4 shared reads; float32
   Warptiled,   ///< v4: v3 + warp tiles, BK 16, double-buffered shared memory; float32
   Wmma,        ///< v5: tensor cores through the WMMA API (bf16 in, fp32 accumulate); bfloat16; its default
+  WmmaAsync,   ///< v6: v5 with tiles in their stored layout, cp.async double buffering; bfloat16
 };
 const char* gemm_kernel_name(GemmKernel kernel);
 

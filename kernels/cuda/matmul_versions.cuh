@@ -3,6 +3,7 @@
 //
 //   v3 Vectorized, v4 Warptiled (float32)   kernels/cuda/matmul_sgemm.cu
 //   v5 Wmma (bfloat16 tensor cores)         kernels/cuda/matmul_wmma.cu
+//   v6 WmmaAsync (v5 + cp.async pipeline)   kernels/cuda/matmul_wmma_async.cu
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,5 +41,7 @@ void launch_sgemm_vectorized(const GemmArgs& args, cudaStream_t stream);
 void launch_sgemm_warptiled(const GemmArgs& args, cudaStream_t stream);
 /// v5: bf16 tensor cores via WMMA, fp32 accumulation (args.dtype is bfloat16, m, n, batch > 0).
 void launch_gemm_wmma_bf16(const GemmArgs& args, cudaStream_t stream);
+/// v6: v5 with tiles in their stored layout and cp.async double buffering (args.dtype is bfloat16).
+void launch_gemm_wmma_async_bf16(const GemmArgs& args, cudaStream_t stream);
 
 }  // namespace brigade::kernels::cuda::gemm_detail

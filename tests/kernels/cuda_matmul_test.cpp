@@ -1,5 +1,5 @@
 // kernels::matmul on CUDA — brigade's kernels (the default per dtype through MatmulBackend::Native, and
-// every version v1..v5 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
+// every version v1..v6 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
 // against the same double triple loop and shape table as the CPU test (tests/kernels/matmul_cases.h),
 // with the same tolerances. Every test that launches a kernel skips where no GPU is present.
 #include <gtest/gtest.h>
@@ -170,17 +170,19 @@ std::vector<std::pair<GemmKernel, DType>> supported_pairs() {
 // Runs without a GPU: the list, the names and the dtype table are host code.
 TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
   const auto& list = all_gemm_kernels();
-  ASSERT_EQ(list.size(), 5u);
+  ASSERT_EQ(list.size(), 6u);
   EXPECT_EQ(list.front(), GemmKernel::Naive);
   std::vector<std::string> names;
   for (GemmKernel kernel : list) names.emplace_back(gemm_kernel_name(kernel));
-  EXPECT_EQ(names, (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma", "wmma_async"}));
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
     EXPECT_TRUE(gemm_kernel_supports(kernels::cuda::default_gemm_kernel(dtype), dtype)) << dtype_name(dtype);
   }
   EXPECT_TRUE(gemm_kernel_supports(GemmKernel::Warptiled, kFloat32));
   EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Warptiled, kBFloat16));
   EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Wmma, kFloat32));
+  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::WmmaAsync, kBFloat16));
   EXPECT_EQ(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wmma);
   EXPECT_EQ(kernels::cuda::default_gemm_kernel(kFloat32), GemmKernel::Tiled);
 }
@@ -220,6 +222,20 @@ TEST(CudaGemmKernels, EveryKernelMatchesReference) {
             << " " << dtype_name(dtype);
       }
     }
+  }
+}
+
+// K = 0 through gemm_native directly (kernels::matmul never passes it): an empty sum, C = 0 everywhere.
+TEST(CudaGemmKernels, EmptyKWritesZeros) {
+  BRIGADE_REQUIRE_CUDA();
+  const Device gpu = Device::cuda();
+  for (const auto& [kernel, dtype] : supported_pairs()) {
+    const TensorOptions options = TensorOptions().dtype(dtype).device(gpu);
+    Tensor a = empty({2, 70, 0}, options), b = empty({2, 0, 45}, options);
+    Tensor c = full({2, 70, 45}, 7.0, options);
+    run_kernel(kernel, a, b, c, false, false);
+    EXPECT_TRUE(testing::allclose(c, zeros({2, 70, 45}), 0.0, 0.0))
+        << gemm_kernel_name(kernel) << " " << dtype_name(dtype);
   }
 }
 
