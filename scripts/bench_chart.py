@@ -3,6 +3,7 @@
 
     scripts/bench_chart.py bench/results/kernels-*.json bench/results/matmul-*.json -o chart.png
     scripts/bench_chart.py RESULTS.json --device cuda --filter 'gpt2' -o gpu.png
+    scripts/bench_chart.py RESULTS.json --markdown          # a table for docs/kernels.md instead
 
 One horizontal bar per case: pct_peak = 100 * t_roofline / t_measured (the percent of the nearer roofline
 ceiling: the compute peak or the copy bandwidth measured at the start of that run; see
@@ -42,7 +43,9 @@ def load(paths):
                 continue  # not one of ours (op/model/dtype/device/impl)
             parts = parts[:5]
             cases.append({"group": "/".join(parts[:4]), "device": parts[3], "impl": parts[4],
-                          "pct": float(b["pct_peak"]), "bound": b.get("label", "")})
+                          "pct": float(b["pct_peak"]), "bound": b.get("label", ""),
+                          "time": float(b.get("real_time", 0)), "unit": b.get("time_unit", ""),
+                          "bytes": float(b.get("bytes/s", 0)), "flops": float(b.get("FLOP/s", 0))})
     return cases, contexts
 
 
@@ -69,7 +72,22 @@ def main():
     parser.add_argument("-o", "--output", default="bench_chart.png", help="PNG to write")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="only this device's cases")
     parser.add_argument("--filter", help="regular expression a case's op/model/dtype/device must match")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print a Markdown table of the cases instead of drawing (needs no matplotlib)")
     args = parser.parse_args()
+
+    if args.markdown:
+        cases, _ = load(args.json)
+        cases = [c for c in cases if (not args.device or c["device"] == args.device)
+                 and (not args.filter or re.search(args.filter, c["group"]))]
+        to_ms = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+        print("| case | impl | ms per call | GB/s | GFLOP/s | % of peak | bound |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+        for c in cases:
+            ms = c["time"] * to_ms.get(c["unit"], float("nan"))
+            print(f"| {c['group']} | {c['impl']} | {ms:.3g} | {c['bytes'] / 1e9:.3g} | "
+                  f"{c['flops'] / 1e9:.3g} | {c['pct']:.3g} | {c['bound']} |")
+        return
 
     try:
         import matplotlib
