@@ -121,7 +121,11 @@ Tensor random_ids(const Where& w, int64_t count, uint32_t seed) {
 void cudnn_check(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   const std::string message = std::string(what) + ": " + cudnnGetErrorString(status);
-  if (status == CUDNN_STATUS_NOT_SUPPORTED) throw brigade::bench::Unavailable(message);
+  // cuDNN refusing a configuration (e.g. bf16 in the legacy softmax) is "unsupported", not a failure.
+  const int category = static_cast<int>(status) / 1000 * 1000;
+  if (category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM) {
+    throw brigade::bench::Unavailable(message);
+  }
   throw brigade::Error(message);
 }
 
