@@ -51,8 +51,11 @@ if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
 fi
 nice -n 19 cmake --build "$build" -j "${BRIGADE_JOBS:-2}" --target "${targets[@]}" >/dev/null
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-git diff --quiet HEAD -- 2>/dev/null || commit="${commit}-dirty"
+if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+  git diff --quiet HEAD -- 2>/dev/null || commit="${commit}-dirty"  # uncommitted changes anywhere in the tree
+else
+  commit=unknown
+fi
 date=$(date -u +%Y%m%d-%H%M)
 slug() { tr 'A-Z' 'a-z' | sed -e 's/([^)]*)//g' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//' | cut -c1-40; }
 device=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo 2>/dev/null | head -1 | slug)
