@@ -4,14 +4,15 @@
 //
 //   ./pipeline_scaling_bench --table            # the tables of docs/pipeline.md (profile, partitions,
 //                                               # simulated and measured throughput)
-//   ./pipeline_scaling_bench --table --threads 2 --steps 5
+//   ./pipeline_scaling_bench --table --threads 2 --steps 9
+//   ./pipeline_scaling_bench --table --device cuda  # one GPU, a compute + copy stream per stage
 //   ./pipeline_scaling_bench --benchmark_filter=PipelineStep/2/4   # Google Benchmark cases
 //
 // The model: 8 blocks of n_embd 128, 4 heads, context 64, vocabulary 16 (the shape `brigade train` uses,
 // with 8 blocks instead of 2 so that 8 stages have a layer each), global batch 32, no dropout. A microbatch
 // holds 32 / M sequences; M = 1 is the unpipelined step when S = 1.
 //
-// Simulated. For each microbatch size the layers are profiled (profile.h: median of 5 forward and backward
+// Simulated. For each microbatch size the layers are profiled (profile.h: median of 15 forward and backward
 // times, one OpenMP thread unless --threads, timed with the thread's CPU clock when one thread, so that a
 // busy machine does not inflate the costs), cut by measured time into S stages (partition.h) and fed to
 // the simulator (simulator.h) as per-stage forward/backward costs of a GPipe schedule without
@@ -20,8 +21,13 @@
 //
 // Measured. The executor runs forward_backward on the same batch with the same partition, each stage on
 // its own host thread with --threads OpenMP threads; the step time is the median of --steps steps after one
-// warm-up. A machine with fewer cores than S x threads cannot show the simulated speed-up: the table says
-// how many cores it had.
+// warm-up. Beside it: the same steps replayed through the simulator with their own mean action costs
+// (simulate_measured: the difference to the measured step is time between actions, i.e. hand-offs and
+// waiting for a core), and each configuration's CPU share (thread CPU time over wall time inside the
+// stages' compute actions, lowest stage). A machine with fewer cores than S x threads cannot show the
+// simulated speed-up: its stages take turns on the cores, which the CPU share shows. With --device cuda
+// every stage runs on that one GPU with its own compute and copy streams (layers profiled and actions timed
+// with CUDA events; the CPU share does not apply and reads 1).
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -51,6 +57,8 @@ namespace pl = brigade::pipeline;
 constexpr int64_t kBatch = 32, kT = 64, kVocab = 16;
 const std::vector<int> kStages{1, 2, 4, 8};
 const std::vector<int> kMicrobatches{1, 4, 32};
+brigade::Device g_device =
+    brigade::Device::cpu();  // --device: where the model, the batch and every stage live
 
 brigade::nn::GPTConfig model_config() {
   brigade::nn::GPTConfig c;
@@ -74,17 +82,17 @@ struct Data {
   Tensor ids, targets;
 };
 Data batch_of(int64_t rows) {
-  return {random_ids(rows, 1), random_ids(rows, 2)};
+  return {random_ids(rows, 1).to(g_device), random_ids(rows, 2).to(g_device)};
 }
 
 pl::ModelProfile profile_at(brigade::nn::GPT& model, int64_t microbatch, int repeats) {
   const Data d = batch_of(microbatch);
   pl::ProfileOptions o;
   o.repeats = repeats;
-  o.warmup = 1;
+  o.warmup = 2;
   o.loss = [&](const Tensor& logits) { return brigade::nn::GPT::loss(logits, d.targets); };
   // With one thread per stage, the thread's CPU time is the layer's work even on a busy machine.
-  o.thread_cpu_time = omp_get_max_threads() == 1;
+  o.thread_cpu_time = omp_get_max_threads() == 1 && g_device.is_cpu();
   return pl::profile_layers(model, d.ids, o);
 }
 
@@ -110,9 +118,18 @@ double simulated_ms(const pl::ModelProfile& profile, int S, int M, pl::Partition
   return pl::simulate(pl::make_schedule("gpipe", S, M), costs).step_time;
 }
 
-// Median step time (ms) of the executor, forward_backward only (the simulation has no optimizer step).
-double measured_ms(const pl::Partition& part, int M, int threads, int steps) {
+// One measured configuration: medians over the timed steps.
+struct Measured {
+  double ms = 0.0;         // the pipeline's span (StepResult::step_ms)
+  double replay_ms = 0.0;  // simulate_measured: the schedule replayed with the measured action costs
+  double cpu_share = 1.0;  // the stages' thread CPU time / wall time in compute actions (lowest stage)
+};
+
+// The executor's forward_backward (the simulation has no optimizer step), median of `steps` after one
+// warm-up step.
+Measured measure(const pl::Partition& part, int M, int threads, int steps) {
   brigade::nn::GPT model(model_config(), 1);
+  model.to(g_device);
   pl::PipelineConfig pc;
   pc.schedule = "gpipe";
   pc.stages = part.stages;
@@ -121,14 +138,30 @@ double measured_ms(const pl::Partition& part, int M, int threads, int steps) {
   for (const pl::ChunkPlan& c : part.chunks) pc.balance.push_back(c.layers());
   pl::Pipeline pipe(model, pc);
   const Data d = batch_of(kBatch);
-  std::vector<double> ms;
+  std::vector<double> ms, replay, share;
   for (int i = 0; i <= steps; ++i) {
     model.zero_grad();
     const pl::StepResult r = pipe.forward_backward(d.ids, d.targets);
-    if (i > 0) ms.push_back(r.step_ms);
+    if (i == 0) continue;
+    ms.push_back(r.step_ms);
+    replay.push_back(pl::simulate_measured(r.trace).step_time);
+    double lowest = 1.0;
+    for (const auto& stage : r.trace.stages) {
+      double cpu = 0.0, wall = 0.0;
+      for (const pl::TraceEvent& e : stage) {
+        if (!pl::is_compute(e.action.kind) || e.cpu_ms < 0.0) continue;
+        cpu += e.cpu_ms;
+        wall += e.end_ms - e.start_ms;
+      }
+      if (wall > 0.0) lowest = std::min(lowest, cpu / wall);
+    }
+    share.push_back(lowest);
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(ms), median(replay), median(share)};
 }
 
 std::string cell(double v) {
@@ -139,7 +172,8 @@ std::string cell(double v) {
 
 void print_table(const std::string& title, const std::map<std::pair<int, int>, double>& value,
                  const std::map<std::pair<int, int>, double>& bubble) {
-  std::printf("\n%s\n\n| M \\ S |", title.c_str());
+  if (!title.empty()) std::printf("\n%s\n", title.c_str());
+  std::printf("\n| M \\ S |");
   for (int S : kStages) std::printf(" %d |", S);
   std::printf("\n|---|");
   for (size_t i = 0; i < kStages.size(); ++i) std::printf("---|");
@@ -158,18 +192,19 @@ void print_table(const std::string& title, const std::map<std::pair<int, int>, d
 int run_tables(int threads, int steps) {
   omp_set_num_threads(threads);
   brigade::nn::GPT model(model_config(), 1);
+  model.to(g_device);
   std::printf(
       "pipeline scaling: GPT 8 x 128, T %lld, vocab %lld, batch %lld; %d OpenMP thread(s) per stage; "
-      "this machine has %u hardware threads\n",
+      "every stage on %s; this machine has %u hardware threads\n",
       static_cast<long long>(kT), static_cast<long long>(kVocab), static_cast<long long>(kBatch), threads,
-      std::thread::hardware_concurrency());
+      g_device.str().c_str(), std::thread::hardware_concurrency());
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) == 3)
     std::printf("load average at the start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::map<std::pair<int, int>, double> sim_tput, sim_bubble, meas_tput, meas_ms;
   std::map<std::pair<int, int>, pl::Partition> parts;
   for (int M : kMicrobatches) {
-    const pl::ModelProfile profile = profile_at(model, kBatch / M, 5);
+    const pl::ModelProfile profile = profile_at(model, kBatch / M, 15);
     if (M == 4) {
       std::printf("\n%s", profile.table().c_str());
       for (const char* method : {"params", "time", "memory"}) {
@@ -197,25 +232,32 @@ int run_tables(int threads, int steps) {
               sim_bubble);
   print_table("simulated throughput, relative to S = 2, M = 1 (GPipe's normalisation)", norm2, {});
 
+  std::map<std::pair<int, int>, double> meas_replay, meas_share;
   for (int M : kMicrobatches) {
     for (int S : kStages) {
-      const double ms = measured_ms(parts.at({S, M}), M, threads, steps);
-      meas_tput[{S, M}] = kBatch / ms;
-      meas_ms[{S, M}] = ms;
+      const Measured m = measure(parts.at({S, M}), M, threads, steps);
+      meas_tput[{S, M}] = kBatch / m.ms;
+      meas_ms[{S, M}] = m.ms;
+      meas_replay[{S, M}] = m.replay_ms;
+      meas_share[{S, M}] = m.cpu_share;
     }
   }
   const double mbase = meas_tput.at({1, 1});
   std::map<std::pair<int, int>, double> mnorm;
   for (auto& [key, v] : meas_tput) mnorm[key] = v / mbase;
   print_table("measured throughput (executor, CPU threads), relative to S = 1, M = 1", mnorm, {});
-  std::printf("\nmeasured step times (ms):\n");
-  print_table("", meas_ms, {});
+  print_table("measured step times (ms)", meas_ms, {});
+  print_table("the measured steps replayed with their own mean action costs (simulate_measured, ms)",
+              meas_replay, {});
+  print_table(
+      "CPU share in compute actions, lowest stage (thread CPU time / wall time; 1: the stage had a "
+      "core whenever it worked; below 1: it waited for one: more stages than cores, or a busy machine)",
+      meas_share, {});
   if (getloadavg(load, 3) == 3)
     std::printf("\nload average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
-  std::printf("\nsimulated step times (ms):\n");
   std::map<std::pair<int, int>, double> sim_ms;
   for (auto& [key, v] : sim_tput) sim_ms[key] = kBatch / v;
-  print_table("", sim_ms, {});
+  print_table("simulated step times (ms)", sim_ms, {});
   return 0;
 }
 
@@ -228,6 +270,7 @@ void PipelineStep(benchmark::State& state) {
   pc.stages = S;
   pc.microbatches = M;
   pc.threads_per_stage = 1;
+  model.to(g_device);
   pl::Pipeline pipe(model, pc);
   const Data d = batch_of(kBatch);
   double bubble = 0.0;
@@ -248,7 +291,7 @@ BENCHMARK(PipelineStep)
 
 int main(int argc, char** argv) {
   bool table = false;
-  int threads = 1, steps = 3;
+  int threads = 1, steps = 5;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--table") == 0) {
@@ -257,14 +300,21 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+      g_device = brigade::Device::parse(argv[++i]);
     } else {
       rest.push_back(argv[i]);
     }
   }
-  if (table) return run_tables(threads, steps);
-  int n = static_cast<int>(rest.size());
-  benchmark::Initialize(&n, rest.data());
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  try {
+    if (table) return run_tables(threads, steps);
+    int n = static_cast<int>(rest.size());
+    benchmark::Initialize(&n, rest.data());
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipeline_scaling_bench: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

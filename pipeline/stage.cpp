@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <ctime>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -18,6 +19,13 @@ namespace {
 
 double ms_since(std::chrono::steady_clock::time_point origin) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin).count();
+}
+
+// This thread's CPU time: what a CPU stage's action cost in work, whatever the machine's load.
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 
 /// An action's timing before it is put on the step's millisecond time line.
@@ -107,11 +115,14 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
     // On a GPU the work runs later than the host enqueues it: time it on the stream. A CPU stream runs
     // on this thread, so the host clock is its clock.
     t.on_stream = device_.is_cuda() && is_compute(action.kind) && action.kind != ActionKind::OptimizerStep;
+    const bool on_host = device_.is_cpu();
+    const double cpu_start = on_host ? thread_cpu_ms() : 0.0;
     t.event.start_ms = ms_since(inputs.origin);
     if (t.on_stream) t.start.record(compute_);
     execute(action, inputs, transport, t.event.bytes);
     if (t.on_stream) t.end.record(compute_);
     t.event.end_ms = ms_since(inputs.origin);
+    if (on_host) t.event.cpu_ms = thread_cpu_ms() - cpu_start;
     t.event.scope_bytes = scope_in_use() - baseline_bytes_;
   }
   if (list.empty() || list.back().kind != ActionKind::OptimizerStep) finish(inputs);

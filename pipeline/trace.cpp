@@ -70,7 +70,6 @@ std::string bytes_text(double bytes) {
   return fixed(bytes, u == 0 ? 0 : 1) + " " + units[u];
 }
 
-
 }  // namespace
 
 double ExecutionTrace::span_ms() const {
@@ -111,7 +110,7 @@ double ExecutionTrace::bubble() const {
   return sum / static_cast<double>(b.size());
 }
 
-Costs measured_costs(const ExecutionTrace& trace) {
+Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time) {
   const Schedule& schedule = trace.schedule;
   const int S = schedule.stages, v = schedule.virtual_chunks;
   Costs costs;
@@ -124,7 +123,7 @@ Costs measured_costs(const ExecutionTrace& trace) {
   for (int s = 0; s < S && s < static_cast<int>(trace.stages.size()); ++s) {
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
       Sums& x = sums[static_cast<size_t>(schedule.model_chunk(s, e.action.chunk))];
-      const double d = e.end_ms - e.start_ms;
+      const double d = thread_cpu_time && e.cpu_ms >= 0.0 ? e.cpu_ms : e.end_ms - e.start_ms;
       switch (e.action.kind) {
         case ActionKind::Forward:
           x.f += d, ++x.nf;
@@ -166,8 +165,8 @@ Costs measured_costs(const ExecutionTrace& trace) {
   return costs;
 }
 
-Timeline simulate_measured(const ExecutionTrace& trace) {
-  return simulate(trace.schedule, measured_costs(trace));
+Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
+  return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
 }
 
 std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated) {

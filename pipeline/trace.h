@@ -28,6 +28,9 @@ struct TraceEvent {
   int step = 0;  ///< index in the stage's list
   Action action;
   double start_ms = 0.0, end_ms = 0.0;
+  /// CPU stages: the CPU time the stage's thread spent in the action (its own work, not the time it waited
+  /// for a core on a busy machine, nor kernels' other OpenMP threads); -1 where not measured (GPU stages).
+  double cpu_ms = -1.0;
   int64_t bytes = 0;        ///< transfers: bytes of the message
   int64_t scope_bytes = 0;  ///< the stage's memory scope after the action, relative to the step's start
 };
@@ -56,10 +59,13 @@ struct ExecutionTrace {
 /// Mean measured costs per model chunk (ms): forward, backward (B, or Bi + Bw), weight (Bw; for chunks
 /// that only ran B, half the backward), recompute (R; the forward when none ran). Feed it to simulate() to
 /// compare the measured step with the schedule's prediction from the same costs.
-Costs measured_costs(const ExecutionTrace& trace);
+/// @param thread_cpu_time use each action's cpu_ms instead of its wall-clock duration (CPU stages; an
+///        action without cpu_ms keeps its duration): the costs the step would have had with a core per
+///        stage to itself.
+Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time = false);
 
-/// simulate(trace.schedule, measured_costs(trace)).
-Timeline simulate_measured(const ExecutionTrace& trace);
+/// simulate(trace.schedule, measured_costs(trace, thread_cpu_time)).
+Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time = false);
 
 /// Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing): process "measured" with a
 /// compute track and a copy track per stage (named with the device and the stream id), one slice per

@@ -101,6 +101,21 @@ pipeline_accuracy=$(sed -n 's/^held-out exact-match accuracy: \([0-9.]*%\).*/\1/
 train_pipeline_line="$train_pipeline (bubble ${pipeline_bubble:-?}, accuracy ${pipeline_accuracy:-?} after 200 steps)"
 log "brigade train --device cuda --stages 2 --microbatches 4 --steps 200: $train_pipeline_line"
 
+# ---- issue 4 (pipeline prediction and scaling): stages as streams of one GPU (own timeouts: 20 s + 40 s) ---------
+# bench/pipeline_predict_bench --device cuda: the default pipeline run (2 stages x 4 microbatches of 32, 1f1b) with
+# its layers profiled by CUDA events, simulated, then measured on cuda:0 (a compute + copy stream per stage) and
+# replayed; bench/pipeline_scaling_bench --table --device cuda: S 1-8 x M 1/4/32, simulated and measured. Outputs
+# in $OUT (docs/pipeline.md section 4 explains the columns). Figures are recorded, not required.
+pipeline_bench=FAILED
+if timeout 20 "$build/bench/pipeline_predict_bench" --device cuda --steps 20 > "$OUT/pipeline_predict_cuda.txt" 2>&1 &&
+   timeout 40 "$build/bench/pipeline_scaling_bench" --table --device cuda --steps 3 \
+     > "$OUT/pipeline_scaling_cuda.txt" 2>&1; then
+  pipeline_bench=ok
+fi
+pipeline_gap=$(sed -n 's/^  relative difference .*: \([0-9.]*%\)$/\1/p' "$OUT/pipeline_predict_cuda.txt")
+pipeline_bench_line="$pipeline_bench (default run measured vs simulated ${pipeline_gap:-?})"
+log "pipeline benches on cuda: $pipeline_bench_line"
+
 # ---- issue 5 (benchmarks): the kernel suites on this GPU (own timeout: 120 s) ---------------------------------
 # scripts/bench_kernels.sh runs bench/kernels_bench and bench/matmul_bench on the CUDA cases only (the peaks are
 # measured at start-up: D2D copy, cuBLAS fp32/bf16 GEMM at 8192^3), 10 event-timed calls per case with the L2
@@ -146,6 +161,6 @@ log "racecheck clean: $racecheck_clean/$racecheck_total"
 
 # ---- summary ------------------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - start))
-summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; benchmarks $bench_status; ${elapsed}s"
+summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; pipeline benches $pipeline_bench_line; benchmarks $bench_status; ${elapsed}s"
 echo "$summary" | tee "$OUT/summary.txt"
 [ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$bench_status" = ok ]
