@@ -8,6 +8,7 @@
 //
 // \code
 //   Tensor y = brigade::causal_attention(q, k, v, 1.0 / std::sqrt(D));  // [B, H, T, D]
+//   Tensor z = brigade::causal_self_attention(qkv, H, 1.0 / std::sqrt(D));  // qkv [B, T, 3C] -> [B, T, C]
 // \endcode
 #pragma once
 
@@ -18,5 +19,12 @@ namespace brigade {
 /// Causal scaled-dot-product attention over the T dim of q, k, v [B, H, T, D] (one floating dtype, one
 /// device) -> [B, H, T, D]. Gradients flow to every input that requires grad.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+
+/// GPT's attention core on the packed projection: qkv [B, T, 3C], laid out as [B, T, 3, H, D] (q, k, v,
+/// then heads; C = heads * D), -> [B, T, C] with the heads merged. The same numbers as causal_attention on
+/// the head-split views followed by the merge, without their copies: the forward reads q, k, v in place
+/// and writes the merged layout, the backward writes d(qkv) as one [B, T, 3C] tensor (no zero-filled
+/// gradient per select, no sums of them, no permuted copy).
+Tensor causal_self_attention(const Tensor& qkv, int64_t heads, double scale);
 
 }  // namespace brigade

@@ -95,6 +95,16 @@ struct AttentionGrads {
 /// dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i.
 AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& out, const Tensor& lse, double scale);
+/// The two above writing into the caller's tensors: out, dq, dk, dv are [B, H, T, D] views of q's dtype
+/// with stride 1 on D and otherwise any layout, e.g. the heads of a [B, T, C] tensor
+/// (y.view({B, T, H, D}).permute({0, 2, 1, 3})) or the q/k/v parts of one [B, T, 3, H, D] gradient, so
+/// that a head split and merge cost no copies; lse [B, H, T] contiguous. Outputs must not overlap each
+/// other or the inputs.
+void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
+                          const Tensor& lse);
+void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
+                                   const Tensor& dk, const Tensor& dv);
 
 // ---- layernorm (layernorm.cpp, cpu/layernorm.cpp, cuda/layernorm.cu) -----------------------------------
 struct LayerNormOutput {

@@ -27,14 +27,16 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = heads_, D = embd_ / heads_;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
 
-  // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
-  Tensor heads = (*qkv_)(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-  Tensor y;  // [B, H, T, D]
+  Tensor qkv = (*qkv_)(x);  // [B, T, 3C], laid out as [B, T, 3, H, D]
+  Tensor y;                 // [B, T, C], heads merged
   if (!attn_drop_->is_training() || attn_drop_->p() == 0.0) {
-    // Fused: reads q, k, v in place from the projection (stride 1 on D) and keeps no [T, T] matrix.
-    y = causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), scale);
+    // Fused: q, k, v read in place from the projection, the result written with the heads merged, no
+    // [T, T] matrix made or kept, and the backward writes d(qkv) in one piece.
+    y = causal_self_attention(qkv, H, scale);
   } else {
     // Dropout on the attention weights needs the weights: the unfused path.
+    // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
+    Tensor heads = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
     // q is scaled by 1/sqrt(D) on its way to a contiguous layout (the multiply writes a fresh contiguous
     // tensor, so this costs no extra pass, whereas scaling the [B*H, T, T] scores would).
     Tensor q = (heads.select(0, 0) * scale).view({B * H, T, D});
@@ -46,11 +48,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
     Tensor scores = matmul(q, k, false, true);  // [B*H, T, T], already divided by sqrt(D)
     scores = masked_fill(scores, mask, -std::numeric_limits<double>::infinity());
     Tensor att = (*attn_drop_)(softmax(scores));
-    y = matmul(att, v).view({B, H, T, D});
+    // [B*H, T, D] -> [B, H, T, D] -> [B, T, H, D] -> [B, T, C]
+    y = matmul(att, v).view({B, H, T, D}).permute({0, 2, 1, 3}).reshape({B, T, embd_});
   }
-
-  // Merge the heads back: [B, H, T, D] -> [B, T, H, D] -> [B, T, C].
-  y = y.permute({0, 2, 1, 3}).reshape({B, T, embd_});
   return (*resid_drop_)((*proj_)(y));
 }
 

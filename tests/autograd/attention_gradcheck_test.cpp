@@ -52,6 +52,34 @@ TEST(AttentionGradcheck, HeadSplitViewsOfOneProjection) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+TEST(AttentionGradcheck, PackedSelfAttention) {
+  for (int64_t heads : {1, 2}) {
+    auto r = autograd::gradcheck(
+        [heads](const Inputs& in) { return causal_self_attention(in[0], heads, 0.6); }, {R({2, 5, 12}, 11)});
+    EXPECT_TRUE(r.ok) << "heads " << heads << ": " << r.message;
+  }
+}
+
+// causal_self_attention is causal_attention on the head-split views, then the merge: same values and
+// gradient, bit for bit (the same kernel sums in the same order).
+TEST(AttentionGradcheck, PackedSelfAttentionMatchesTheHeadSplit) {
+  const int64_t B = 2, T = 7, H = 3, D = 4;
+  Generator gen(12);
+  const Tensor base = randn({B, T, 3 * H * D}, kFloat32, &gen);
+  const Tensor w = randn({B, T, H * D}, kFloat32, &gen);
+  Tensor a = base.clone().set_requires_grad(), b = base.clone().set_requires_grad();
+  Tensor packed = causal_self_attention(a, H, 0.5);
+  sum(packed * w).backward();
+  const Tensor heads = b.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+  Tensor split = causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), 0.5)
+                     .permute({0, 2, 1, 3})
+                     .reshape({B, T, H * D});
+  sum(split * w).backward();
+  EXPECT_TRUE(testing::allclose(packed, split.detach(), 0.0, 0.0));
+  EXPECT_TRUE(testing::allclose(a.grad(), b.grad(), 0.0, 0.0));
+  EXPECT_THROW(causal_self_attention(a, 5, 0.5), ShapeError);
+}
+
 // The fused op and the unfused formula (matmul, masked_fill, softmax, matmul) agree in value and gradient.
 TEST(AttentionGradcheck, MatchesTheUnfusedOps) {
   const Shape shape{2, 2, 6, 5};

@@ -138,6 +138,39 @@ TEST(CausalAttention, StridedHeadViewsGiveTheSameBitsAsContiguousCopies) {
   EXPECT_TRUE(allclose(gs.dv, gp.dv, 0.0, 0.0));
 }
 
+// The *_out forms write into the caller's views: here the merged-heads layout of a [B, T, C] tensor and
+// the q/k/v parts of one [B, T, 3, H, D] gradient. Same bits as the allocating forms.
+TEST(CausalAttention, OutFormsWriteIntoStridedViews) {
+  const int64_t B = 2, T = 9, H = 3, D = 4;
+  const Tensor q = random({B, H, T, D}, kFloat32, 21), k = random({B, H, T, D}, kFloat32, 22);
+  const Tensor v = random({B, H, T, D}, kFloat32, 23), dout = random({B, H, T, D}, kFloat32, 24);
+  kernels::AttentionOutput ref = kernels::causal_attention(q, k, v, 0.4);
+  kernels::AttentionGrads ref_g = kernels::causal_attention_backward(dout, q, k, v, ref.out, ref.lse, 0.4);
+
+  Tensor merged = zeros({B, T, H * D});
+  const Tensor out = merged.view({B, T, H, D}).permute({0, 2, 1, 3});
+  Tensor lse = zeros({B, H, T});
+  kernels::causal_attention_out(q, k, v, 0.4, out, lse);
+  EXPECT_TRUE(allclose(out, ref.out, 0.0, 0.0));
+  EXPECT_TRUE(allclose(lse, ref.lse, 0.0, 0.0));
+
+  Tensor packed = zeros({B, T, 3, H, D});
+  auto part = [&](int64_t i) { return packed.permute({2, 0, 3, 1, 4}).select(0, i); };
+  kernels::causal_attention_backward_out(dout, q, k, v, out, lse, 0.4, part(0), part(1), part(2));
+  EXPECT_TRUE(allclose(part(0), ref_g.dq, 0.0, 0.0));
+  EXPECT_TRUE(allclose(part(1), ref_g.dk, 0.0, 0.0));
+  EXPECT_TRUE(allclose(part(2), ref_g.dv, 0.0, 0.0));
+
+  // Outputs must be writable views with stride 1 on D, and lse contiguous.
+  EXPECT_THROW(kernels::causal_attention_out(q, k, v, 0.4, zeros({B, H, D, T}).transpose(2, 3), lse),
+               ValueError);
+  EXPECT_THROW(kernels::causal_attention_out(q, k, v, 0.4, zeros({1, H, T, D}).expand({B, H, T, D}), lse),
+               ValueError);
+  EXPECT_THROW(kernels::causal_attention_out(q, k, v, 0.4, out, zeros({B, T, H}).permute({0, 2, 1})),
+               ValueError);
+  EXPECT_THROW(kernels::causal_attention_out(q, k, v, 0.4, zeros({B, H, T, D}, kFloat64), lse), DTypeError);
+}
+
 // A last dim that is not unit-stride is copied by the dispatch: still the reference's result.
 TEST(CausalAttention, NonUnitLastStrideIsAccepted) {
   const Tensor base = random({1, 2, 4, 6}, kFloat32, 7);  // q = base transposed: [1, 2, 6, 4], stride 6 on D
