@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (GEMM v3-v6,
+# flash attention v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
+# backend or a double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds,
+# tails, alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
+#
+# How: transform.py turns a kernels/cuda/*.cu file into host C++ (launches -> ::emu::launch, dynamic
+# shared memory -> a buffer, cp.async -> a synchronous copy). include/ holds host stand-ins for
+# cuda_runtime.h, cuda_bf16.h and mma.h. Each CUDA block runs as one std::thread per CUDA thread, with
+# std::barrier for __syncthreads/__syncwarp and a per-warp exchange for __shfl_xor_sync. __shared__ becomes
+# static, so blocks run one at a time. WMMA fragments are held whole by every lane.
+# What it cannot see: performance, warp-synchronous assumptions the real hardware would break, cp.async
+# ordering, and races that this host's scheduling happens not to expose.
+#
+# CPU_BUILD_DIR: a -DBRIGADE_CUDA=OFF build with brigade_kernels built (its libraries give the references).
+# About a minute on 2 cores.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${1:?usage: run.sh CPU_BUILD_DIR [OUTDIR]}
+out=${2:-$(mktemp -d)}
+mkdir -p "$out"
+libs=("$build/kernels/libbrigade_kernels.a" "$build/tensor/libbrigade_tensor.a")
+cxx=("${CXX:-g++}" -std=c++20 -O1 -w -I"$here/include" -I"$repo" -fopenmp -pthread)
+
+failed=0
+emulate() {  # NAME KERNEL_FILE HARNESS [extra compiler flags]
+  local name=$1 src=$2 harness=$3
+  shift 3
+  python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
+  "${cxx[@]}" -DGEN_FILE="\"$out/$src.cpp\"" "$@" "$here/$harness" -o "$out/$name" "${libs[@]}"
+  "$out/$name" || failed=$((failed + 1))
+}
+emulate sgemm matmul_sgemm sgemm_emu.cpp
+emulate wmma matmul_wmma wmma_emu.cpp -DLAUNCH=launch_gemm_wmma_bf16
+emulate wmma_async matmul_wmma_async wmma_emu.cpp -DLAUNCH=launch_gemm_wmma_async_bf16
+emulate rows rows_warp rows_emu.cpp
+emulate flash attention_flash flash_emu.cpp
+echo "cuda emulation: $failed harness(es) failed"
+exit $((failed != 0))
