@@ -1,5 +1,6 @@
 // nn::train with the pipeline as its step engine (pipeline/train_runner.h): pipelined training follows the
-// plain loop loss for loss, a resumed pipelined run is bit-exact, checkpoints record the real partition, a
+// plain loop loss for loss, a resumed pipelined run is bit-exact, a NaN stops it as it stops the plain loop,
+// checkpoints record the real partition, a
 // memory budget below the prediction is refused before any step, bad settings are ValueErrors naming the
 // flag, and the reported figures (bubble, memory, traffic, trace, timeline) are sane. Tiny models: each
 // test runs in about a second.
@@ -11,11 +12,13 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
+#include "tensor/grad_mode.h"
 #include "test_support.h"
 
 namespace {
@@ -132,6 +135,24 @@ TEST_F(TrainRunnerTest, ResumeOfAPipelinedRunIsBitExact) {
   for (auto& [name, tensor] : a.optimizer.tensors) {
     EXPECT_TRUE(brigade::testing::allclose(b.optimizer.tensors.at(name), tensor, 0.0, 0.0)) << name;
   }
+}
+
+TEST_F(TrainRunnerTest, NanStopsAPipelinedRunLikeThePlainLoop) {
+  TrainOptions options = pipelined(tiny(8), 2, 4, "1f1b");
+  options.save = file("run.safetensors");
+  options.save_every = 3;
+  nn::TrainHooks hooks;
+  hooks.before_step = [&](int64_t step, nn::GPT& model) {
+    if (step == 4) {  // the 5th step: the checkpoint of step 3 is on disk
+      NoGradGuard no_grad;
+      model.state_dict().at("head.ln_f.weight").fill_(std::numeric_limits<double>::quiet_NaN());
+    }
+  };
+  PipelineRunner runner(options);
+  const std::string message = message_of<nn::NonFiniteLossError>([&] { nn::train(options, hooks, &runner); });
+  EXPECT_NE(message.find("loss is nan at step 5 of 8"), std::string::npos) << message;
+  EXPECT_NE(message.find("(step 3), is intact"), std::string::npos) << message;
+  EXPECT_EQ(nn::load_checkpoint(options.save).info.step, 3);
 }
 
 TEST_F(TrainRunnerTest, CheckpointRecordsTheRealPartition) {
