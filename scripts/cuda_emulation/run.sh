@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (GEMM v3-v6,
-# flash attention v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
+# scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
+# version v1-v6, flash attention v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
 # backend or a double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds,
 # tails, alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
 #
@@ -13,7 +13,7 @@
 # ordering, and races that this host's scheduling happens not to expose.
 #
 # CPU_BUILD_DIR: a -DBRIGADE_CUDA=OFF build with brigade_kernels built (its libraries give the references).
-# About a minute on 2 cores.
+# About 4 minutes on a loaded 2-core machine (thread creation dominates: a thread per CUDA thread per block).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -31,9 +31,15 @@ emulate() {  # NAME KERNEL_FILE HARNESS [extra compiler flags]
   "${cxx[@]}" -DGEN_FILE="\"$out/$src.cpp\"" "$@" "$here/$harness" -o "$out/$name" "${libs[@]}"
   "$out/$name" || failed=$((failed + 1))
 }
-emulate sgemm matmul_sgemm sgemm_emu.cpp
-emulate wmma matmul_wmma wmma_emu.cpp -DLAUNCH=launch_gemm_wmma_bf16
-emulate wmma_async matmul_wmma_async wmma_emu.cpp -DLAUNCH=launch_gemm_wmma_async_bf16
+# Every GEMM version through the dispatcher: the four kernel files as separate translation units.
+gemm_objects=()
+for src in matmul matmul_sgemm matmul_wmma matmul_wmma_async; do
+  python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
+  "${cxx[@]}" -x c++ -c "$out/$src.cpp" -o "$out/$src.o"
+  gemm_objects+=("$out/$src.o")
+done
+"${cxx[@]}" "$here/gemm_all_emu.cpp" "${gemm_objects[@]}" -o "$out/gemm_all" "${libs[@]}"
+"$out/gemm_all" || failed=$((failed + 1))
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
 echo "cuda emulation: $failed harness(es) failed"

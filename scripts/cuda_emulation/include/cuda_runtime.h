@@ -141,3 +141,20 @@ void launch(Cfg c, K kernel, Args... args) {
 inline unsigned long long __cvta_generic_to_shared(const void*) {
   return 0;
 }
+
+// Pointer attributes: every pointer is "device memory of device 0" in the emulation.
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered,
+  cudaMemoryTypeHost,
+  cudaMemoryTypeDevice,
+  cudaMemoryTypeManaged
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+  int device;
+};
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void*) {
+  a->type = cudaMemoryTypeDevice;
+  a->device = 0;
+  return cudaSuccess;
+}

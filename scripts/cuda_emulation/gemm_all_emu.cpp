@@ -1,0 +1,109 @@
+// CPU emulation of every GEMM version through the public dispatcher, cuda::gemm_native(args, kernel)
+// (kernels/cuda/matmul.h): all_gemm_kernels() x the dtypes each supports (v1 and v2 in float32, bfloat16
+// and float64 too). The kernel files are transformed and compiled as separate translation units by
+// run.sh and linked here. Cases: tails, all four trans combinations, batch 2 with B broadcast, aligned and
+// misaligned operands, padded C rows that must stay untouched, and K = 0. Tolerances on |c - ref| /
+// sum_k |a b| as tests/kernels/matmul_cases.h: float32 1e-5, bfloat16 1e-2, float64 1e-12.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cuda/matmul.h"
+#include "tensor/bfloat16.h"
+
+namespace brigade::kernels::cuda {
+void gemm_cublas(const GemmArgs&) {
+  throw std::runtime_error("cuBLAS is not emulated");
+}
+}  // namespace brigade::kernels::cuda
+
+namespace brigade::cuda_detail {
+cudaStream_t current_stream(int) {
+  return nullptr;
+}
+void set_device(int) {}
+}  // namespace brigade::cuda_detail
+
+using namespace brigade;
+using namespace brigade::kernels;
+
+template <typename T>
+int check(cuda::GemmKernel kernel, double tol) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  struct S {
+    int m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1}, {37, 53, 29}, {131, 136, 48}, {130, 260, 33}, {70, 45, 0}};
+  int failures = 0;
+  for (auto s : shapes) {
+    for (int flags = 0; flags < 4; ++flags) {
+      for (int misalign = 0; misalign < 2; ++misalign) {
+        const bool ta = flags & 1, tb = flags & 2;
+        const int batch = 2;
+        const int ar = ta ? s.k : s.m, ac = ta ? s.m : s.k, br = tb ? s.n : s.k, bc = tb ? s.k : s.n;
+        const int lda = misalign ? ac + 3 : (ac + 8) / 8 * 8, ldb = misalign ? bc + 1 : (bc + 8) / 8 * 8;
+        const int ldc = s.n + 5;
+        std::vector<T> abuf(batch * ar * lda + 16), bbuf(br * ldb + 16), cbuf(batch * s.m * ldc + 16);
+        for (auto& v : abuf) v = T(nd(rng));
+        for (auto& v : bbuf) v = T(nd(rng));
+        auto align = [](T* p) {
+          return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 15) / 16 * 16);
+        };
+        T* a = align(abuf.data()) + misalign;
+        T* b = align(bbuf.data()) + misalign;
+        T* c = align(cbuf.data());
+        for (int i = 0; i < batch * s.m * ldc; ++i) c[i] = T(7.f);
+        GemmArgs args;
+        args.a = a, args.b = b, args.c = c, args.dtype = dtype_of<T>();
+        args.m = s.m, args.n = s.n, args.k = s.k, args.lda = lda, args.ldb = ldb, args.ldc = ldc;
+        args.trans_a = ta, args.trans_b = tb, args.batch = batch;
+        args.stride_a = ar * lda, args.stride_b = 0, args.stride_c = s.m * ldc;
+        cuda::gemm_native(args, kernel);
+        double worst = 0;
+        int pad_writes = 0;
+        for (int bi = 0; bi < batch; ++bi) {
+          for (int i = 0; i < s.m; ++i) {
+            for (int j = 0; j < s.n; ++j) {
+              double ref = 0, mag = 0;
+              for (int p = 0; p < s.k; ++p) {
+                const double av =
+                    double(ta ? a[bi * ar * lda + p * lda + i] : a[bi * ar * lda + i * lda + p]);
+                const double bv = double(tb ? b[j * ldb + p] : b[p * ldb + j]);
+                ref += av * bv, mag += std::fabs(av * bv);
+              }
+              const double got = double(c[bi * s.m * ldc + i * ldc + j]);
+              const double err = s.k == 0 ? std::fabs(got) : std::fabs(got - ref) / (mag + 1e-300);
+              if (!(err <= worst)) worst = std::isnan(err) ? 1e30 : err;
+            }
+            for (int j = s.n; j < ldc; ++j) pad_writes += double(c[bi * s.m * ldc + i * ldc + j]) != 7.0;
+          }
+        }
+        if (worst > tol || pad_writes != 0) {
+          ++failures;
+          std::printf("  %s %s %dx%dx%d ta=%d tb=%d misalign=%d: worst %.3g, pad writes %d FAIL\n",
+                      cuda::gemm_kernel_name(kernel), dtype_name(dtype_of<T>()), s.m, s.n, s.k, ta, tb,
+                      misalign, worst, pad_writes);
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+int main() {
+  int failures = 0;
+  for (cuda::GemmKernel kernel : cuda::all_gemm_kernels()) {
+    int f = 0;
+    if (cuda::gemm_kernel_supports(kernel, kFloat32)) f += check<float>(kernel, 1e-5);
+    if (cuda::gemm_kernel_supports(kernel, kBFloat16)) f += check<bfloat16>(kernel, 1e-2);
+    if (cuda::gemm_kernel_supports(kernel, kFloat64)) f += check<double>(kernel, 1e-12);
+    std::printf("gemm %s: %d failures\n", cuda::gemm_kernel_name(kernel), f);
+    failures += f;
+  }
+  std::printf("gemm emulation (every version, via gemm_native): %d failures\n", failures);
+  return failures != 0;
+}
