@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
-# version v1-v6, flash attention v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
+# version v1-v6, causal attention v1 and flash v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
 # backend or a double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds,
 # tails, alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
 #
@@ -42,5 +42,6 @@ done
 "$out/gemm_all" || failed=$((failed + 1))
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
+emulate attention_v1 attention attention_v1_emu.cpp
 echo "cuda emulation: $failed harness(es) failed"
 exit $((failed != 0))

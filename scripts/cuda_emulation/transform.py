@@ -12,7 +12,7 @@ import sys
 
 source, target = sys.argv[1], sys.argv[2]
 text = open(source).read()
-text = re.sub(r'extern __shared__ (\w+) (\w+)\[\];',
+text = re.sub(r'extern __shared__ ([\w ]+?) (\w+)\[\];',
               r'\1* \2 = reinterpret_cast<\1*>(::emu::dynamic_shared());', text)
 text = re.sub(r'([A-Za-z_]\w*(?:<[^<>;]*>)?)\s*<<<(.*?)>>>\(',
               r'::emu::launch(::emu::cfg(\2), \1, ', text, flags=re.S)
