@@ -83,7 +83,7 @@ struct Flags {
   std::string partition = "params";
   int threads = 1;    // OpenMP threads per stage (and for the profile)
   int64_t batch = 0;  // 0: TrainOptions' default
-  int steps = 20;
+  int steps = 30;
   int warmup = 3;
   int repeats = 10;
   bool cpu_clock = false;      // profile with the thread CPU clock instead of the wall clock
