@@ -467,6 +467,10 @@ TEST(PipelineTrace, TraceTrafficAndBubbleDescribeWhatRan) {
     for (size_t i = 0; i < list.size(); ++i) {
       EXPECT_EQ(events[i].action, list[i]);
       EXPECT_LE(events[i].start_ms, events[i].end_ms);
+      // A CPU stage's thread time in the action: never more than its wall time (beyond the few
+      // microseconds between the two clocks' reads).
+      EXPECT_GE(events[i].cpu_ms, 0.0);
+      EXPECT_LE(events[i].cpu_ms, events[i].end_ms - events[i].start_ms + 0.2);
       if (i > 0) {
         EXPECT_GE(events[i].start_ms, events[i - 1].end_ms - 1e-6);
       }
@@ -547,6 +551,15 @@ TEST(PipelineTrace, MeasuredCostsAverageEachChunksActions) {
   EXPECT_DOUBLE_EQ(c.per_chunk[1].recompute, 1.0);  // no R: the forward
   EXPECT_DOUBLE_EQ(trace.span_ms(), 10.0);
   EXPECT_EQ(trace.busy_ms(), (std::vector<double>{10.0, 4.0}));
+
+  // In thread CPU time: the actions that have cpu_ms use it, the others keep their wall durations.
+  trace.stages[0][0].cpu_ms = 0.5;  // F0 took 1 ms of wall time, 0.5 ms of CPU
+  trace.stages[0][1].cpu_ms = 1.5;  // F1: 3 ms, 1.5 ms
+  const Costs cpu = measured_costs(trace, /*thread_cpu_time=*/true);
+  EXPECT_DOUBLE_EQ(cpu.per_chunk[0].forward, 1.0);   // (0.5 + 1.5) / 2
+  EXPECT_DOUBLE_EQ(cpu.per_chunk[0].backward, 3.0);  // no cpu_ms: wall
+  EXPECT_DOUBLE_EQ(measured_costs(trace).per_chunk[0].forward, 2.0);
+  EXPECT_DOUBLE_EQ(simulate_measured(trace, true).step_time, simulate(trace.schedule, cpu).step_time);
 }
 
 }  // namespace
