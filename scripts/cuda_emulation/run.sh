@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
-# version v1-v6, causal attention v1 and flash v2 forward and backward, the v2 row kernels) on the CPU and compares them with the CPU
-# backend or a double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds,
-# tails, alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
+# version v1-v6, causal attention v1 and flash v2 forward and backward, the row kernels v1 and v2) on the CPU
+# and compares them with the CPU backend or a double-precision loop. For sessions without a GPU: it checks
+# the kernels' index math, bounds, tails, alignment fallbacks, layouts and reductions. It does NOT replace
+# the CUDA tests on a GPU.
 #
 # How: transform.py turns a kernels/cuda/*.cu file into host C++ (launches -> ::emu::launch, dynamic
 # shared memory -> a buffer, cp.async -> a synchronous copy). include/ holds host stand-ins for
@@ -13,7 +14,8 @@
 # ordering, and races that this host's scheduling happens not to expose.
 #
 # CPU_BUILD_DIR: a -DBRIGADE_CUDA=OFF build with brigade_kernels built (its libraries give the references).
-# About 4 minutes on a loaded 2-core machine (thread creation dominates: a thread per CUDA thread per block).
+# On a shared machine run it as `nice -n 19 scripts/cuda_emulation/run.sh ...`.
+# About 5 minutes on a loaded 2-core machine (thread creation dominates: a thread per CUDA thread per block).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -43,5 +45,7 @@ done
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
 emulate attention_v1 attention attention_v1_emu.cpp
+python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
+emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""
 echo "cuda emulation: $failed harness(es) failed"
 exit $((failed != 0))

@@ -1,6 +1,7 @@
-// What the transformed kernel files reference but the emulation does not run: the CUDA stream/device
-// helpers of tensor/cuda/cuda_check.h, and the v1 entry points the *_with dispatchers fall back to (the
-// harnesses call the v2+ kernels directly, so these stubs only have to link).
+// What the transformed kernel files reference but a harness does not run: the CUDA stream/device helpers of
+// tensor/cuda/cuda_check.h, and the v1 entry points the *_with dispatchers fall back to (the harnesses call
+// kernels directly, so these only have to link). A harness that compiles a v1 file itself defines
+// EMU_ATTENTION_V1 or EMU_ROWS_V1 to drop the matching stubs.
 #pragma once
 
 #include <stdexcept>
@@ -16,8 +17,9 @@ inline void set_device(int) {}
 
 namespace brigade::kernels::cuda {
 [[noreturn]] inline void not_emulated() {
-  throw std::runtime_error("the v1 CUDA kernels are not emulated");
+  throw std::runtime_error("this v1 CUDA entry point is not emulated");
 }
+#if !defined(EMU_ROWS_V1)
 void softmax_rows(const Tensor&, const Tensor&, bool) {
   not_emulated();
 }
@@ -32,7 +34,8 @@ void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tenso
                         const Tensor&, const Tensor&, const Tensor&) {
   not_emulated();
 }
-#if !defined(EMU_ATTENTION_V1)  // defined by the harness that compiles attention.cu itself
+#endif
+#if !defined(EMU_ATTENTION_V1)
 void causal_attention_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&,
                               const Tensor&) {
   not_emulated();

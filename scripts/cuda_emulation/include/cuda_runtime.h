@@ -158,3 +158,8 @@ inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void
   a->device = 0;
   return cudaSuccess;
 }
+
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
