@@ -60,6 +60,7 @@ void inherit_from_checkpoint(const CLI::App& cmd, const nn::Checkpoint& checkpoi
   inherit("--eval-every", &O::eval_every);
   inherit("--eval-iters", &O::eval_iters);
   inherit("--seed", &O::seed);
+  inherit("--dtype", &O::dtype);
   inherit("--save", &O::save);
   inherit("--save-every", &O::save_every);
   inherit("--stages", &O::stages);
@@ -159,6 +160,10 @@ Command add_train_command(CLI::App& app) {
                   "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed of the weights, batches and dropout")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "fp32, or bf16: mixed precision (bf16 GEMM inputs, fp32 accumulation, norms, loss and "
+                  "master weights)")
+      ->capture_default_str();
   cmd->add_option("--save", o->save, "write a checkpoint (safetensors) here at the end");
   cmd->add_option("--save-every", o->save_every, "also checkpoint every N steps (needs --save)");
   cmd->add_option("--resume", o->resume, "continue the run saved in this checkpoint");

@@ -33,7 +33,8 @@ Tensor head_part(const Tensor& packed5, int64_t part) {
 }
 }  // namespace
 
-Tensor causal_self_attention(const Tensor& qkv, int64_t heads, double scale) {
+Tensor causal_self_attention(const Tensor& qkv_in, int64_t heads, double scale) {
+  const Tensor qkv = autograd::autocast_low(qkv_in);  // autocast: bf16 inputs, as causal_attention
   BRIGADE_CHECK_SHAPE(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0,
                       "causal_self_attention: expected qkv [B, T, 3C] with 3C divisible by 3 * heads (",
                       heads, "), found ", shape_str(qkv.shape()));

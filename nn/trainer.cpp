@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "autograd/autocast.h"
 #include "nn/data.h"
 #include "nn/optim.h"
 #include "tensor/grad_mode.h"
@@ -113,6 +114,7 @@ void for_each_field(TrainOptions& o, Fn&& fn) {
   fn("eval_iters", o.eval_iters);
   fn("device", o.device);
   fn("threads", o.threads);
+  fn("dtype", o.dtype);
   fn("seed", o.seed);
   fn("save", o.save);
   fn("save_every", o.save_every);
@@ -169,6 +171,8 @@ void TrainOptions::validate() const {
   } catch (const DeviceError&) {
     BRIGADE_THROW(ValueError, "--device '", device, "' is not a device: expected cpu, cuda or cuda:N");
   }
+  BRIGADE_CHECK_VALUE(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, found '", dtype,
+                      "'");
   // The pipeline's numbers (its names are checked by pipeline/train_runner.h, which knows them).
   positive("--stages", stages);
   positive("--microbatches", microbatches);
@@ -327,6 +331,8 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRu
     runner = &plain;
   }
   TrainOptions options = requested;
+  // The whole run (steps, evaluations, completions; pipeline stages inherit it) under --dtype's autocast.
+  autograd::AutocastGuard autocast(autograd::autocast_dtype_from_name(options.dtype));
   options.block = options.resolved_block();
   const int64_t block = options.block;
   auto message = [&](const std::string& text) {

@@ -64,6 +64,9 @@ struct TrainOptions {
   int64_t eval_every = 250;  ///< 0: only at the end
   int64_t eval_iters = 20;
   std::string device = "cpu";
+  /// fp32, or bf16: mixed precision through autocast (autograd/autocast.h): bf16 GEMM inputs with fp32
+  /// accumulation, fp32 norms, softmax and loss, fp32 master weights, gradients and AdamW state.
+  std::string dtype = "fp32";
   /// OpenMP threads for the CPU kernels; 0: leave OpenMP's setting (OMP_NUM_THREADS, or every core).
   /// The default is 1: the default model's ops are too small to gain from a second thread, and OpenMP
   /// threads that spin at barriers make a run many times slower as soon as another process wants a core

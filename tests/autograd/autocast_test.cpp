@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/attention.h"
 #include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 #include "tensor/generator.h"
@@ -196,6 +197,43 @@ TEST(Autocast, GradientsFollowFp32WithinBf16Rounding) {
     for (double v : r) scale = std::max(scale, std::fabs(v));
     EXPECT_TRUE(testing::allclose(got[i], ref[i], 0.0, 0.02 * scale)) << "gradient " << i;
   }
+}
+
+// Fused attention reads bf16 under autocast (like a GEMM); its gradients come back to fp32 q, k, v.
+TEST(Autocast, AttentionReadsBf16) {
+  Tensor q = leaf({1, 2, 5, 4}, 51), k = leaf({1, 2, 5, 4}, 52), v = leaf({1, 2, 5, 4}, 53);
+  Tensor y;
+  {
+    AutocastGuard autocast(kBFloat16);
+    y = causal_attention(q, k, v, 0.5);
+  }
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  sum(y.to(kFloat32)).backward();
+  for (const Tensor* t : {&q, &k, &v}) {
+    ASSERT_TRUE(t->grad().defined());
+    EXPECT_EQ(t->grad().dtype(), kFloat32);
+  }
+  // Within bf16 rounding of the fp32 result: the output is rounded to bf16 (up to 2^-8 relative), v by up to
+  // 2^-9 of |v| (|v| < 4 here), and rounding q and k moves the scores by ~2^-8 |q.k| scale, the weights by
+  // about as much relative: rtol 2^-7 plus atol 2^-6 covers the sum with room.
+  Tensor ref = causal_attention(q.detach(), k.detach(), v.detach(), 0.5);
+  EXPECT_TRUE(testing::allclose(y, ref, std::ldexp(1.0, -7), std::ldexp(1.0, -6)));
+}
+
+// The packed form (GPT's attention) follows the same rule.
+TEST(Autocast, PackedSelfAttentionReadsBf16) {
+  Tensor qkv = leaf({2, 5, 3 * 8}, 54);
+  Tensor y;
+  {
+    AutocastGuard autocast(kBFloat16);
+    y = causal_self_attention(qkv, /*heads=*/2, 0.5);
+  }
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  sum(y.to(kFloat32)).backward();
+  ASSERT_TRUE(qkv.grad().defined());
+  EXPECT_EQ(qkv.grad().dtype(), kFloat32);
+  Tensor ref = causal_self_attention(qkv.detach(), 2, 0.5);
+  EXPECT_TRUE(testing::allclose(y, ref, std::ldexp(1.0, -7), std::ldexp(1.0, -6)));  // as above
 }
 
 // A checkpoint recomputed by a backward outside the scope replays the forward's precision.
