@@ -159,8 +159,32 @@ else
 fi
 log "racecheck clean: $racecheck_clean/$racecheck_total"
 
+# ---- issue 5 (GPT-2-small step): brigade vs PyTorch on this GPU (own timeouts: 4 runs x 28 s <= 120 s) ------------
+# One training step of a GPT-2-small-shaped model (12 layers, 12 heads, 768, T 1024, vocab 50257, batch 8):
+# bench/gpt2_step_bench.cpp (brigade) and bench/gpt2_step_torch.py (PyTorch, same model and step), fp32 and bf16
+# autocast; tokens/s and MFU (6 N tokens + 12 L C T tokens FLOPs; peak 989 bf16 / 67 fp32 TFLOP/s). JSON per run
+# in $OUT/gpt2_step/, the lines in gpt2_step.txt. A figure, not a gate: a failed run shows in the summary.
+mkdir -p "$OUT/gpt2_step"
+gpt2_ok=0
+gpt2_brief=""
+torch_py=""
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then torch_py="$py"; break; fi
+done
+for dtype in bf16 fp32; do
+  if timeout 28 "$build/bench/gpt2_step_bench" --device cuda --dtype "$dtype" --steps 6 --warmup 2 \
+       --json "$OUT/gpt2_step/brigade_$dtype.json" >> "$OUT/gpt2_step.txt" 2>&1; then gpt2_ok=$((gpt2_ok + 1)); fi
+  if [ -n "$torch_py" ] && timeout 28 "$torch_py" bench/gpt2_step_torch.py --device cuda --dtype "$dtype" --steps 6 \
+       --warmup 2 --json "$OUT/gpt2_step/torch_$dtype.json" >> "$OUT/gpt2_step.txt" 2>&1; then gpt2_ok=$((gpt2_ok + 1)); fi
+done
+[ -n "$torch_py" ] || echo "no python3 with a CUDA PyTorch: torch side skipped" >> "$OUT/gpt2_step.txt"
+gpt2_brief=$(sed -n 's/^impl=\([^ ]*\) .* dtype=\([^ ]*\) .* tokens_per_s=\([^ ]*\) .* mfu=\([^ ]*\) .*/\1 \2 \3 tok\/s mfu \4/p' \
+  "$OUT/gpt2_step.txt" | tr '\n' ';')
+log "gpt2 step: $gpt2_ok/4 runs ok: $gpt2_brief"
+
 # ---- summary ------------------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - start))
 summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; pipeline benches $pipeline_bench_line; benchmarks $bench_status; ${elapsed}s"
+summary="$summary; gpt2 step $gpt2_ok/4 runs ($gpt2_brief)"
 echo "$summary" | tee "$OUT/summary.txt"
 [ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$bench_status" = ok ]
