@@ -12,7 +12,7 @@
 //
 // What it does:
 //   1. profiles every layer (profile.h) at the microbatch the stages will run (batch / M sequences), on
-//      one thread (--threads), median of --repeats after warm-up;
+//      one thread (--threads), median of --repeats after warm-up, in thread CPU time (one thread: exact);
 //   2. cuts the model (partition.h) and simulates the schedule (simulator.h) with each stage's costs the
 //      sums of its layers' forward and backward times, and the transfer time (Costs::transfer) one
 //      hand-off between two threads takes on this machine, measured apart by passing a small tensor back
@@ -35,7 +35,8 @@
 // A shared machine. The comparison is fair only when every stage has a core whenever it works. Each
 // stage's CPU share (its thread CPU time over the wall time of its compute actions) says whether it had:
 // below 0.95 the bench warns, and the replay in thread CPU time (trace.h, TraceEvent::cpu_ms) gives what
-// the step costs without the waits for a core. --cpu-clock profiles with the thread CPU clock as well.
+// the step costs without the waits for a core. The layers are profiled with the thread CPU clock (exact
+// with one thread per stage, and blind to the waits for a core); --wall-clock times them with events.
 // On Linux with autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1) `nice` only ranks
 // processes within one session: other sessions' `nice -n 19` builds still take their equal share of the
 // cores. docs/pipeline.md says how the figures there were taken. The load average is printed at the start
@@ -86,7 +87,7 @@ struct Flags {
   int steps = 30;
   int warmup = 3;
   int repeats = 10;
-  bool cpu_clock = false;      // profile with the thread CPU clock instead of the wall clock
+  bool cpu_clock = true;       // profile with the thread CPU clock (--wall-clock: events on the wall clock)
   bool per_step = false;       // print each measured step's hand-off figures
   std::string device = "cpu";  // cpu, or cuda[:N]: every stage on that device (a stream pair per stage)
 };
@@ -284,7 +285,8 @@ int run(const Flags& f) {
   po.repeats = f.repeats;
   po.warmup = 2;
   po.loss = [&](const Tensor& logits) { return nn::GPT::loss(logits, targets_mb); };
-  po.thread_cpu_time = f.cpu_clock && device.is_cpu();  // on a GPU: CUDA events
+  // The calling thread's CPU clock misses the work of other OpenMP threads: only with one thread.
+  po.thread_cpu_time = f.cpu_clock && f.threads == 1 && device.is_cpu();
   const pl::ModelProfile profile = pl::profile_layers(model, ids_mb, po);
   std::printf("\n%s", profile.table().c_str());
 
@@ -424,15 +426,15 @@ int main(int argc, char** argv) {
         stderr,
         "usage: %s [--stages S] [--microbatches M] [--schedule gpipe|1f1b|zb-h1] [--recompute "
         "never|always|except-last] [--partition params|time|memory] [--threads N] [--batch B] "
-        "[--steps N] [--warmup N] [--repeats N] [--cpu-clock] [--per-step] [--device cpu|cuda[:N]]\n",
+        "[--steps N] [--warmup N] [--repeats N] [--wall-clock] [--per-step] [--device cpu|cuda[:N]]\n",
         argv[0]);
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--cpu-clock") {
-      f.cpu_clock = true;
+    if (a == "--wall-clock") {
+      f.cpu_clock = false;
     } else if (a == "--per-step") {
       f.per_step = true;
     } else if (!has_value) {
