@@ -14,8 +14,8 @@ std::optional<DType> autocast_dtype() {
 }
 
 AutocastGuard::AutocastGuard(std::optional<DType> dtype) : previous_(t_autocast) {
-  BRIGADE_CHECK_DTYPE(!dtype || *dtype == kBFloat16, "AutocastGuard: expected bfloat16 or no dtype (off), found ",
-                      dtype_name(*dtype));
+  BRIGADE_CHECK_DTYPE(!dtype || *dtype == kBFloat16,
+                      "AutocastGuard: expected bfloat16 or no dtype (off), found ", dtype_name(*dtype));
   t_autocast = dtype;
 }
 

@@ -114,7 +114,7 @@ class CheckpointNode : public Node {
   Generator& generator_;
   GeneratorState rng_state_;
   std::optional<DType> autocast_;  // autocast dtype of the forward
-  std::vector<Tensor> inputs_;  // detached
+  std::vector<Tensor> inputs_;     // detached
   std::vector<bool> input_requires_grad_;
   std::vector<Shape> output_shapes_;
   bool recomputed_ = false;

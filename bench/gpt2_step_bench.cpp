@@ -84,21 +84,36 @@ Options parse(int argc, char** argv) {
       if (*end != '\0' || v < 0) usage((flag + " expects a non-negative integer, found " + value).c_str());
       return static_cast<int64_t>(v);
     };
-    if (flag == "--device") o.device = value;
-    else if (flag == "--dtype") o.dtype = value;
-    else if (flag == "--matmul") o.matmul = value;
-    else if (flag == "--layers") o.layers = integer();
-    else if (flag == "--heads") o.heads = integer();
-    else if (flag == "--embd") o.embd = integer();
-    else if (flag == "--block") o.block = integer();
-    else if (flag == "--vocab") o.vocab = integer();
-    else if (flag == "--batch") o.batch = integer();
-    else if (flag == "--steps") o.steps = static_cast<int>(integer());
-    else if (flag == "--warmup") o.warmup = static_cast<int>(integer());
-    else if (flag == "--threads") o.threads = static_cast<int>(integer());
-    else if (flag == "--peak-tflops") o.peak_tflops = std::atof(value.c_str());
-    else if (flag == "--json") o.json = value;
-    else usage(("unknown flag " + flag).c_str());
+    if (flag == "--device")
+      o.device = value;
+    else if (flag == "--dtype")
+      o.dtype = value;
+    else if (flag == "--matmul")
+      o.matmul = value;
+    else if (flag == "--layers")
+      o.layers = integer();
+    else if (flag == "--heads")
+      o.heads = integer();
+    else if (flag == "--embd")
+      o.embd = integer();
+    else if (flag == "--block")
+      o.block = integer();
+    else if (flag == "--vocab")
+      o.vocab = integer();
+    else if (flag == "--batch")
+      o.batch = integer();
+    else if (flag == "--steps")
+      o.steps = static_cast<int>(integer());
+    else if (flag == "--warmup")
+      o.warmup = static_cast<int>(integer());
+    else if (flag == "--threads")
+      o.threads = static_cast<int>(integer());
+    else if (flag == "--peak-tflops")
+      o.peak_tflops = std::atof(value.c_str());
+    else if (flag == "--json")
+      o.json = value;
+    else
+      usage(("unknown flag " + flag).c_str());
   }
   if (o.dtype != "fp32" && o.dtype != "bf16") usage("--dtype must be fp32 or bf16");
   if (o.matmul != "native" && o.matmul != "cublas") usage("--matmul must be native or cublas");
@@ -209,7 +224,9 @@ static int run(int argc, char** argv) {
     char number[64];
     if (value.is_number_float()) std::snprintf(number, sizeof number, "%.4g", value.get<double>());
     line += (line.empty() ? "" : " ") + key + "=" +
-            (value.is_string() ? value.get<std::string>() : value.is_number_float() ? number : value.dump());
+            (value.is_string()         ? value.get<std::string>()
+             : value.is_number_float() ? number
+                                       : value.dump());
   }
   std::printf("%s\n", line.c_str());
   if (!o.json.empty()) std::ofstream(o.json) << json.dump(2) << "\n";

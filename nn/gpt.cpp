@@ -253,7 +253,7 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
     for (int64_t b = 0; b < B; ++b) {
       std::copy_n(tokens.begin() + b * total + (length - context), context, window.begin() + b * context);
     }
-    Tensor logits = forward(from_vector(window, {B, context}, device));          // [B, context, V]
+    Tensor logits = forward(from_vector(window, {B, context}, device));  // [B, context, V]
     // [B, V]; float32 also when autocast made the logits bf16
     std::vector<float> last = logits.select(1, context - 1).to(kFloat32).to_vector<float>();
     std::vector<double> uniforms = rand({B}, TensorOptions(kFloat64), generator).to_vector<double>();

@@ -26,8 +26,8 @@
 namespace brigade {
 namespace {
 
-using autograd::AutocastGuard;
 using autograd::autocast_dtype;
+using autograd::AutocastGuard;
 
 Tensor leaf(const Shape& shape, uint64_t seed, DType dtype = kFloat32) {
   Generator g(seed);

@@ -41,7 +41,8 @@ TEST(AutocastNN, LinearComputesInBf16AndKeepsFp32Gradients) {
     EXPECT_EQ(p.grad().dtype(), kFloat32) << name;
   }
   // The bias gradient of sum(y) is the count of rows, exactly (12 per output, in any precision).
-  EXPECT_TRUE(brigade::testing::allclose(linear.named_parameters()[1].second.grad(), full({5}, 12.0), 0.0, 0.0));
+  EXPECT_TRUE(
+      brigade::testing::allclose(linear.named_parameters()[1].second.grad(), full({5}, 12.0), 0.0, 0.0));
 }
 
 // One step of a small GPT: under autocast the logits are bf16, the loss fp32 and within 1% of the fp32
@@ -85,7 +86,8 @@ TEST(AutocastNN, GptStepFollowsTheFp32Step) {
     const std::string& name = grads32[i].first;
     ASSERT_TRUE(grads16[i].second.defined()) << name;
     EXPECT_EQ(grads16[i].second.dtype(), kFloat32) << name;
-    const std::vector<double> a = grads16[i].second.to_vector<double>(), b = grads32[i].second.to_vector<double>();
+    const std::vector<double> a = grads16[i].second.to_vector<double>(),
+                              b = grads32[i].second.to_vector<double>();
     double diff = 0.0, norm = 0.0;
     for (size_t j = 0; j < a.size(); ++j) {
       diff += (a[j] - b[j]) * (a[j] - b[j]);
