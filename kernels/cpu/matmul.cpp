@@ -104,23 +104,22 @@ Acc* thread_workspace(size_t count) {
 // done (a multiple of 4); the caller finishes the rest.
 inline int64_t pack_six_rows_by_four(const float* src, int64_t lda, int64_t kc, float* panel) {
   using detail::f32x4;
-  using i32x4 = int32_t __attribute__((vector_size(16)));
   int64_t p = 0;
   for (; p + 4 <= kc; p += 4) {
     f32x4 r[6];
     for (int64_t i = 0; i < 6; ++i) r[i] = detail::load4(src + i * lda + p);
-    const f32x4 t0 = __builtin_shuffle(r[0], r[1], i32x4{0, 4, 1, 5});  // r0[0] r1[0] r0[1] r1[1]
-    const f32x4 t1 = __builtin_shuffle(r[0], r[1], i32x4{2, 6, 3, 7});  // r0[2] r1[2] r0[3] r1[3]
-    const f32x4 t2 = __builtin_shuffle(r[2], r[3], i32x4{0, 4, 1, 5});
-    const f32x4 t3 = __builtin_shuffle(r[2], r[3], i32x4{2, 6, 3, 7});
+    const f32x4 t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5);  // r0[0] r1[0] r0[1] r1[1]
+    const f32x4 t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7);  // r0[2] r1[2] r0[3] r1[3]
+    const f32x4 t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
+    const f32x4 t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
     float tail[8];  // rows 4-5: r4[q] r5[q] for q = 0..3
-    detail::store4(tail, __builtin_shuffle(r[4], r[5], i32x4{0, 4, 1, 5}));
-    detail::store4(tail + 4, __builtin_shuffle(r[4], r[5], i32x4{2, 6, 3, 7}));
+    detail::store4(tail, __builtin_shufflevector(r[4], r[5], 0, 4, 1, 5));
+    detail::store4(tail + 4, __builtin_shufflevector(r[4], r[5], 2, 6, 3, 7));
     float* o = panel + p * 6;
-    detail::store4(o, __builtin_shuffle(t0, t2, i32x4{0, 1, 4, 5}));       // column p: r0..r3
-    detail::store4(o + 6, __builtin_shuffle(t0, t2, i32x4{2, 3, 6, 7}));   // column p + 1
-    detail::store4(o + 12, __builtin_shuffle(t1, t3, i32x4{0, 1, 4, 5}));  // column p + 2
-    detail::store4(o + 18, __builtin_shuffle(t1, t3, i32x4{2, 3, 6, 7}));  // column p + 3
+    detail::store4(o, __builtin_shufflevector(t0, t2, 0, 1, 4, 5));       // column p: r0..r3
+    detail::store4(o + 6, __builtin_shufflevector(t0, t2, 2, 3, 6, 7));   // column p + 1
+    detail::store4(o + 12, __builtin_shufflevector(t1, t3, 0, 1, 4, 5));  // column p + 2
+    detail::store4(o + 18, __builtin_shufflevector(t1, t3, 2, 3, 6, 7));  // column p + 3
     for (int64_t q = 0; q < 4; ++q) std::memcpy(o + q * 6 + 4, tail + 2 * q, 2 * sizeof(float));
   }
   return p;
