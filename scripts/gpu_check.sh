@@ -5,7 +5,9 @@
 #  2. runs every test with BRIGADE_REQUIRE_GPU=1, so a CUDA test that would skip fails instead;
 #  3. runs compute-sanitizer --tool memcheck over the CUDA op test executables;
 #  4. writes logs and a one-line summary (OUTDIR/summary.txt) — commit the summary under bench/results/.
-# Budget: under 8 minutes on a 16-core machine. Later issues append their GPU checks in the marked section.
+# Budget: GPU_CHECK_BUDGET_S seconds (default 540, under the device tool's 600 s per command). Every step after
+# the build gets min(its own timeout, the time left); a step with under 10 s left is skipped and says so, so the
+# summary is always written. Later issues append their GPU checks in the marked section, most important first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-gpu_check_out}"
@@ -13,6 +15,14 @@ mkdir -p "$OUT"
 start=$(date +%s)
 jobs=$(nproc)
 log() { echo "[gpu_check $(($(date +%s) - start))s] $*" | tee -a "$OUT/progress.log"; }
+budget="${GPU_CHECK_BUDGET_S:-540}"
+# capped N: prints min(N, seconds left before the budget, minus 10 s kept for the summary); fails (and the caller
+# skips its step) when under 10 s would be left. Never prints 0: `timeout 0` would mean no limit at all.
+capped() {
+  local left=$((budget - ($(date +%s) - start) - 10))
+  [ "$left" -ge 10 ] || return 1
+  if [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
+}
 
 # ---- dependencies: the GPU image has CMake, ninja and nvcc but no GoogleTest/Benchmark/json/CLI11 ------------
 prefix_args=()
@@ -47,8 +57,13 @@ log "build $build_status"
 
 # ---- 2. every test, CUDA ones must not skip ----------------------------------------------------------------------
 export BRIGADE_REQUIRE_GPU=1
-ctest --test-dir "$build" -j 8 --timeout 300 --output-on-failure > "$OUT/ctest.log" 2>&1
-ctest_rc=$?
+ctest_rc=124
+if t=$(capped 300); then
+  timeout "$t" ctest --test-dir "$build" -j 8 --timeout 300 --output-on-failure > "$OUT/ctest.log" 2>&1
+  ctest_rc=$?
+else
+  log "ctest skipped: over budget"
+fi
 tests_line=$(grep -E "tests passed|tests failed" "$OUT/ctest.log" | tail -1)
 skipped=$(grep -c "Skipped" "$OUT/ctest.log" || true)
 log "ctest rc=$ctest_rc: $tests_line; skipped: $skipped"
@@ -61,7 +76,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     [ -x "$exe" ] || continue
     memcheck_total=$((memcheck_total + 1))
     name=$(basename "$exe")
-    if timeout 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$exe" > "$OUT/memcheck_$name.log" 2>&1; then
+    t=$(capped 240) || { log "memcheck: $name skipped (over budget)"; continue; }
+    if timeout "$t" compute-sanitizer --tool memcheck --error-exitcode 1 "$exe" > "$OUT/memcheck_$name.log" 2>&1; then
       memcheck_clean=$((memcheck_clean + 1))
     else
       log "memcheck: $name reported errors (see memcheck_$name.log)"
@@ -78,7 +94,7 @@ log "memcheck clean: $memcheck_clean/$memcheck_total"
 # CPU-vs-CUDA loss comparison is tests/nn/cuda_train_test.cpp, run by ctest above: 20 steps, the first loss
 # within 1e-5 and every loss within 2e-3 relative.)
 train_cuda=FAILED
-if timeout 300 "$build/apps/brigade" train --device cuda --metrics "$OUT/train_cuda.json" > "$OUT/train_cuda.log" 2>&1; then
+if t=$(capped 300) && timeout "$t" "$build/apps/brigade" train --device cuda --metrics "$OUT/train_cuda.json" > "$OUT/train_cuda.log" 2>&1; then
   accuracy=$(sed -n 's/^held-out exact-match accuracy: \([0-9.]*\)%.*/\1/p' "$OUT/train_cuda.log")
   awk -v a="${accuracy:-0}" 'BEGIN { exit !(a >= 90) }' && train_cuda=ok
 fi
@@ -90,7 +106,7 @@ log "brigade train --device cuda: $train_cuda; $(grep -E '^done:|^held-out' "$OU
 # addition: the accuracy is recorded, not required. (The CUDA executor equivalence test,
 # tests/pipeline/cuda_executor_test.cpp, ran under ctest above.)
 train_pipeline=FAILED
-if timeout 60 "$build/apps/brigade" train --device cuda --stages 2 --microbatches 4 --steps 200 \
+if t=$(capped 60) && timeout "$t" "$build/apps/brigade" train --device cuda --stages 2 --microbatches 4 --steps 200 \
      --trace "$OUT/pipeline_trace.json" --timeline "$OUT/pipeline_timeline.svg" \
      --metrics "$OUT/pipeline_train.json" > "$OUT/pipeline_train.log" 2>&1 &&
    [ -s "$OUT/pipeline_trace.json" ] && [ -s "$OUT/pipeline_timeline.svg" ]; then
@@ -107,8 +123,8 @@ log "brigade train --device cuda --stages 2 --microbatches 4 --steps 200: $train
 # replayed; bench/pipeline_scaling_bench --table --device cuda: S 1-8 x M 1/4/32, simulated and measured. Outputs
 # in $OUT (docs/pipeline.md section 4 explains the columns). Figures are recorded, not required.
 pipeline_bench=FAILED
-if timeout 20 "$build/bench/pipeline_predict_bench" --device cuda --steps 20 > "$OUT/pipeline_predict_cuda.txt" 2>&1 &&
-   timeout 40 "$build/bench/pipeline_scaling_bench" --table --device cuda --steps 3 \
+if t=$(capped 20) && timeout "$t" "$build/bench/pipeline_predict_bench" --device cuda --steps 20 > "$OUT/pipeline_predict_cuda.txt" 2>&1 &&
+   t=$(capped 40) && timeout "$t" "$build/bench/pipeline_scaling_bench" --table --device cuda --steps 3 \
      > "$OUT/pipeline_scaling_cuda.txt" 2>&1; then
   pipeline_bench=ok
 fi
@@ -121,7 +137,7 @@ log "pipeline benches on cuda: $pipeline_bench_line"
 # measured at start-up: D2D copy, cuBLAS fp32/bf16 GEMM at 8192^3), 10 event-timed calls per case with the L2
 # flushed before each; JSON into $OUT/bench (commit it under bench/results/), and a PNG when matplotlib is there.
 bench_status=FAILED
-if BRIGADE_BUILD_DIR="$build" BRIGADE_BENCH_FILTER=/cuda/ BRIGADE_JOBS="$jobs" timeout 120 scripts/bench_kernels.sh "$OUT/bench" \
+if t=$(capped 120) && BRIGADE_BUILD_DIR="$build" BRIGADE_BENCH_FILTER=/cuda/ BRIGADE_JOBS="$jobs" timeout "$t" scripts/bench_kernels.sh "$OUT/bench" \
      > "$OUT/bench_kernels.log" 2>&1; then
   bench_status=ok
 fi
@@ -147,7 +163,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     name=${spec%%:*}
     [ -x "$build/tests/$name" ] || continue
     racecheck_total=$((racecheck_total + 1))
-    if timeout 90 compute-sanitizer --tool racecheck --error-exitcode 1 "$build/tests/$name" --gtest_filter="${spec#*:}" \
+    t=$(capped 90) || { log "racecheck: $name skipped (over budget)"; continue; }
+    if timeout "$t" compute-sanitizer --tool racecheck --error-exitcode 1 "$build/tests/$name" --gtest_filter="${spec#*:}" \
          > "$OUT/racecheck_$name.log" 2>&1; then
       racecheck_clean=$((racecheck_clean + 1))
     else
@@ -172,9 +189,9 @@ for py in python3 /usr/bin/python3; do
   if "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then torch_py="$py"; break; fi
 done
 for dtype in bf16 fp32; do
-  if timeout 28 "$build/bench/gpt2_step_bench" --device cuda --dtype "$dtype" --steps 6 --warmup 2 \
+  if t=$(capped 28) && timeout "$t" "$build/bench/gpt2_step_bench" --device cuda --dtype "$dtype" --steps 6 --warmup 2 \
        --json "$OUT/gpt2_step/brigade_$dtype.json" >> "$OUT/gpt2_step.txt" 2>&1; then gpt2_ok=$((gpt2_ok + 1)); fi
-  if [ -n "$torch_py" ] && timeout 28 "$torch_py" bench/gpt2_step_torch.py --device cuda --dtype "$dtype" --steps 6 \
+  if [ -n "$torch_py" ] && t=$(capped 28) && timeout "$t" "$torch_py" bench/gpt2_step_torch.py --device cuda --dtype "$dtype" --steps 6 \
        --warmup 2 --json "$OUT/gpt2_step/torch_$dtype.json" >> "$OUT/gpt2_step.txt" 2>&1; then gpt2_ok=$((gpt2_ok + 1)); fi
 done
 [ -n "$torch_py" ] || echo "no python3 with a CUDA PyTorch: torch side skipped" >> "$OUT/gpt2_step.txt"

@@ -197,11 +197,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// Dynamic shared memory of a kernel needing `values` acc values; throws ValueError past the default limit.
-size_t shared_bytes_for(const char* op, int64_t values, size_t value_size, int64_t Tn, int64_t D) {
+/// Dynamic shared memory of `kernel` needing `values` acc values; throws ValueError when it and the kernel's
+/// static shared memory (block_reduce's partials) pass the default 48 KiB limit, which would otherwise be a
+/// launch failure instead of a clear error.
+size_t shared_bytes_for(const char* op, const void* kernel, int64_t values, size_t value_size, int64_t Tn,
+                        int64_t D) {
+  cudaFuncAttributes attributes{};
+  BRIGADE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  const int64_t static_bytes = static_cast<int64_t>(attributes.sharedSizeBytes);
   const int64_t bytes = values * static_cast<int64_t>(value_size);
-  BRIGADE_CHECK_VALUE(bytes <= kMaxSharedBytes, op, ": the CUDA v1 kernel keeps a row of T scores in shared ",
-                      "memory and needs ", bytes, " bytes for T = ", Tn, ", D = ", D, "; the limit is ",
+  BRIGADE_CHECK_VALUE(bytes + static_bytes <= kMaxSharedBytes, op,
+                      ": the CUDA v1 kernel keeps a row of T scores in shared memory and needs ", bytes,
+                      " bytes (plus ", static_bytes, " static) for T = ", Tn, ", D = ", D, "; the limit is ",
                       kMaxSharedBytes);
   return static_cast<size_t>(bytes);
 }
@@ -214,7 +221,9 @@ void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   cudaStream_t stream = stream_for(q);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention", [&] {
     using A = acc_t<scalar_t>;
-    const size_t shared = shared_bytes_for("causal_attention", Tn + D, sizeof(A), Tn, D);
+    const size_t shared = shared_bytes_for("causal_attention",
+                                           reinterpret_cast<const void*>(&attention_forward_kernel<scalar_t>),
+                                           Tn + D, sizeof(A), Tn, D);
     attention_forward_kernel<scalar_t><<<row_blocks(BH * Tn), kThreads, shared, stream>>>(
         q.data<scalar_t>(), heads_of(q), k.data<scalar_t>(), heads_of(k), v.data<scalar_t>(), heads_of(v),
         out.data<scalar_t>(), heads_of(out), lse.data<A>(), BH, H, Tn, D, static_cast<A>(scale));
@@ -230,8 +239,12 @@ void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention_backward", [&] {
     using A = acc_t<scalar_t>;
     Tensor delta = empty({BH * Tn}, TensorOptions(acc_dtype<scalar_t>()).device(q.device()));
-    const size_t query_shared = shared_bytes_for("causal_attention_backward", Tn + D, sizeof(A), Tn, D);
-    const size_t key_shared = shared_bytes_for("causal_attention_backward", 2 * Tn + 2 * D, sizeof(A), Tn, D);
+    const size_t query_shared = shared_bytes_for(
+        "causal_attention_backward",
+        reinterpret_cast<const void*>(&attention_backward_query_kernel<scalar_t>), Tn + D, sizeof(A), Tn, D);
+    const size_t key_shared = shared_bytes_for(
+        "causal_attention_backward", reinterpret_cast<const void*>(&attention_backward_key_kernel<scalar_t>),
+        2 * Tn + 2 * D, sizeof(A), Tn, D);
     attention_backward_query_kernel<scalar_t><<<row_blocks(BH * Tn), kThreads, query_shared, stream>>>(
         dout.data<scalar_t>(), heads_of(dout), q.data<scalar_t>(), heads_of(q), k.data<scalar_t>(),
         heads_of(k), v.data<scalar_t>(), heads_of(v), out.data<scalar_t>(), heads_of(out), lse.data<A>(),

@@ -52,6 +52,15 @@ template <typename F>
 cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
   return cudaSuccess;
 }
+// Static shared memory is not measured here (emulated __shared__ is a host static): report none.
+struct cudaFuncAttributes {
+  size_t sharedSizeBytes = 0;
+};
+template <typename F>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, F) {
+  *attributes = cudaFuncAttributes{};
+  return cudaSuccess;
+}
 
 namespace emu {
 struct Ctx {
