@@ -29,6 +29,12 @@
 //      took from its send to their recv's return (the wake-up), and the gaps between consecutive actions.
 // The relative difference is |measured - predicted| / measured.
 //
+// Rounds. A shared virtual machine's cores change speed from one second to the next (another tenant, a
+// sibling hyper-thread): a profile taken while a core is fast predicts a step measured while it is slow
+// badly, whatever the model. So the bench repeats 1-3 --rounds times (default 5), each round profiling,
+// predicting and measuring afresh, and reports each round's difference and their median — the same pairing a
+// side-by-side benchmark uses against drift. The first round is printed in full.
+//
 // On a GPU (--device cuda) the layers are profiled and the compute actions timed with CUDA events; the
 // stages' host threads only enqueue, so the CPU share and the thread-CPU replay do not apply (no cpu_ms).
 //
@@ -51,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +96,7 @@ struct Flags {
   int repeats = 10;
   bool cpu_clock = true;       // profile with the thread CPU clock (--wall-clock: events on the wall clock)
   bool per_step = false;       // print each measured step's hand-off figures
+  int rounds = 5;              // profile + predict + measure this many times; report the median difference
   std::string device = "cpu";  // cpu, or cuda[:N]: every stage on that device (a stream pair per stage)
 };
 
@@ -99,11 +107,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Only the first round prints its details (print); every round prints its summary line (std::printf).
+bool g_verbose = true;
+template <typename... Args>
+void print(const char* format, Args... args) {
+  if (g_verbose) std::printf(format, args...);
+}
+
 void print_load(const char* when) {
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) == 3)
-    std::printf("load average %s: %.2f %.2f %.2f (%u hardware threads)\n", when, load[0], load[1], load[2],
-                std::thread::hardware_concurrency());
+    print("load average %s: %.2f %.2f %.2f (%u hardware threads)\n", when, load[0], load[1], load[2],
+          std::thread::hardware_concurrency());
 }
 
 // Per-chunk costs of `part` from the profiled layers: each chunk's forward and backward are the sums of its
@@ -241,7 +256,8 @@ HandOffs hand_offs(const pl::ExecutionTrace& trace) {
   return h;
 }
 
-int run(const Flags& f) {
+/// One round: profile, predict, measure. Returns |measured - simulated| / measured.
+double run(const Flags& f) {
   nn::TrainOptions to;  // brigade train's defaults
   if (f.batch > 0) to.batch = f.batch;
   omp_set_num_threads(f.threads);
@@ -262,13 +278,12 @@ int run(const Flags& f) {
   const nn::Batch batch = nn::random_batch(data.train, to.batch, block, generator, device, data.train_starts);
   const int M = f.microbatches, S = f.stages;
   if (to.batch % M != 0) {
-    std::fprintf(stderr, "pipeline_predict_bench: batch %lld does not divide into %d microbatches\n",
-                 static_cast<long long>(to.batch), M);
-    return 2;
+    throw std::invalid_argument("batch " + std::to_string(to.batch) + " does not divide into " +
+                                std::to_string(M) + " microbatches");
   }
   const int64_t per = to.batch / M;
 
-  std::printf(
+  print(
       "pipeline prediction: GPT %lld layers x %lld heads x %lld, block %lld, vocab %lld, batch %lld; "
       "%s, %d stages, %d microbatches of %lld, recompute %s, partition by %s; %d OpenMP thread(s) "
       "per stage; on %s\n",
@@ -288,14 +303,14 @@ int run(const Flags& f) {
   // The calling thread's CPU clock misses the work of other OpenMP threads: only with one thread.
   po.thread_cpu_time = f.cpu_clock && f.threads == 1 && device.is_cpu();
   const pl::ModelProfile profile = pl::profile_layers(model, ids_mb, po);
-  std::printf("\n%s", profile.table().c_str());
+  print("\n%s", profile.table().c_str());
 
   // 2. Partition and predict.
   pl::PartitionOptions parto;
   parto.method = pl::parse_partition_method(f.partition);
   parto.stages = S;
   const pl::Partition part = pl::make_partition(profile, parto);
-  std::printf("\n%s", part.table().c_str());
+  print("\n%s", part.table().c_str());
   const pl::Recompute recompute = pl::parse_recompute(f.recompute);
   const pl::Schedule schedule = pl::make_schedule(f.schedule, S, M, 1, recompute);
   pl::Costs predicted_costs = costs_from_profile(profile, part);
@@ -346,7 +361,7 @@ int run(const Flags& f) {
     max_wake.push_back(h.max_wake_ms);
     late.push_back(h.late_start_ms);
     if (f.per_step)
-      std::printf(
+      print(
           "step %d: span %.2f, replay %.2f, stage 0 late by %.3f, wake %.3f (longest %.3f), gaps %.3f "
           "(longest %.3f at %s)\n",
           i, r.step_ms, replay.back(), h.late_start_ms, h.wake_ms, h.max_wake_ms, h.gaps_ms, h.max_gap_ms,
@@ -369,52 +384,54 @@ int run(const Flags& f) {
   }
 
   // 4. Report.
-  std::printf(
+  print(
       "\nper stage, one microbatch (ms): profiled layers vs the executor's actions (median of %d "
       "steps)\n",
       f.steps);
-  std::printf("%6s %12s %12s %12s %12s %14s %14s %10s\n", "stage", "F profiled", "F measured", "B profiled",
-              "B measured", "busy predicted", "busy measured", "CPU share");
+  print("%6s %12s %12s %12s %12s %14s %14s %10s\n", "stage", "F profiled", "F measured", "B profiled",
+        "B measured", "busy predicted", "busy measured", "CPU share");
   for (int s = 0; s < S; ++s) {
     const pl::ChunkCosts& p = predicted_costs.per_chunk[static_cast<size_t>(s)];
-    std::printf("%6d %12.3f %12.3f %12.3f %12.3f %14.2f %14.2f %10.2f\n", s, p.forward,
-                median(fwd[static_cast<size_t>(s)]), p.backward, median(bwd[static_cast<size_t>(s)]),
-                predicted.stats[static_cast<size_t>(s)].busy, median(busy[static_cast<size_t>(s)]),
-                median(share[static_cast<size_t>(s)]));
+    print("%6d %12.3f %12.3f %12.3f %12.3f %14.2f %14.2f %10.2f\n", s, p.forward,
+          median(fwd[static_cast<size_t>(s)]), p.backward, median(bwd[static_cast<size_t>(s)]),
+          predicted.stats[static_cast<size_t>(s)].busy, median(busy[static_cast<size_t>(s)]),
+          median(share[static_cast<size_t>(s)]));
   }
   const double measured = median(span), simulated = predicted.step_time, replayed = median(replay);
-  std::printf("\nstep (pipeline span, no optimizer), median of %d after %d warm-up:\n", f.steps, f.warmup);
-  std::printf("  measured                          %9.2f ms\n", measured);
-  std::printf(
+  print("\nstep (pipeline span, no optimizer), median of %d after %d warm-up:\n", f.steps, f.warmup);
+  print("  measured                          %9.2f ms\n", measured);
+  print(
       "  simulated from the layer profile  %9.2f ms   (bubble %.1f%%; hand-offs of %.3f ms measured "
       "apart; %.2f ms with free hand-offs)\n",
       simulated, 100.0 * predicted.bubble, hand_off, compute_only.step_time);
-  std::printf(
-      "  replay of the measured actions    %9.2f ms   (simulate_measured; in thread CPU time %.2f ms)\n",
-      replayed, median(replay_cpu));
-  std::printf("  relative difference |measured - simulated| / measured: %.1f%%\n",
-              100.0 * std::abs(measured - simulated) / measured);
-  std::printf("  gap split: actions vs profile %+.2f ms, scheduling/hand-off overhead %+.2f ms\n",
-              replayed - simulated, measured - replayed);
-  std::printf(
+  print("  replay of the measured actions    %9.2f ms   (simulate_measured; in thread CPU time %.2f ms)\n",
+        replayed, median(replay_cpu));
+  print("  relative difference |measured - simulated| / measured: %.1f%%\n",
+        100.0 * std::abs(measured - simulated) / measured);
+  print("  gap split: actions vs profile %+.2f ms, scheduling/hand-off overhead %+.2f ms\n",
+        replayed - simulated, measured - replayed);
+  print(
       "hand-offs: %.0f recvs waited for their message, %.3f ms in all from send to recv's return "
       "(longest %.3f ms); %.3f ms between actions on all stages; the first stage started %.3f ms after "
       "the earliest (medians per step)\n",
       median(waited), median(wake), median(max_wake), median(gaps), median(late));
-  std::printf("whole train_step (span + clip + AdamW + bookkeeping): %.2f ms, of which optimizer %.2f ms\n",
-              median(whole), median(optimizer_ms));
-  std::printf("per step: %.0f minor page faults, %.0f involuntary context switches (medians)\n",
-              median(faults), median(switches));
+  print("whole train_step (span + clip + AdamW + bookkeeping): %.2f ms, of which optimizer %.2f ms\n",
+        median(whole), median(optimizer_ms));
+  print("per step: %.0f minor page faults, %.0f involuntary context switches (medians)\n", median(faults),
+        median(switches));
   double lowest_share = 1.0;
   for (const auto& v : share) lowest_share = std::min(lowest_share, median(v));
   if (lowest_share < 0.95)
-    std::printf(
+    print(
         "warning: a stage ran only %.0f%% of the wall time of its compute actions: it waited for a "
         "core (a busy machine, or more stages x threads than cores), so the measured step is not "
         "what the pipeline costs; compare the replay in thread CPU time\n",
         100.0 * lowest_share);
   print_load("at the end");
-  return 0;
+  const double difference = std::abs(measured - simulated) / measured;
+  std::printf("round: measured %.2f ms, simulated %.2f ms, replay %.2f ms, difference %.1f%%\n", measured,
+              simulated, replayed, 100.0 * difference);
+  return difference;
 }
 
 }  // namespace
@@ -422,12 +439,12 @@ int run(const Flags& f) {
 int main(int argc, char** argv) {
   Flags f;
   auto usage = [&] {
-    std::fprintf(
-        stderr,
-        "usage: %s [--stages S] [--microbatches M] [--schedule gpipe|1f1b|zb-h1] [--recompute "
-        "never|always|except-last] [--partition params|time|memory] [--threads N] [--batch B] "
-        "[--steps N] [--warmup N] [--repeats N] [--wall-clock] [--per-step] [--device cpu|cuda[:N]]\n",
-        argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s [--stages S] [--microbatches M] [--schedule gpipe|1f1b|zb-h1] [--recompute "
+                 "never|always|except-last] [--partition params|time|memory] [--threads N] [--batch B] "
+                 "[--steps N] [--warmup N] [--repeats N] [--rounds N] [--wall-clock] [--per-step] [--device "
+                 "cpu|cuda[:N]]\n",
+                 argv[0]);
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -459,6 +476,8 @@ int main(int argc, char** argv) {
       f.steps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--warmup") {
       f.warmup = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--rounds") {
+      f.rounds = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--repeats") {
       f.repeats = std::max(1, std::atoi(argv[++i]));
     } else {
@@ -467,7 +486,18 @@ int main(int argc, char** argv) {
   }
   if (f.stages < 1 || f.microbatches < 1) return usage();
   try {
-    return run(f);
+    std::vector<double> differences;
+    for (int round = 0; round < f.rounds; ++round) {
+      g_verbose = round == 0;
+      differences.push_back(run(f));
+    }
+    std::printf("relative difference |measured - simulated| / measured over %d rounds:", f.rounds);
+    for (double d : differences) std::printf(" %.1f%%", 100.0 * d);
+    std::printf("; median %.1f%%\n", 100.0 * median(differences));
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "pipeline_predict_bench: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pipeline_predict_bench: %s\n", e.what());
     return 1;
