@@ -95,7 +95,8 @@ StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, 
     }
   };
 
-  enum class Held { None, Boundary, Full };
+  // Pending: after Bi, before Bw (ActivationSizes::pending: what the weight gradients still need).
+  enum class Held { None, Boundary, Full, Pending };
   std::vector<Held> held(static_cast<size_t>(schedule.virtual_chunks) * M, Held::None);
   double live = 0.0, activation_peak = 0.0, in_transit = 0.0, best = -1.0;
   StageMemory m;
@@ -147,8 +148,12 @@ StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, 
     }
 
     // Releases and creations when the action ends.
+    if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
+      live += size.kept_for_weights() - size.full;
+      h = Held::Pending;
+    }
     if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-      live -= h == Held::Full ? size.full : size.boundary;
+      live -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
       h = Held::None;
     }
     if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) create(c.begin, c.end);
@@ -192,6 +197,13 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
     ActivationSizes sizes;
     sizes.full = r * static_cast<double>(c.activation_bytes);
     sizes.boundary = k + 1 == K ? 0.0 : r * static_cast<double>(c.output_bytes);
+    // Between Bi and Bw: the sum of the layers' measured split_pending_bytes (unmeasured: full).
+    double pending = 0.0;
+    for (int i = c.begin; i < c.end && pending >= 0.0; ++i) {
+      const int64_t bytes = profile.layers[static_cast<size_t>(i)].split_pending_bytes;
+      pending = bytes < 0 ? -1.0 : pending + r * static_cast<double>(bytes);
+    }
+    sizes.pending = pending;
     model.per_chunk.push_back(sizes);
   }
   const Timeline timeline = simulate(schedule, Costs{}, model);

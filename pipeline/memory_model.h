@@ -25,8 +25,10 @@
 // The step peak is found by walking the stage's action list, as the executor runs it:
 //   live activations  exactly the simulator's accounting (simulator.h): F adds full_c (boundary_c when
 //                the policy recomputes that microbatch), R adds full_c - boundary_c, B or Bw frees the
-//                (chunk, microbatch)'s bytes when it ends. Its maximum is the "activations" column, and
-//                one recompute buffer is counted exactly where the schedule holds it.
+//                (chunk, microbatch)'s bytes when it ends; Bi frees all but pending_c, what the chunk's
+//                layers keep for Bw (LayerProfile::split_pending_bytes, measured with SplitBackward). Its
+//                maximum is the "activations" column, and one recompute buffer is counted exactly where the
+//                schedule holds it.
 //   gradients G       the bytes of the gradients that exist when the action starts: a chunk's parameter
 //                gradients are created by its first B (or Bw) of the step and live to the end.
 //   in transit        after the stage's first B/Bi of a chunk that has an upstream stage, one input

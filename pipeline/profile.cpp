@@ -7,6 +7,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "pipeline/split_backward.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "tensor/grad_mode.h"
@@ -168,6 +169,55 @@ ModelProfile count_parameters(const nn::Sequential& model) {
   return profile;
 }
 
+namespace {
+
+// Between Bi and Bw a layer keeps what its weight gradients need (split_backward.h). One untimed pass:
+// forward every layer on a fresh leaf, then from the last layer down run Bi alone, read what the layer's
+// scope still holds above its level before the forward (less the input gradient Bi returns, which the
+// executor sends upstream and the memory model counts as in transit), then run Bw.
+void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                           const Device& device, Generator& generator, ModelProfile& profile) {
+  const size_t L = profile.layers.size();
+  std::vector<Tensor> inputs(L), outputs(L);
+  std::vector<int64_t> level(L, 0);
+  auto in_use = [&](size_t i) {
+    return scope_memory_stats(device, scope_tag(static_cast<int64_t>(i))).in_use_bytes;
+  };
+  Tensor loss;
+  Tensor x = input;
+  for (size_t i = 0; i < L; ++i) {
+    Tensor h = x;
+    if (i > 0 && is_floating(x.dtype())) h = x.detach().set_requires_grad(true);
+    inputs[i] = h;
+    level[i] = in_use(i);
+    MemoryScope scope(scope_tag(static_cast<int64_t>(i)));
+    outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
+    if (i + 1 == L && options.loss) loss = options.loss(outputs[i]);
+    x = outputs[i];
+  }
+  Tensor grad;
+  for (size_t k = L; k-- > 0;) {
+    const bool with_loss = k + 1 == L && loss.defined();
+    const Tensor& root = with_loss ? loss : outputs[k];
+    if (!root.requires_grad()) {
+      profile.layers[k].split_pending_bytes = 0;
+      grad = Tensor();
+      continue;
+    }
+    if (!with_loss && !grad.defined())
+      grad = randn(root.shape(), TensorOptions(root.dtype()).device(device), &generator);
+    MemoryScope scope(scope_tag(static_cast<int64_t>(k)));
+    SplitBackward split;
+    Tensor dx = split.backward_input(root, with_loss ? Tensor() : grad, inputs[k]);
+    const int64_t returned = dx.defined() ? static_cast<int64_t>(dx.nbytes()) : 0;
+    profile.layers[k].split_pending_bytes = std::max<int64_t>(0, in_use(k) - level[k] - returned);
+    split.backward_weight();
+    grad = dx;
+  }
+}
+
+}  // namespace
+
 ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
   BRIGADE_CHECK_VALUE(model.size() > 0, "profile_layers: the model has no layers");
   BRIGADE_CHECK_VALUE(options.repeats >= 1, "profile_layers: repeats must be >= 1, got ", options.repeats);
@@ -251,6 +301,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
     profile.layers[i].forward_ms = median(fwd_ms[i]);
     profile.layers[i].backward_ms = median(bwd_ms[i]);
   }
+  measure_split_pending(model, input, options, device, generator, profile);
   return profile;
 }
 

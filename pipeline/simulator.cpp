@@ -132,7 +132,8 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
 // Walks one stage's simulated actions in order and tracks its live activations (simulator.h).
 void account_memory(const Schedule& s, int stage, const MemoryModel& memory,
                     const std::vector<TimedAction>& actions, StageStats& stats) {
-  enum class Held { None, Boundary, Full };
+  // Pending: after Bi, before Bw (ActivationSizes::pending).
+  enum class Held { None, Boundary, Full, Pending };
   std::vector<Held> held(static_cast<size_t>(s.virtual_chunks) * s.microbatches, Held::None);
   double live = 0.0;
   int in_flight = 0, full = 0;
@@ -157,10 +158,14 @@ void account_memory(const Schedule& s, int stage, const MemoryModel& memory,
     stats.peak_in_flight = std::max(stats.peak_in_flight, in_flight);
     stats.peak_full = std::max(stats.peak_full, full);
     // ... release when the action that last needs them ends.
+    if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
+      live += size.kept_for_weights() - size.full;
+      h = Held::Pending;
+    }
     if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-      live -= h == Held::Full ? size.full : size.boundary;
+      live -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
       --in_flight;
-      if (h == Held::Full) --full;
+      if (h == Held::Full || h == Held::Pending) --full;
       h = Held::None;
     }
   }

@@ -66,6 +66,10 @@ struct Costs {
 struct ActivationSizes {
   double full = 1.0;      ///< everything the backward needs
   double boundary = 0.0;  ///< the chunk's input, all that is kept between F and R when recomputing
+  /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
+  /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
+  double pending = -1.0;
+  double kept_for_weights() const { return pending < 0.0 ? full : pending; }
 };
 
 /// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
