@@ -15,29 +15,20 @@
 #error "BRIGADE_CLI_PATH must name the brigade executable (tests/CMakeLists.txt defines it)"
 #endif
 
+#include "test_support.h"
+
 namespace {
 
 namespace fs = std::filesystem;
+using brigade::testing::read_file_bytes;
 
 struct CliRun {
   int status = -1;
   std::string out, err;
 };
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-class CliTest : public ::testing::Test {
+class CliTest : public brigade::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("brigade_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
   /// Runs `brigade <args>` (args are passed through the shell as written) in the test's directory.
   CliRun brigade(const std::string& args) const {
     const std::string command = "cd '" + dir_.string() + "' && '" BRIGADE_CLI_PATH "' " + args + " >'" +
@@ -45,12 +36,10 @@ class CliTest : public ::testing::Test {
     const int raw = std::system(command.c_str());
     CliRun run;
     run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    run.out = read_file(file("stdout.txt"));
-    run.err = read_file(file("stderr.txt"));
+    run.out = read_file_bytes(file("stdout.txt"));
+    run.err = read_file_bytes(file("stderr.txt"));
     return run;
   }
-
-  fs::path dir_;
 };
 
 // Flags of a model small enough to train in well under a second.
@@ -148,7 +137,7 @@ TEST_F(CliTest, TinyRunWritesMetricsAndACheckpointThatSamplesAndResumes) {
   EXPECT_TRUE(contains(run.out, "step 1/5")) << run.out;
   EXPECT_FALSE(contains(run.out, "\r")) << run.out;
 
-  const nlohmann::json m = nlohmann::json::parse(read_file(file("m.json")));
+  const nlohmann::json m = nlohmann::json::parse(read_file_bytes(file("m.json")));
   for (const char* key : {"final_loss", "val_loss", "tokens_per_s", "ms_per_step", "params", "peak_bytes",
                           "accuracy", "steps", "config", "train_args"}) {
     EXPECT_TRUE(m.contains(key)) << key << " missing from " << m.dump();
@@ -177,7 +166,7 @@ TEST_F(CliTest, TinyRunWritesMetricsAndACheckpointThatSamplesAndResumes) {
   run = brigade("train --resume ck.safetensors --steps 7 --threads 1 --metrics m2.json");
   ASSERT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_TRUE(contains(run.out, "resumed from 'ck.safetensors' at step 5")) << run.out;
-  const nlohmann::json m2 = nlohmann::json::parse(read_file(file("m2.json")));
+  const nlohmann::json m2 = nlohmann::json::parse(read_file_bytes(file("m2.json")));
   EXPECT_EQ(m2["steps"], 7);
   EXPECT_EQ(m2["start_step"], 5);
   EXPECT_EQ(m2["config"]["n_embd"], 32);
@@ -198,7 +187,7 @@ TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
   EXPECT_TRUE(contains(run.out, "partition by time")) << run.out;
   EXPECT_TRUE(contains(run.out, "bubble: measured")) << run.out;
   EXPECT_TRUE(contains(run.out, "simulated")) << run.out;
-  const nlohmann::json m = nlohmann::json::parse(read_file(file("m.json")));
+  const nlohmann::json m = nlohmann::json::parse(read_file_bytes(file("m.json")));
   EXPECT_EQ(m["schedule"], "gpipe");
   EXPECT_EQ(m["stages"], 2);
   EXPECT_EQ(m["microbatches"], 4);
@@ -215,18 +204,18 @@ TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
   }
   EXPECT_GT(m["traffic_bytes_per_step"].get<int64_t>(), 0);
   EXPECT_EQ(m["train_args"]["stages"], 2);
-  const nlohmann::json trace = nlohmann::json::parse(read_file(file("t.json")));
+  const nlohmann::json trace = nlohmann::json::parse(read_file_bytes(file("t.json")));
   EXPECT_TRUE(trace.contains("traceEvents"));
   const std::string dumped = trace.dump();
   EXPECT_TRUE(contains(dumped, "stage 0 compute")) << dumped.substr(0, 1000);
   EXPECT_TRUE(contains(dumped, "stage 1 compute")) << dumped.substr(0, 1000);
   EXPECT_TRUE(contains(dumped, "simulated")) << dumped.substr(0, 1000);
-  EXPECT_EQ(read_file(file("t.svg")).rfind("<svg", 0), 0u);
+  EXPECT_EQ(read_file_bytes(file("t.svg")).rfind("<svg", 0), 0u);
 
   // --resume inherits the pipeline flags from the checkpoint.
   run = brigade("train --resume ck.safetensors --steps 7 --threads 1 --metrics m2.json");
   ASSERT_EQ(run.status, 0) << run.out << run.err;
-  const nlohmann::json m2 = nlohmann::json::parse(read_file(file("m2.json")));
+  const nlohmann::json m2 = nlohmann::json::parse(read_file_bytes(file("m2.json")));
   EXPECT_EQ(m2["schedule"], "gpipe");
   EXPECT_EQ(m2["recompute"], "except-last");
   EXPECT_EQ(m2["microbatches"], 4);
@@ -235,7 +224,7 @@ TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
   run = brigade("train " + kTiny + " --steps 2 --stages 1 --microbatches 1 --metrics m3.json");
   ASSERT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_FALSE(contains(run.out, "bubble")) << run.out;
-  const nlohmann::json m3 = nlohmann::json::parse(read_file(file("m3.json")));
+  const nlohmann::json m3 = nlohmann::json::parse(read_file_bytes(file("m3.json")));
   EXPECT_EQ(m3["stages"], 1);
   EXPECT_EQ(m3["microbatches"], 1);
   EXPECT_TRUE(m3["schedule"].is_null());
@@ -257,7 +246,7 @@ TEST_F(CliTest, ABudgetBelowThePredictionExitsTwoBeforeAnyStep) {
 TEST_F(CliTest, CorruptedCheckpointIsRefusedWithExitOne) {
   CliRun run = brigade("train " + kTiny + " --steps 2 --save ck.safetensors");
   ASSERT_EQ(run.status, 0) << run.out << run.err;
-  std::string bytes = read_file(file("ck.safetensors"));
+  std::string bytes = read_file_bytes(file("ck.safetensors"));
   bytes[bytes.size() - 5] ^= 0x40;
   std::ofstream(file("bad.safetensors"), std::ios::binary) << bytes;
   run = brigade("train --resume bad.safetensors --steps 4");

@@ -17,22 +17,9 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 namespace k = kernels;
+using brigade::testing::message_of;
 
 /// The message of the E that `f` throws; records a failure when it throws nothing or something else.
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
-
 Tensor f32(const Shape& shape) {
   return zeros(shape);
 }

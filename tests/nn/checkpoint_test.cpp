@@ -21,41 +21,11 @@ namespace {
 using namespace brigade;
 using namespace brigade::nn;
 namespace fs = std::filesystem;
+using brigade::testing::message_of;
+using brigade::testing::read_file_bytes;
+using brigade::testing::write_file_bytes;
 
-class CheckpointTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("brigade_checkpoint_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
-template <typename E, typename F>
-std::string expect_throw_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+class CheckpointTest : public brigade::testing::TempDirTest {};
 
 // Same dtype, shape and bytes.
 ::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b) {
@@ -140,14 +110,14 @@ TEST_F(CheckpointTest, RoundTripIsBitExactForModelOptimizerAndMetadata) {
   }
   // Saving the rebuilt state again gives a byte-identical file (nothing is lost or reordered).
   save_checkpoint(file("b.safetensors"), *rebuilt, &fresh, t.info());
-  EXPECT_EQ(read_bytes(file("a.safetensors")), read_bytes(file("b.safetensors")));
+  EXPECT_EQ(read_file_bytes(file("a.safetensors")), read_file_bytes(file("b.safetensors")));
 }
 
 TEST_F(CheckpointTest, IndependentReaderSeesPlainSafetensorsWithBrigadeMetadata) {
   Trained t;
   save_checkpoint(file("c.safetensors"), *t.model, t.optimizer.get(), t.info());
   // Parse the file by hand: 8-byte little-endian length, JSON header, data section.
-  const std::string bytes = read_bytes(file("c.safetensors"));
+  const std::string bytes = read_file_bytes(file("c.safetensors"));
   ASSERT_GE(bytes.size(), 8u);
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(bytes[i]);
@@ -188,10 +158,10 @@ class DamagedCheckpointTest : public CheckpointTest {
   std::string damaged(const std::function<void(std::string&)>& damage) {
     Trained t;
     save_checkpoint(file("good.safetensors"), *t.model, t.optimizer.get(), t.info());
-    std::string bytes = read_bytes(file("good.safetensors"));
+    std::string bytes = read_file_bytes(file("good.safetensors"));
     damage(bytes);
-    write_bytes(file("bad.safetensors"), bytes);
-    return expect_throw_message<IOError>([&] { load_checkpoint(file("bad.safetensors")); });
+    write_file_bytes(file("bad.safetensors"), bytes);
+    return message_of<IOError>([&] { load_checkpoint(file("bad.safetensors")); });
   }
 };
 
@@ -227,13 +197,13 @@ TEST_F(DamagedCheckpointTest, NewerFormatVersionIsRefused) {
 
 TEST_F(CheckpointTest, PlainSafetensorsWithoutBrigadeKeysIsNotACheckpoint) {
   save_safetensors(file("plain.safetensors"), {{"w", ones({2, 2})}});
-  std::string message = expect_throw_message<IOError>([&] { load_checkpoint(file("plain.safetensors")); });
+  std::string message = message_of<IOError>([&] { load_checkpoint(file("plain.safetensors")); });
   EXPECT_NE(message.find("not a brigade checkpoint"), std::string::npos) << message;
   EXPECT_NE(message.find("brigade.config"), std::string::npos) << message;
 }
 
 TEST_F(CheckpointTest, MissingFileNamesThePath) {
-  std::string message = expect_throw_message<IOError>([&] { load_checkpoint(file("nope.safetensors")); });
+  std::string message = message_of<IOError>([&] { load_checkpoint(file("nope.safetensors")); });
   EXPECT_NE(message.find(file("nope.safetensors")), std::string::npos) << message;
 }
 
@@ -243,7 +213,7 @@ TEST_F(CheckpointTest, ModelOnlyCheckpointHasNoOptimizerState) {
   Checkpoint ck = load_checkpoint(file("m.safetensors"));
   EXPECT_FALSE(ck.has_optimizer);
   EXPECT_TRUE(ck.optimizer.tensors.empty());
-  std::string message = expect_throw_message<ValueError>([&] { ck.restore_optimizer(*t.optimizer); });
+  std::string message = message_of<ValueError>([&] { ck.restore_optimizer(*t.optimizer); });
   EXPECT_NE(message.find("no optimizer state"), std::string::npos) << message;
   // The weights alone still load.
   std::unique_ptr<GPT> rebuilt = ck.build_model(Device::cpu());
@@ -255,8 +225,8 @@ TEST_F(CheckpointTest, TokenizerMustMatchTheModel) {
   Trained t;
   CheckpointInfo info = t.info();
   info.tokenizer = CharTokenizer::from_text("xyz");
-  std::string message = expect_throw_message<ValueError>(
-      [&] { save_checkpoint(file("x.safetensors"), *t.model, nullptr, info); });
+  std::string message =
+      message_of<ValueError>([&] { save_checkpoint(file("x.safetensors"), *t.model, nullptr, info); });
   EXPECT_NE(message.find("vocab_size"), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(file("x.safetensors")));
 }

@@ -22,18 +22,10 @@ namespace {
 using namespace brigade;
 using namespace brigade::nn;
 namespace fs = std::filesystem;
+using brigade::testing::message_of;
+using brigade::testing::read_file_bytes;
 
-class TrainTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("brigade_train_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+class TrainTest : public brigade::testing::TempDirTest {};
 
 // A model small enough that a step takes a few milliseconds.
 TrainOptions tiny(int64_t steps) {
@@ -50,25 +42,6 @@ TrainOptions tiny(int64_t steps) {
   o.eval_iters = 2;
   o.threads = 1;  // a model this small gains nothing from threads, and a busy machine makes them costly
   return o;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-template <typename E, typename F>
-std::string expect_throw_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
 }
 
 double mean(const std::vector<double>& v, size_t begin, size_t end) {
@@ -142,17 +115,17 @@ TEST_F(TrainTest, NanStopsTheRunNamingTheStepAndKeepsTheLastCheckpoint) {
   TrainHooks hooks;
   hooks.before_step = [&](int64_t step, GPT& model) {
     if (step == 5) {  // the 6th step: the checkpoint of step 3 is on disk
-      saved_bytes = read_bytes(options.save);
+      saved_bytes = read_file_bytes(options.save);
       NoGradGuard no_grad;
       model.state_dict().at("head.ln_f.weight").fill_(std::numeric_limits<double>::quiet_NaN());
     }
   };
-  std::string message = expect_throw_message<NonFiniteLossError>([&] { train(options, hooks); });
+  std::string message = message_of<NonFiniteLossError>([&] { train(options, hooks); });
   EXPECT_NE(message.find("loss is nan at step 6 of 10"), std::string::npos) << message;
   EXPECT_NE(message.find(options.save), std::string::npos) << message;
   EXPECT_NE(message.find("(step 3), is intact"), std::string::npos) << message;
   ASSERT_FALSE(saved_bytes.empty());
-  EXPECT_EQ(read_bytes(options.save), saved_bytes);
+  EXPECT_EQ(read_file_bytes(options.save), saved_bytes);
   Checkpoint ck = load_checkpoint(options.save);  // still valid: checksum, step 3
   EXPECT_EQ(ck.info.step, 3);
 }
@@ -161,7 +134,7 @@ TEST(TrainOptions, ValidationNamesTheFlag) {
   auto message_for = [](const std::function<void(TrainOptions&)>& change) {
     TrainOptions o;
     change(o);
-    return expect_throw_message<ValueError>([&] { o.validate(); });
+    return message_of<ValueError>([&] { o.validate(); });
   };
   EXPECT_NE(message_for([](TrainOptions& o) {
               o.layers = -1;
@@ -227,17 +200,17 @@ TEST(TrainOptions, JsonRoundTripAndAutomaticBlock) {
 TEST_F(TrainTest, DataFilesAreCheckedAndSplit) {
   TrainOptions o = tiny(1);
   o.data = file("missing.txt");
-  std::string message = expect_throw_message<IOError>([&] { load_train_data(o, 8); });
+  std::string message = message_of<IOError>([&] { load_train_data(o, 8); });
   EXPECT_NE(message.find(o.data), std::string::npos) << message;
 
   std::ofstream(file("empty.txt")).close();
   o.data = file("empty.txt");
-  message = expect_throw_message<IOError>([&] { load_train_data(o, 8); });
+  message = message_of<IOError>([&] { load_train_data(o, 8); });
   EXPECT_NE(message.find("empty"), std::string::npos) << message;
 
   std::ofstream(file("short.txt")) << "hello";
   o.data = file("short.txt");
-  message = expect_throw_message<ValueError>([&] { load_train_data(o, 8); });
+  message = message_of<ValueError>([&] { load_train_data(o, 8); });
   EXPECT_NE(message.find("too few for --block 8"), std::string::npos) << message;
 
   std::string text;
@@ -279,7 +252,7 @@ TEST_F(TrainTest, ResumeRefusesADifferentModelShape) {
   train(o);
   o.resume = o.save;
   o.embd = 64;
-  std::string message = expect_throw_message<ValueError>([&] { train(o); });
+  std::string message = message_of<ValueError>([&] { train(o); });
   EXPECT_NE(message.find("--embd 64 differs from the checkpoint's model (32)"), std::string::npos) << message;
 }
 
@@ -290,7 +263,7 @@ TEST_F(TrainTest, PipelineSettingsWithoutAnEngineAreRefused) {
            [](TrainOptions& o) { o.recompute = "always"; }, [](TrainOptions& o) { o.trace = "t.json"; }}) {
     TrainOptions o = tiny(1);
     change(o);
-    std::string message = expect_throw_message<ValueError>([&] { train(o); });
+    std::string message = message_of<ValueError>([&] { train(o); });
     EXPECT_NE(message.find("pipeline::PipelineRunner"), std::string::npos) << message;
   }
 }
@@ -299,7 +272,7 @@ TEST_F(TrainTest, UnavailableCudaDeviceIsADeviceError) {
   if (cuda_device_count() > 7) GTEST_SKIP() << "this machine has a cuda:7";
   TrainOptions o = tiny(1);
   o.device = "cuda:7";
-  std::string message = expect_throw_message<DeviceError>([&] { train(o); });
+  std::string message = message_of<DeviceError>([&] { train(o); });
   EXPECT_NE(message.find("cuda:7 is not available"), std::string::npos) << message;
 }
 

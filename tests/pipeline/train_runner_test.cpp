@@ -24,21 +24,12 @@ namespace {
 
 using namespace brigade;
 namespace fs = std::filesystem;
+using brigade::testing::message_of;
 using nn::TrainOptions;
 using nn::TrainResult;
 using pipeline::PipelineRunner;
 
-class TrainRunnerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("brigade_train_runner_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+class TrainRunnerTest : public brigade::testing::TempDirTest {};
 
 // 2 blocks: 4 layers (embed, blocks.0, blocks.1, head) to cut.
 TrainOptions tiny(int64_t steps) {
@@ -62,20 +53,6 @@ TrainOptions pipelined(TrainOptions o, int64_t stages, int64_t microbatches, con
   o.microbatches = microbatches;
   o.schedule = schedule;
   return o;
-}
-
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
 }
 
 // A pipelined step equals the unpipelined step on the full batch up to float rounding (the microbatch
