@@ -121,25 +121,6 @@ void print_load(const char* when) {
           std::thread::hardware_concurrency());
 }
 
-// Per-chunk costs of `part` from the profiled layers: each chunk's forward and backward are the sums of its
-// layers' (the last layer's include the loss). Bw is not profiled apart: half the backward (only zb-h1
-// uses it).
-pl::Costs costs_from_profile(const pl::ModelProfile& profile, const pl::Partition& part) {
-  pl::Costs costs;
-  for (const pl::ChunkPlan& c : part.chunks) {
-    pl::ChunkCosts cc;
-    cc.forward = cc.backward = 0.0;
-    for (int i = c.begin; i < c.end; ++i) {
-      cc.forward += profile.layers[static_cast<size_t>(i)].forward_ms;
-      cc.backward += profile.layers[static_cast<size_t>(i)].backward_ms;
-    }
-    cc.weight = cc.backward / 2;
-    cc.recompute = cc.forward;
-    costs.per_chunk.push_back(cc);
-  }
-  return costs;
-}
-
 // Pins the calling thread to one CPU (false where that is not possible); restore with unpin().
 bool pin_to(int cpu, cpu_set_t* previous = nullptr) {
   if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
@@ -313,7 +294,7 @@ double run(const Flags& f) {
   print("\n%s", part.table().c_str());
   const pl::Recompute recompute = pl::parse_recompute(f.recompute);
   const pl::Schedule schedule = pl::make_schedule(f.schedule, S, M, 1, recompute);
-  pl::Costs predicted_costs = costs_from_profile(profile, part);
+  pl::Costs predicted_costs = pl::profile_costs(profile, part);
   const pl::Timeline compute_only = pl::simulate(schedule, predicted_costs);
   const double hand_off = measure_hand_off_ms(200);
   predicted_costs.transfer = hand_off;

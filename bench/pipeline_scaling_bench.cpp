@@ -102,18 +102,7 @@ double simulated_ms(const pl::ModelProfile& profile, int S, int M, pl::Partition
   po.method = pl::PartitionMethod::Time;
   po.stages = S;
   const pl::Partition part = pl::make_partition(profile, po);
-  pl::Costs costs;
-  for (const pl::ChunkPlan& c : part.chunks) {
-    pl::ChunkCosts cc;
-    cc.forward = cc.backward = 0.0;
-    for (int i = c.begin; i < c.end; ++i) {
-      cc.forward += profile.layers[static_cast<size_t>(i)].forward_ms;
-      cc.backward += profile.layers[static_cast<size_t>(i)].backward_ms;
-    }
-    cc.weight = cc.backward / 2;
-    cc.recompute = cc.forward;
-    costs.per_chunk.push_back(cc);
-  }
+  const pl::Costs costs = pl::profile_costs(profile, part);
   if (out) *out = part;
   return pl::simulate(pl::make_schedule("gpipe", S, M), costs).step_time;
 }

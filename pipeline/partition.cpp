@@ -371,4 +371,20 @@ std::string Partition::table() const {
   return out.str();
 }
 
+Costs profile_costs(const ModelProfile& profile, const Partition& partition) {
+  Costs costs;
+  for (const ChunkPlan& chunk : partition.chunks) {
+    ChunkCosts c;
+    c.forward = c.backward = 0.0;
+    for (int i = chunk.begin; i < chunk.end; ++i) {
+      c.forward += profile.layers[static_cast<size_t>(i)].forward_ms;
+      c.backward += profile.layers[static_cast<size_t>(i)].backward_ms;
+    }
+    c.weight = 0.5 * c.backward;
+    c.recompute = c.forward;
+    costs.per_chunk.push_back(c);
+  }
+  return costs;
+}
+
 }  // namespace brigade::pipeline

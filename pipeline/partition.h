@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "pipeline/profile.h"
+#include "pipeline/simulator.h"
 
 namespace brigade::pipeline {
 
@@ -121,5 +122,10 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
 /// The per-layer costs `method` cuts on (parameters, ms or bytes; Balance uses the time when measured,
 /// else the parameters, for the table).
 std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod method);
+
+/// The simulator's action costs of `partition` from the profiled layer times: each model chunk's F and B
+/// are the sums of its layers' (the last layer's include the loss), R costs its F, and Bw half its B (the
+/// profile does not split the backward). per_chunk is indexed by model chunk, as the simulator wants.
+Costs profile_costs(const ModelProfile& profile, const Partition& partition);
 
 }  // namespace brigade::pipeline

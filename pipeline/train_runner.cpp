@@ -204,20 +204,8 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.threads_per_stage = o.threads;
   pipeline_ = std::make_unique<Pipeline>(model, config_);
 
-  // The prediction of the step from the layer profile: each model chunk's F and B are the sums of its
-  // layers' measured times (Bw taken as half of B: the profile does not split the backward).
-  Costs costs;
-  for (const ChunkPlan& chunk : partition_->chunks) {
-    ChunkCosts c;
-    c.forward = c.backward = 0.0;
-    for (int i = chunk.begin; i < chunk.end; ++i) {
-      c.forward += profile_->layers[static_cast<size_t>(i)].forward_ms;
-      c.backward += profile_->layers[static_cast<size_t>(i)].backward_ms;
-    }
-    c.weight = 0.5 * c.backward;
-    c.recompute = c.forward;
-    costs.per_chunk.push_back(c);  // model chunk k = local chunk * S + stage: the index per_chunk wants
-  }
+  // The prediction of the step from the layer profile (partition.h: profile_costs).
+  const Costs costs = profile_costs(*profile_, *partition_);
   simulated_ = simulate(pipeline_->schedule(), costs);
   peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
   peak_step_bytes_.assign(static_cast<size_t>(S), 0);
