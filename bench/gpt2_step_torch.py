@@ -1,9 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch half of the GPT-2-small training-step comparison (brigade's half: bench/gpt2_step_bench.cpp).
 
-The same model as brigade's nn/gpt.h in plain PyTorch: token + learned position embedding, n_layer pre-norm
-blocks (qkv Linear with bias, causal attention, output projection; MLP fc 4C, GELU tanh approximation,
-projection), final LayerNorm, LM head tied to the token embedding, no dropout; GPT-2 initialisation.
+The same model as brigade's nn/gpt.h in plain PyTorch (bench/torch_gpt.py), no dropout, GPT-2 initialisation.
 The step is brigade's: zero_grad, forward, mean cross-entropy, backward, clip the global gradient norm to
 1.0, AdamW (lr 6e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on >= 2-d parameters, PyTorch's default
 implementation). Inputs are fixed random token ids.
@@ -30,75 +28,14 @@ compile); --json FILE writes them too. Uses only APIs PyTorch 1.13 has (newer on
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-def has_sdpa():
-    return hasattr(F, "scaled_dot_product_attention")
-
-
-class Block(nn.Module):
-    def __init__(self, embd, heads, fused_attention):
-        super().__init__()
-        self.heads = heads
-        self.fused_attention = fused_attention
-        self.ln1 = nn.LayerNorm(embd, eps=1e-5)
-        self.qkv = nn.Linear(embd, 3 * embd)
-        self.attn_proj = nn.Linear(embd, embd)
-        self.ln2 = nn.LayerNorm(embd, eps=1e-5)
-        self.fc = nn.Linear(embd, 4 * embd)
-        self.mlp_proj = nn.Linear(4 * embd, embd)
-
-    def attention(self, x):
-        B, T, C = x.shape
-        H, D = self.heads, C // self.heads
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q = q.view(B, T, H, D).transpose(1, 2)
-        k = k.view(B, T, H, D).transpose(1, 2)
-        v = v.view(B, T, H, D).transpose(1, 2)
-        if self.fused_attention:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-            y = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
-        return self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
-
-    def forward(self, x):
-        x = x + self.attention(self.ln1(x))
-        return x + self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, block, layers, heads, embd, fused_attention):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, embd)
-        self.wpe = nn.Embedding(block, embd)
-        self.blocks = nn.ModuleList([Block(embd, heads, fused_attention) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(embd, eps=1e-5)
-        # GPT-2 initialisation: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)), biases 0.
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif "ln" in name:
-                nn.init.ones_(p)
-            else:
-                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
-                nn.init.normal_(p, 0.0, std)
-
-    def forward(self, ids):
-        T = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(T, device=ids.device))
-        for block in self.blocks:
-            x = block(x)
-        return self.ln_f(x) @ self.wte.weight.t()  # tied LM head
+from torch_gpt import GPT, has_sdpa
 
 
 def main():

@@ -1,11 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch CPU eager reference for brigade's training-step benchmark (scripts/bench_cpu_vs_torch.sh).
 
-The same GPT as brigade's nn/gpt.h, written in plain PyTorch:
-  token + learned position embedding -> n_layer pre-norm blocks
-      x = x + proj(attention(ln1(x)))        qkv Linear [3C, C] with bias, causal softmax(q k^T / sqrt(D)) v
-      x = x + proj(gelu_tanh(fc(ln2(x))))    fc [4C, C], GELU tanh approximation (brigade's), proj [C, 4C]
-  -> final LayerNorm -> LM head tied to the token embedding (no bias); no dropout.
+The same GPT as brigade's nn/gpt.h, in plain PyTorch (bench/torch_gpt.py).
 Attention is the eager formula (matmul, masked_fill, softmax, matmul): PyTorch 1.13 has no fused CPU
 attention. One training step is what `brigade train` does (nn/trainer.cpp): zero the gradients, forward,
 mean cross-entropy, backward, clip the global gradient norm to 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), eps
@@ -22,68 +18,14 @@ Needs only Debian's python3-torch.
 """
 
 import argparse
-import math
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, embd, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(embd, eps=1e-5)
-        self.qkv = nn.Linear(embd, 3 * embd)
-        self.attn_proj = nn.Linear(embd, embd)
-        self.ln2 = nn.LayerNorm(embd, eps=1e-5)
-        self.fc = nn.Linear(embd, 4 * embd)
-        self.mlp_proj = nn.Linear(4 * embd, embd)
-
-    def attention(self, x):
-        B, T, C = x.shape
-        H, D = self.heads, C // self.heads
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q = q.view(B, T, H, D).transpose(1, 2)
-        k = k.view(B, T, H, D).transpose(1, 2)
-        v = v.view(B, T, H, D).transpose(1, 2)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
-        att = F.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.attn_proj(y)
-
-    def forward(self, x):
-        x = x + self.attention(self.ln1(x))
-        return x + self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, block, layers, heads, embd):
-        super().__init__()
-        self.wte = nn.Embedding(vocab, embd)
-        self.wpe = nn.Embedding(block, embd)
-        self.blocks = nn.ModuleList(Block(embd, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(embd, eps=1e-5)
-        # GPT-2 initialisation, as brigade's GPT::init_weights (the step's cost does not depend on it).
-        for name, p in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(p)
-            elif ".ln" in name or name.startswith("ln_f"):
-                nn.init.ones_(p)
-            else:
-                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
-                nn.init.normal_(p, std=std)
-
-    def forward(self, ids):
-        T = ids.shape[1]
-        x = self.wte(ids) + self.wpe(torch.arange(T))
-        for block in self.blocks:
-            x = block(x)
-        return F.linear(self.ln_f(x), self.wte.weight)  # tied LM head, no bias
+from torch_gpt import GPT
 
 
 def main():
