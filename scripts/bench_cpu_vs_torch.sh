@@ -19,7 +19,7 @@
 #
 # Needs Debian's python3-torch (/usr/bin/python3 -c 'import torch'); without it the script says so and
 # exits 0. PyTorch's matmuls go through whatever libblas.so.3 is installed: the script prints which (the
-# comparison the issue asks for is against OpenBLAS: apt-get install libopenblas0-openmp; Debian's
+# comparison the issue asks for is against OpenBLAS: scripts/install_deps.sh --torch installs both; Debian's
 # fallback, the netlib reference BLAS, is many times slower and would flatter brigade).
 set -euo pipefail
 
@@ -34,7 +34,7 @@ BRIGADE="$BUILD_DIR/bench/train_step_bench"
 TORCH_SCRIPT="$ROOT/bench/torch_train_step.py"
 
 if ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
-  echo "bench_cpu_vs_torch: skipped: PyTorch is not importable by $PYTHON (apt-get install python3-torch)"
+  echo "bench_cpu_vs_torch: skipped: PyTorch is not importable by $PYTHON (scripts/install_deps.sh --torch installs it)"
   exit 0
 fi
 if [[ ! -x "$BRIGADE" ]]; then

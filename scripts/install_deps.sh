@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Installs what brigade needs to build and test on Debian/Ubuntu, skipping what is already there.
 # The CUDA toolkit is optional: with nvcc on PATH (or in /usr/local/cuda/bin) the CUDA backend is built too.
+#
+#   scripts/install_deps.sh           # what the build and the tests need
+#   scripts/install_deps.sh --torch   # also PyTorch on OpenBLAS, for scripts/bench_cpu_vs_torch.sh and the
+#                                     # torch crosscheck test (which skip without it)
 set -euo pipefail
 
 packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
           python3)
+case "${1:-}" in
+  "") ;;
+  # libopenblas0-openmp: without it PyTorch's matmuls fall back to Debian's reference BLAS, many times slower,
+  # and the CPU comparison against PyTorch would flatter brigade.
+  --torch) packages+=(python3-torch libopenblas0-openmp) ;;
+  *) echo "usage: scripts/install_deps.sh [--torch]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
