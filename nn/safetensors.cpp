@@ -202,6 +202,16 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
                 " tensors: ", some, ")");
 }
 
+namespace {
+// FNV-1a 64 of the canonical serialization: Json keeps the file's key order, nlohmann::json sorts keys,
+// so a round trip through the latter gives the sorted, compact text the format comment defines.
+uint64_t header_checksum(const Json& header) {
+  const std::string text = nlohmann::json::parse(header.dump()).dump();
+  return fnv1a64(text.data(), text.size());
+}
+
+}  // namespace
+
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   // 1. Host copies, validated names, checksum of the data section in write order.
@@ -226,6 +236,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const auto& [key, value] : metadata) meta[key] = value;
   meta[kFormatVersionKey] = std::to_string(kSafetensorsFormatVersion);
   meta[kChecksumKey] = hex64(checksum);
+  meta.erase(kHeaderChecksumKey);
   header["__metadata__"] = meta;
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -237,6 +248,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     offset += h.nbytes();
     header[tensors[i].first] = entry;
   }
+  header["__metadata__"][kHeaderChecksumKey] = hex64(header_checksum(header));
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   uint64_t header_size = header_text.size();
@@ -346,6 +358,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
       checksum = fnv1a64(tensor.data_ptr(), nbytes, checksum);
     }
     result.tensors.emplace_back(entry.name, tensor);
+  }
+  auto stored_header = result.metadata.find(kHeaderChecksumKey);
+  if (stored_header != result.metadata.end()) {
+    header["__metadata__"].erase(kHeaderChecksumKey);
+    const std::string actual = hex64(header_checksum(header));
+    if (stored_header->second != actual) {
+      BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its header checksum: the header records ",
+                    stored_header->second, ", the header hashes to ", actual,
+                    " (FNV-1a 64); the header is corrupt");
+    }
   }
   auto stored = result.metadata.find(kChecksumKey);
   if (stored != result.metadata.end() && stored->second != hex64(checksum)) {

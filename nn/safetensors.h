@@ -19,7 +19,13 @@
 //                             (offset basis 0xcbf29ce484222325, prime 0x100000001b3, xor then multiply per
 //                             byte); it detects the corruption that matters here (flipped or zeroed bytes,
 //                             swapped blocks), it is not a cryptographic hash.
-// Files written by other tools (no brigade keys) load without a checksum check.
+//   "brigade.header_checksum" FNV-1a 64 of the header itself with this one key left out, serialized
+//                             canonically (keys sorted, no whitespace, UTF-8 unescaped: Python's
+//                             json.dumps(h, sort_keys=True, separators=(",", ":"), ensure_ascii=False)).
+//                             It catches what still parses after a corruption: a changed digit in a shape,
+//                             an offset or a metadata value (a checkpoint's step or model config).
+// Files written by other tools (no brigade keys) load without a checksum check; each checksum is checked
+// when its key is present (brigade files from before the header checksum carry only the data one).
 //
 // Writes are atomic: the file is written to "<path>.tmp.<pid>", fsync'ed, renamed over <path>, and the
 // directory is fsync'ed, so a crash or a failed write never leaves a half-written <path> behind and an
@@ -48,6 +54,7 @@ inline constexpr int kSafetensorsFormatVersion = 1;
 /// Metadata keys reserved by brigade (set by save_safetensors, checked by load_safetensors).
 inline constexpr const char* kFormatVersionKey = "brigade.format_version";
 inline constexpr const char* kChecksumKey = "brigade.checksum";
+inline constexpr const char* kHeaderChecksumKey = "brigade.header_checksum";
 
 /// FNV-1a 64 of `size` bytes, continuing from `hash` (start with kFnv1a64Basis).
 inline constexpr uint64_t kFnv1a64Basis = 0xcbf29ce484222325ull;
@@ -74,7 +81,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 /// Reads a safetensors file into CPU tensors. Throws IOError, naming the path and which problem:
 ///   missing/unreadable file; "not a safetensors file (bad header ...)" for a wrong header length, a header
 ///   that is not JSON or not a valid safetensors header; "truncated" (expected vs actual bytes) for a file
-///   shorter than its header says; "checksum" for data that does not match brigade.checksum; "newer" (with
+///   shorter than its header says; "checksum" for data that does not match brigade.checksum or a header
+///   that does not match brigade.header_checksum (the message says which); "newer" (with
 ///   both versions) for a brigade.format_version this build does not support; an unsupported dtype.
 SafetensorsFile load_safetensors(const std::string& path);
 

@@ -45,6 +45,14 @@ def fnv1a64(data):
     return h
 
 
+def header_checksum(header):
+    """brigade.header_checksum: FNV-1a 64 of the canonical header text, that key left out (nn/safetensors.h)."""
+    header = dict(header, __metadata__={k: v for k, v in header["__metadata__"].items()
+                                        if k != "brigade.header_checksum"})
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "%016x" % fnv1a64(text.encode("utf-8"))
+
+
 def read_safetensors(path):
     """Returns ({name: torch tensor}, metadata dict, data section bytes)."""
     with open(path, "rb") as f:
@@ -52,6 +60,9 @@ def read_safetensors(path):
     (n,) = struct.unpack("<Q", blob[:8])
     header = json.loads(blob[8 : 8 + n].decode("utf-8"))
     data = blob[8 + n :]
+    stored = header.get("__metadata__", {}).get("brigade.header_checksum")
+    if stored is not None and stored != header_checksum(header):
+        raise SystemExit("%s: header does not match its brigade.header_checksum" % path)
     metadata = header.pop("__metadata__", {})
     tensors = {}
     for name, info in header.items():
@@ -65,8 +76,8 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, float64 torch tensor). Adds brigade's format version and checksum so that
-    brigade's loader verifies the file."""
+    """tensors: list of (name, float64 torch tensor). Adds brigade's format version and both checksums so
+    that brigade's loader verifies the file."""
     header, chunks, offset = {}, [], 0
     for name, tensor in tensors:
         raw = tensor.detach().contiguous().numpy().astype("<f8").tobytes()
@@ -78,6 +89,7 @@ def write_safetensors(path, tensors, metadata):
     meta["brigade.format_version"] = "1"
     meta["brigade.checksum"] = "%016x" % fnv1a64(data)
     header = {"__metadata__": meta, **header}
+    meta["brigade.header_checksum"] = header_checksum(header)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * ((-(8 + len(text))) % 8)  # the data section starts 8-byte aligned
     tmp = path + ".tmp"

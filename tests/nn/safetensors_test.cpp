@@ -348,3 +348,42 @@ TEST_F(SafetensorsTest, ReservedMetadataKeysAreRewrittenOnSave) {
   EXPECT_EQ(loaded.metadata.at("brigade.format_version"), "1");
   EXPECT_EQ(brigade::nn::fnv1a64("a", 1), 0xaf63dc4c8601ec8cull);  // the published FNV-1a 64 test vector
 }
+
+// A corruption that still parses: one digit of a metadata value changed in place (same length, so every
+// offset stays valid and the data checksum still matches). Only the header checksum can see it.
+TEST_F(SafetensorsTest, CorruptHeaderIsRefusedByTheHeaderChecksum) {
+  save_safetensors(file("h.safetensors"), {{"w", brigade::ones({3})}}, {{"step", "1000"}});
+  std::string bytes = read_bytes(file("h.safetensors"));
+  RawFile raw = parse_raw(bytes);
+  EXPECT_EQ(raw.header.at("__metadata__").at("brigade.header_checksum").get<std::string>().size(), 16u);
+  const size_t at = bytes.find("\"1000\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 4] = '1';  // "1000" -> "1010"
+  write_bytes(file("h.safetensors"), bytes);
+  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("h.safetensors")); });
+  EXPECT_NE(message.find("header checksum"), std::string::npos) << message;
+  EXPECT_NE(message.find("corrupt"), std::string::npos) << message;
+}
+
+// The header checksum is over the canonical text (keys sorted, compact), so a tool that rewrites the header
+// in another key order or with spaces keeps the file loadable; a file without the key is not checked.
+TEST_F(SafetensorsTest, HeaderChecksumIsOverTheCanonicalHeader) {
+  save_safetensors(file("k.safetensors"), {{"b", brigade::ones({2})}, {"a", brigade::zeros({1})}}, {{"x", "y"}});
+  const std::string bytes = read_bytes(file("k.safetensors"));
+  RawFile raw = parse_raw(bytes);
+  auto rewrite = [&](const std::string& header_text) {
+    std::string text = header_text;
+    text.append((8 - text.size() % 8) % 8, ' ');
+    uint64_t length = text.size();
+    std::string out(reinterpret_cast<const char*>(&length), 8);
+    return out + text + raw.data;
+  };
+  nlohmann::json sorted = nlohmann::json::parse(raw.header.dump());  // sorted keys
+  write_bytes(file("pretty.safetensors"), rewrite(sorted.dump(2)));
+  auto loaded = load_safetensors(file("pretty.safetensors"));
+  EXPECT_EQ(loaded.metadata.at("x"), "y");
+  sorted["__metadata__"].erase("brigade.header_checksum");
+  sorted["__metadata__"]["x"] = "z";
+  write_bytes(file("old.safetensors"), rewrite(sorted.dump()));
+  EXPECT_EQ(load_safetensors(file("old.safetensors")).metadata.at("x"), "z");
+}
