@@ -84,6 +84,7 @@ void save_checkpoint(const std::string& path, const GPT& model, const Optimizer*
       {kTrainArgsKey, info.train_args.empty() ? "{}" : info.train_args},
       {kPartitionKey, info.partition.empty() ? unpipelined_partition(model) : info.partition},
   };
+  if (!info.engine_state.empty()) metadata[kEngineStateKey] = info.engine_state;
   if (optimizer != nullptr) {
     OptimizerState state = optimizer->state();
     for (auto& [name, tensor] : state.tensors) tensors.emplace_back(kOptimPrefix + name, tensor);
@@ -123,6 +124,14 @@ Checkpoint load_checkpoint(const std::string& path) {
   ck.info.generator = {generator["seed"].get<uint64_t>(), generator["offset"].get<uint64_t>()};
   ck.info.train_args = meta.count(kTrainArgsKey) ? meta.at(kTrainArgsKey) : "{}";
   ck.info.partition = meta.count(kPartitionKey) ? meta.at(kPartitionKey) : "";
+  if (meta.count(kEngineStateKey)) {
+    const Json engine = parse_json(meta.at(kEngineStateKey), path, kEngineStateKey);
+    if (!engine.is_object()) {
+      BRIGADE_THROW(IOError, "load_checkpoint: '", path, "': metadata '", kEngineStateKey,
+                    "' must be a JSON object, found ", engine.dump());
+    }
+    ck.info.engine_state = meta.at(kEngineStateKey);
+  }
 
   for (auto& [name, tensor] : file.tensors) {
     if (starts_with(name, kModelPrefix)) {

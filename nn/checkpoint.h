@@ -17,6 +17,9 @@
 //   "brigade.partition"   the pipeline partition that wrote it, {"stages": S, "balance": [...]} over the
 //                         model's Sequential layers. A checkpoint is partition-independent (every tensor is
 //                         stored whole); the field records provenance.
+//   "brigade.engine_state" the step engine's own state (StepRunner::state_json, nn/trainer.h), a JSON object,
+//                         absent when the engine has none. The pipeline stores its stages' dropout
+//                         generators there, so a pipelined resume draws the uninterrupted run's masks.
 //
 // A checkpoint saved from any device loads onto any device: the tensors come back on the CPU and
 // Module::load_state_dict / Optimizer::load_state copy them into tensors wherever those live.
@@ -51,6 +54,7 @@ inline constexpr const char* kGeneratorKey = "brigade.generator";
 inline constexpr const char* kOptimizerKey = "brigade.optimizer";
 inline constexpr const char* kTrainArgsKey = "brigade.train_args";
 inline constexpr const char* kPartitionKey = "brigade.partition";
+inline constexpr const char* kEngineStateKey = "brigade.engine_state";
 
 /// What a checkpoint records besides the tensors.
 struct CheckpointInfo {
@@ -59,6 +63,7 @@ struct CheckpointInfo {
   GeneratorState generator;       ///< the training generator's state after `step` steps
   std::string train_args = "{}";  ///< JSON object text
   std::string partition;          ///< JSON object text; empty: unpipelined_partition(model)
+  std::string engine_state;       ///< JSON object text; empty: the engine keeps no state (key absent)
 };
 
 /// {"stages":1,"balance":[L]} for a model whose Sequential has L layers (embedding, blocks..., head).

@@ -372,6 +372,9 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRu
     const Batch sample =
         random_batch(data.train, options.batch, block, sample_generator, device, data.train_starts);
     runner->prepare(model, sample);
+    if (checkpoint && !checkpoint->info.engine_state.empty()) {
+      runner->restore_state(checkpoint->info.engine_state);
+    }
   }
   Generator generator(mix_seed(options.seed, kTrainSalt));
   set_dropout_generator(model, &generator);
@@ -416,8 +419,12 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRu
 
   int64_t last_saved = -1;
   auto save = [&](int64_t completed) {
-    CheckpointInfo info{data.tokenizer, completed, generator.state(), options.to_json(),
-                        runner->partition_json(model)};
+    const CheckpointInfo info{.tokenizer = data.tokenizer,
+                              .step = completed,
+                              .generator = generator.state(),
+                              .train_args = options.to_json(),
+                              .partition = runner->partition_json(model),
+                              .engine_state = runner->state_json()};
     save_checkpoint(options.save, model, &optimizer, info);
     last_saved = completed;
     message("saved checkpoint '" + options.save + "' (step " + std::to_string(completed) + ")");

@@ -189,6 +189,12 @@ class StepRunner {
     (void)model;
     return {};
   }
+  /// State the engine needs to resume exactly, as JSON object text (empty: none), saved in checkpoints as
+  /// "brigade.engine_state" (nn/checkpoint.h).
+  virtual std::string state_json() const { return {}; }
+  /// Called after prepare() when resuming from a checkpoint that carries engine state: `json` is what
+  /// state_json() returned when it was saved (possibly by another engine; ignore what does not apply).
+  virtual void restore_state(const std::string& json) { (void)json; }
   /// A line for the log after prepare() (empty: none).
   virtual std::string describe() const { return {}; }
 };

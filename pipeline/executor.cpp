@@ -427,6 +427,18 @@ const Device& Pipeline::device(int stage) const {
   return impl_->devices[static_cast<size_t>(stage)];
 }
 
+std::vector<GeneratorState> Pipeline::generator_states() const {
+  std::vector<GeneratorState> states;
+  for (const auto& stage : impl_->stages) states.push_back(stage->generator().state());
+  return states;
+}
+
+void Pipeline::set_generator_states(const std::vector<GeneratorState>& states) {
+  BRIGADE_CHECK_VALUE(states.size() == impl_->stages.size(), "Pipeline::set_generator_states: expected ",
+                      impl_->stages.size(), " states (one per stage), got ", states.size());
+  for (size_t s = 0; s < states.size(); ++s) impl_->stages[s]->generator().set_state(states[s]);
+}
+
 std::vector<std::string> Pipeline::tied_parameter_names() const {
   std::vector<std::string> out;
   for (const auto& shared : impl_->shared) out.push_back(shared.name);

@@ -230,6 +230,11 @@ class Pipeline {
   void fail_at(int stage, ActionKind kind, int microbatch = -1);
   void clear_faults();
 
+  /// The stages' dropout generators (stage s at index s): what a checkpoint stores so that a resumed run
+  /// draws the masks the uninterrupted run would have drawn. set_ ValueError unless one state per stage.
+  std::vector<GeneratorState> generator_states() const;
+  void set_generator_states(const std::vector<GeneratorState>& states);
+
   /// The transport (e.g. to read InProcessTransport::pending()).
   Transport& transport() { return *transport_; }
 

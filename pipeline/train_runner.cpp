@@ -241,6 +241,34 @@ std::string PipelineRunner::partition_json(const nn::GPT& model) const {
   return j.dump();
 }
 
+std::string PipelineRunner::state_json() const {
+  require_prepared("state_json");
+  Json generators = Json::array();
+  for (const GeneratorState& state : pipeline_->generator_states()) {
+    generators.push_back({{"seed", state.seed}, {"offset", state.offset}});
+  }
+  return Json{{"stage_generators", generators}}.dump();
+}
+
+void PipelineRunner::restore_state(const std::string& json) {
+  require_prepared("restore_state");
+  const Json state = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object() || !state.contains("stage_generators")) return;  // another engine's state
+  const Json& saved = state["stage_generators"];
+  // Saved with another number of stages: those masks cannot be reproduced, the stages keep their seeds.
+  if (!saved.is_array() || saved.size() != static_cast<size_t>(options_.stages)) return;
+  std::vector<GeneratorState> states;
+  for (const Json& entry : saved) {
+    BRIGADE_CHECK_VALUE(entry.is_object() && entry.contains("seed") && entry.contains("offset") &&
+                            entry["seed"].is_number_unsigned() && entry["offset"].is_number_unsigned(),
+                        "PipelineRunner::restore_state: each stage generator must be {\"seed\": uint, "
+                        "\"offset\": uint}, found ",
+                        entry.dump());
+    states.push_back({entry["seed"].get<uint64_t>(), entry["offset"].get<uint64_t>()});
+  }
+  pipeline_->set_generator_states(states);
+}
+
 std::string PipelineRunner::describe() const {
   require_prepared("describe");
   std::ostringstream out;

@@ -29,9 +29,10 @@
 // Devices. Every stage may run on one device (CPU threads, or streams of one GPU). Stages on different
 // devices are refused by check_train_options: evaluation and sampling run the whole model on one device.
 //
-// Dropout. The stages draw their masks from their own generators (executor.h), seeded from --seed; they
-// are not stored in checkpoints, so a resumed pipelined run is bit-exact without dropout (with dropout the
-// masks after the resume differ from the uninterrupted run's).
+// Dropout. The stages draw their masks from their own generators (executor.h), seeded from --seed, and
+// checkpoints store their states ("brigade.engine_state"), so a resumed pipelined run is bit-exact with
+// dropout too, as long as it resumes with the same number of stages (with another, the masks after the
+// resume differ from the uninterrupted run's).
 //
 // \code
 //   brigade::nn::TrainOptions options;
@@ -87,6 +88,11 @@ class PipelineRunner : public nn::StepRunner {
   /// {"stages": S, "virtual": v, "balance": [...], "schedule": ..., "microbatches": M, "method": ...}
   std::string partition_json(const nn::GPT& model) const override;
   /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
+  /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
+  std::string state_json() const override;
+  /// Restores the stage generators saved by state_json() with the same number of stages (otherwise the
+  /// stages keep their fresh seeds: masks from another stage count cannot be reproduced).
+  void restore_state(const std::string& json) override;
   std::string describe() const override;
 
   // After prepare():

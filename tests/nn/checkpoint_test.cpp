@@ -68,7 +68,7 @@ struct Trained {
     }
   }
   CheckpointInfo info() const {
-    return CheckpointInfo{tokenizer, 2, generator.state(), R"({"lr":0.01,"steps":2})", ""};
+    return CheckpointInfo{tokenizer, 2, generator.state(), R"({"lr":0.01,"steps":2})", "", ""};
   }
 };
 

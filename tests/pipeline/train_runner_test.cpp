@@ -81,35 +81,41 @@ TEST_F(TrainRunnerTest, PipelinedTrainingFollowsThePlainLoopLossForLoss) {
   }
 }
 
+// With dropout the stages draw masks from their own generators: the checkpoint carries their states
+// ("brigade.engine_state"), so the resumed run draws the same masks as the uninterrupted one.
 TEST_F(TrainRunnerTest, ResumeOfAPipelinedRunIsBitExact) {
-  TrainOptions options = pipelined(tiny(10), 2, 4, "1f1b");
-  options.save = file("run.safetensors");
-  options.save_every = 5;
-  nn::TrainHooks hooks;
-  hooks.before_step = [&](int64_t step, nn::GPT&) {
-    if (step == 5) fs::copy_file(options.save, file("step5.safetensors"));
-  };
-  PipelineRunner full_runner(options);
-  const TrainResult full = nn::train(options, hooks, &full_runner);
-  ASSERT_EQ(full.losses.size(), 10u);
+  for (double dropout : {0.0, 0.1}) {
+    SCOPED_TRACE("dropout " + std::to_string(dropout));
+    TrainOptions options = pipelined(tiny(10), 2, 4, "1f1b");
+    options.dropout = dropout;
+    options.save = file("run" + std::to_string(dropout) + ".safetensors");
+    options.save_every = 5;
+    nn::TrainHooks hooks;
+    hooks.before_step = [&](int64_t step, nn::GPT&) {
+      if (step == 5) fs::copy_file(options.save, file("step5_" + std::to_string(dropout) + ".safetensors"));
+    };
+    PipelineRunner full_runner(options);
+    const TrainResult full = nn::train(options, hooks, &full_runner);
+    ASSERT_EQ(full.losses.size(), 10u);
 
-  TrainOptions resumed_options = options;
-  resumed_options.resume = file("step5.safetensors");
-  resumed_options.save = file("resumed.safetensors");
-  PipelineRunner resumed_runner(resumed_options);
-  const TrainResult resumed = nn::train(resumed_options, {}, &resumed_runner);
-  EXPECT_EQ(resumed.start_step, 5);
-  ASSERT_EQ(resumed.losses.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(resumed.losses[i], full.losses[5 + i]) << "step " << 6 + i << " (must be bit-identical)";
-  }
-  EXPECT_EQ(resumed.val_loss, full.val_loss);
-  nn::Checkpoint a = nn::load_checkpoint(options.save), b = nn::load_checkpoint(resumed_options.save);
-  for (auto& [name, tensor] : a.model) {
-    EXPECT_TRUE(brigade::testing::allclose(b.model.at(name), tensor, 0.0, 0.0)) << name;
-  }
-  for (auto& [name, tensor] : a.optimizer.tensors) {
-    EXPECT_TRUE(brigade::testing::allclose(b.optimizer.tensors.at(name), tensor, 0.0, 0.0)) << name;
+    TrainOptions resumed_options = options;
+    resumed_options.resume = file("step5_" + std::to_string(dropout) + ".safetensors");
+    resumed_options.save = file("resumed" + std::to_string(dropout) + ".safetensors");
+    PipelineRunner resumed_runner(resumed_options);
+    const TrainResult resumed = nn::train(resumed_options, {}, &resumed_runner);
+    EXPECT_EQ(resumed.start_step, 5);
+    ASSERT_EQ(resumed.losses.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(resumed.losses[i], full.losses[5 + i]) << "step " << 6 + i << " (must be bit-identical)";
+    }
+    EXPECT_EQ(resumed.val_loss, full.val_loss);
+    nn::Checkpoint a = nn::load_checkpoint(options.save), b = nn::load_checkpoint(resumed_options.save);
+    for (auto& [name, tensor] : a.model) {
+      EXPECT_TRUE(brigade::testing::allclose(b.model.at(name), tensor, 0.0, 0.0)) << name;
+    }
+    for (auto& [name, tensor] : a.optimizer.tensors) {
+      EXPECT_TRUE(brigade::testing::allclose(b.optimizer.tensors.at(name), tensor, 0.0, 0.0)) << name;
+    }
   }
 }
 
