@@ -53,6 +53,35 @@ Tensor random_rows(int64_t R, int64_t C, DType dtype, uint64_t seed, bool masked
   return x.to(dtype);
 }
 
+/// One case of the sweep: a version, a dtype, a shape and one on/off variant (log, affine).
+struct RowCase {
+  RowKernel kernel;
+  DType dtype;
+  int64_t R, C;
+  bool variant;
+  std::string what;  // for failure messages
+};
+
+/// Calls f(RowCase) for every version x dtype x C x R x variant; `variant_name` labels the variant.
+template <typename F>
+void for_each_row_case(const std::string& variant_name, F&& f) {
+  for (RowKernel kernel : all_row_kernels()) {
+    for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+      for (int64_t C : {1, 5, 32, 33, 100, 768, 1024, 1500}) {
+        for (int64_t R : {3, 257}) {
+          for (bool variant : {false, true}) {
+            const std::string what = std::string(row_kernel_name(kernel)) + " " + dtype_name(dtype) + " R" +
+                                     std::to_string(R) + " C" + std::to_string(C) +
+                                     (variant ? " " + variant_name : "") +
+                                     (row_kernel_supports(kernel, C) ? "" : " (falls back to v1)");
+            f(RowCase{kernel, dtype, R, C, variant, what});
+          }
+        }
+      }
+    }
+  }
+}
+
 // Host code only: runs without a GPU.
 TEST(CudaRowKernels, ListAndSupportTable) {
   ASSERT_EQ(all_row_kernels().size(), 2u);
@@ -67,106 +96,78 @@ TEST(CudaRowKernels, SoftmaxForwardAndBackwardMatchTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const Device gpu = Device::cuda();
   uint64_t seed = 1;
-  for (RowKernel kernel : all_row_kernels()) {
-    for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-      const Tolerance tol = tolerance(dtype);
-      for (int64_t C : {1, 5, 32, 33, 100, 768, 1024, 1500}) {
-        for (int64_t R : {3, 257}) {
-          for (bool log : {false, true}) {
-            const std::string what = std::string(row_kernel_name(kernel)) + " " + dtype_name(dtype) + " R" +
-                                     std::to_string(R) + " C" + std::to_string(C) + (log ? " log" : "") +
-                                     (row_kernel_supports(kernel, C) ? "" : " (falls back to v1)");
-            const Tensor x = random_rows(R, C, dtype, seed++, /*masked=*/C > 2);
-            const Tensor y_cpu = log ? kernels::log_softmax(x) : kernels::softmax(x);
-            Tensor y = empty({R, C}, TensorOptions().dtype(dtype).device(gpu));
-            kernels::cuda::softmax_rows_with(kernel, x.to(gpu), y, log);
-            EXPECT_TRUE(allclose(y.cpu(), y_cpu, tol.rtol, tol.atol)) << what << " forward";
+  for_each_row_case("log", [&](const RowCase& c) {
+    const bool log = c.variant;
+    const Tolerance tol = tolerance(c.dtype);
+    const Tensor x = random_rows(c.R, c.C, c.dtype, seed++, /*masked=*/c.C > 2);
+    const Tensor y_cpu = log ? kernels::log_softmax(x) : kernels::softmax(x);
+    Tensor y = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
+    kernels::cuda::softmax_rows_with(c.kernel, x.to(gpu), y, log);
+    EXPECT_TRUE(allclose(y.cpu(), y_cpu, tol.rtol, tol.atol)) << c.what << " forward";
 
-            const Tensor dy = random_rows(R, C, dtype, seed++, false);
-            const Tensor dx_cpu =
-                log ? kernels::log_softmax_backward(dy, y_cpu) : kernels::softmax_backward(dy, y_cpu);
-            Tensor dx = empty({R, C}, TensorOptions().dtype(dtype).device(gpu));
-            kernels::cuda::softmax_backward_rows_with(kernel, dy.to(gpu), y_cpu.to(gpu), dx, log);
-            EXPECT_TRUE(allclose(dx.cpu(), dx_cpu, tol.rtol, tol.atol)) << what << " backward";
-          }
-        }
-      }
-    }
-  }
+    const Tensor dy = random_rows(c.R, c.C, c.dtype, seed++, false);
+    const Tensor dx_cpu =
+        log ? kernels::log_softmax_backward(dy, y_cpu) : kernels::softmax_backward(dy, y_cpu);
+    Tensor dx = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
+    kernels::cuda::softmax_backward_rows_with(c.kernel, dy.to(gpu), y_cpu.to(gpu), dx, log);
+    EXPECT_TRUE(allclose(dx.cpu(), dx_cpu, tol.rtol, tol.atol)) << c.what << " backward";
+  });
 }
 
 TEST(CudaRowKernels, LayerNormForwardMatchesTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const Device gpu = Device::cuda();
   uint64_t seed = 100;
-  for (RowKernel kernel : all_row_kernels()) {
-    for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-      const Tolerance tol = tolerance(dtype);
-      const DType stat_dtype = dtype == kFloat64 ? kFloat64 : kFloat32;
-      for (int64_t C : {1, 5, 32, 33, 100, 768, 1024, 1500}) {
-        for (int64_t R : {3, 257}) {
-          for (bool affine : {false, true}) {
-            const std::string what = std::string(row_kernel_name(kernel)) + " " + dtype_name(dtype) + " R" +
-                                     std::to_string(R) + " C" + std::to_string(C) + (affine ? " affine" : "");
-            const Tensor x = random_rows(R, C, dtype, seed++, false);
-            const Tensor w = affine ? random_rows(1, C, dtype, seed++, false).reshape({C}) : Tensor();
-            const Tensor b = affine ? random_rows(1, C, dtype, seed++, false).reshape({C}) : Tensor();
-            const kernels::LayerNormOutput cpu = kernels::layernorm(x, w, b, 1e-5);
-            const TensorOptions on_gpu = TensorOptions().dtype(dtype).device(gpu);
-            Tensor y = empty({R, C}, on_gpu);
-            Tensor mean = empty({R}, TensorOptions(stat_dtype).device(gpu));
-            Tensor rstd = empty({R}, TensorOptions(stat_dtype).device(gpu));
-            kernels::cuda::layernorm_forward_with(kernel, x.to(gpu), affine ? w.to(gpu) : Tensor(),
-                                                  affine ? b.to(gpu) : Tensor(), 1e-5, y, mean, rstd);
-            EXPECT_TRUE(allclose(y.cpu(), cpu.y, tol.rtol, tol.atol)) << what << " y";
-            const double stat_rtol = dtype == kFloat64 ? 1e-12 : 1e-5;
-            EXPECT_TRUE(allclose(mean.cpu(), cpu.mean, stat_rtol, 1e-6)) << what << " mean";
-            EXPECT_TRUE(allclose(rstd.cpu(), cpu.rstd, stat_rtol, 1e-6)) << what << " rstd";
-          }
-        }
-      }
-    }
-  }
+  for_each_row_case("affine", [&](const RowCase& c) {
+    const bool affine = c.variant;
+    const Tolerance tol = tolerance(c.dtype);
+    const DType stat_dtype = c.dtype == kFloat64 ? kFloat64 : kFloat32;
+    const Tensor x = random_rows(c.R, c.C, c.dtype, seed++, false);
+    const Tensor w = affine ? random_rows(1, c.C, c.dtype, seed++, false).reshape({c.C}) : Tensor();
+    const Tensor b = affine ? random_rows(1, c.C, c.dtype, seed++, false).reshape({c.C}) : Tensor();
+    const kernels::LayerNormOutput cpu = kernels::layernorm(x, w, b, 1e-5);
+    Tensor y = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
+    Tensor mean = empty({c.R}, TensorOptions(stat_dtype).device(gpu));
+    Tensor rstd = empty({c.R}, TensorOptions(stat_dtype).device(gpu));
+    kernels::cuda::layernorm_forward_with(c.kernel, x.to(gpu), affine ? w.to(gpu) : Tensor(),
+                                          affine ? b.to(gpu) : Tensor(), 1e-5, y, mean, rstd);
+    EXPECT_TRUE(allclose(y.cpu(), cpu.y, tol.rtol, tol.atol)) << c.what << " y";
+    const double stat_rtol = c.dtype == kFloat64 ? 1e-12 : 1e-5;
+    EXPECT_TRUE(allclose(mean.cpu(), cpu.mean, stat_rtol, 1e-6)) << c.what << " mean";
+    EXPECT_TRUE(allclose(rstd.cpu(), cpu.rstd, stat_rtol, 1e-6)) << c.what << " rstd";
+  });
 }
+
 // dx against the CPU backend with the tolerances above; dweight and dbias (sums over R rows, in float for
 // float32 and bfloat16) with atol 1e-4 for float32 (257 products of O(1) terms, summed in other orders).
 TEST(CudaRowKernels, LayerNormBackwardMatchesTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const Device gpu = Device::cuda();
   uint64_t seed = 300;
-  for (RowKernel kernel : all_row_kernels()) {
-    for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-      const Tolerance tol = tolerance(dtype);
-      const double param_atol = dtype == kFloat64 ? 1e-12 : (dtype == kBFloat16 ? 1e-2 : 1e-4);
-      const DType stat_dtype = dtype == kFloat64 ? kFloat64 : kFloat32;
-      for (int64_t C : {1, 5, 32, 33, 100, 768, 1024, 1500}) {
-        for (int64_t R : {3, 257}) {
-          for (bool affine : {false, true}) {
-            const std::string what = std::string(row_kernel_name(kernel)) + " " + dtype_name(dtype) + " R" +
-                                     std::to_string(R) + " C" + std::to_string(C) + (affine ? " affine" : "");
-            const Tensor x = random_rows(R, C, dtype, seed++, false);
-            const Tensor dy = random_rows(R, C, dtype, seed++, false);
-            const Tensor w = affine ? random_rows(1, C, dtype, seed++, false).reshape({C}) : Tensor();
-            const kernels::LayerNormOutput fwd = kernels::layernorm(x, w, Tensor(), 1e-5);
-            const kernels::LayerNormGrads cpu =
-                kernels::layernorm_backward(dy, x, w, fwd.mean, fwd.rstd, /*has_bias=*/true);
-            Tensor dx = empty({R, C}, TensorOptions().dtype(dtype).device(gpu));
-            Tensor dweight = affine ? empty({C}, TensorOptions(stat_dtype).device(gpu)) : Tensor();
-            Tensor dbias = empty({C}, TensorOptions(stat_dtype).device(gpu));
-            kernels::cuda::layernorm_backward_with(kernel, dy.to(gpu), x.to(gpu),
-                                                   affine ? w.to(gpu) : Tensor(), fwd.mean.to(gpu),
-                                                   fwd.rstd.to(gpu), dx, dweight, dbias);
-            EXPECT_TRUE(allclose(dx.cpu(), cpu.dx, tol.rtol, tol.atol)) << what << " dx";
-            EXPECT_TRUE(allclose(dbias.cpu(), cpu.dbias, tol.rtol, param_atol)) << what << " dbias";
-            if (affine) {
-              EXPECT_TRUE(allclose(dweight.cpu(), cpu.dweight, tol.rtol, param_atol)) << what << " dweight";
-            }
-          }
-        }
-      }
+  for_each_row_case("affine", [&](const RowCase& c) {
+    const bool affine = c.variant;
+    const Tolerance tol = tolerance(c.dtype);
+    const double param_atol = c.dtype == kFloat64 ? 1e-12 : (c.dtype == kBFloat16 ? 1e-2 : 1e-4);
+    const DType stat_dtype = c.dtype == kFloat64 ? kFloat64 : kFloat32;
+    const Tensor x = random_rows(c.R, c.C, c.dtype, seed++, false);
+    const Tensor dy = random_rows(c.R, c.C, c.dtype, seed++, false);
+    const Tensor w = affine ? random_rows(1, c.C, c.dtype, seed++, false).reshape({c.C}) : Tensor();
+    const kernels::LayerNormOutput fwd = kernels::layernorm(x, w, Tensor(), 1e-5);
+    const kernels::LayerNormGrads cpu =
+        kernels::layernorm_backward(dy, x, w, fwd.mean, fwd.rstd, /*has_bias=*/true);
+    Tensor dx = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
+    Tensor dweight = affine ? empty({c.C}, TensorOptions(stat_dtype).device(gpu)) : Tensor();
+    Tensor dbias = empty({c.C}, TensorOptions(stat_dtype).device(gpu));
+    kernels::cuda::layernorm_backward_with(c.kernel, dy.to(gpu), x.to(gpu), affine ? w.to(gpu) : Tensor(),
+                                           fwd.mean.to(gpu), fwd.rstd.to(gpu), dx, dweight, dbias);
+    EXPECT_TRUE(allclose(dx.cpu(), cpu.dx, tol.rtol, tol.atol)) << c.what << " dx";
+    EXPECT_TRUE(allclose(dbias.cpu(), cpu.dbias, tol.rtol, param_atol)) << c.what << " dbias";
+    if (affine) {
+      EXPECT_TRUE(allclose(dweight.cpu(), cpu.dweight, tol.rtol, param_atol)) << c.what << " dweight";
     }
-  }
+  });
 }
+
 #else
 TEST(CudaRowKernels, NeedsACudaBuild) {
   GTEST_SKIP() << "brigade was built without CUDA: the per-version row kernels do not exist";
