@@ -53,6 +53,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/attention_flash_tc.h"
 #include "kernels/cuda/launch.cuh"
 #include "tensor/cuda/cuda_check.h"
 
@@ -486,17 +487,28 @@ void dispatch_flash(DType dtype, int64_t D, Fn fn) {
 }  // namespace
 
 const char* attention_kernel_name(AttentionKernel kernel) {
-  return kernel == AttentionKernel::Flash ? "flash" : "simple";
+  switch (kernel) {
+    case AttentionKernel::Simple:
+      return "simple";
+    case AttentionKernel::Flash:
+      return "flash";
+    case AttentionKernel::FlashTensorCore:
+      return "flash_tc";
+  }
+  return "unknown";
 }
 
 const std::vector<AttentionKernel>& all_attention_kernels() {
-  static const std::vector<AttentionKernel> kernels = {AttentionKernel::Simple, AttentionKernel::Flash};
+  static const std::vector<AttentionKernel> kernels = {AttentionKernel::Simple, AttentionKernel::Flash,
+                                                       AttentionKernel::FlashTensorCore};
   return kernels;
 }
 
 bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim) {
   if (kernel == AttentionKernel::Simple) return dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat64;
-  return (dtype == kFloat32 || dtype == kBFloat16) && (head_dim == 64 || head_dim == 128);
+  const bool flash_dim = head_dim == 64 || head_dim == 128;
+  if (kernel == AttentionKernel::FlashTensorCore) return dtype == kBFloat16 && flash_dim;
+  return (dtype == kFloat32 || dtype == kBFloat16) && flash_dim;
 }
 
 void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -506,6 +518,10 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
     return;
   }
   if (q.numel() == 0) return;
+  if (kernel == AttentionKernel::FlashTensorCore) {
+    attention_detail::flash_tc_forward(q, k, v, scale, out, lse);
+    return;
+  }
   cudaStream_t stream = stream_for(q);
   dispatch_flash(q.dtype(), q.size(3),
                  [&]<typename T, int D>() { forward_flash<T, D>(q, k, v, scale, out, lse, stream); });
@@ -519,6 +535,10 @@ void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, 
     return;
   }
   if (q.numel() == 0) return;
+  if (kernel == AttentionKernel::FlashTensorCore) {
+    attention_detail::flash_tc_backward(dout, q, k, v, out, lse, scale, dq, dk, dv);
+    return;
+  }
   cudaStream_t stream = stream_for(q);
   dispatch_flash(q.dtype(), q.size(3), [&]<typename T, int D>() {
     backward_flash<T, D>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);

@@ -7,6 +7,9 @@
 //                                               shared memory, no T x T matrix, lse saved; the backward
 //                                               recomputes P from q, k and lse. float32 and bfloat16
 //                                               (fp32 math), head dims 64 and 128
+//   v3 FlashTensorCore  kernels/cuda/attention_flash_tc.cu  v2's tiling with every product on the tensor
+//                                               cores (WMMA m16n16k16, fp32 accumulate), softmax in fp32;
+//                                               forward and backward; bfloat16 only, head dims 64 and 128
 //
 // kernels::causal_attention (the dispatch layer) runs cuda::causal_attention_forward/backward, which is
 // v1. The argument contract is the backend's (kernels/backend.h): q, k, v, out, dout, dq, dk, dv
@@ -20,8 +23,9 @@
 namespace brigade::kernels::cuda {
 
 enum class AttentionKernel {
-  Simple,  ///< v1 (kernels/cuda/attention.cu)
-  Flash,   ///< v2 (kernels/cuda/attention_flash.cu)
+  Simple,           ///< v1 (kernels/cuda/attention.cu)
+  Flash,            ///< v2 (kernels/cuda/attention_flash.cu)
+  FlashTensorCore,  ///< v3 (kernels/cuda/attention_flash_tc.cu); not the default until a GPU measures it
 };
 const char* attention_kernel_name(AttentionKernel kernel);
 

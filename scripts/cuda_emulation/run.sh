@@ -44,6 +44,7 @@ done
 "$out/gemm_all" || failed=$((failed + 1))
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
+emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3 (WMMA), bf16, against the CPU backend
 emulate attention_v1 attention attention_v1_emu.cpp
 python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
 emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""

@@ -1,12 +1,13 @@
 // What the transformed kernel files reference but a harness does not run: the CUDA stream/device helpers of
 // tensor/cuda/cuda_check.h, and the v1 entry points the *_with dispatchers fall back to (the harnesses call
 // kernels directly, so these only have to link). A harness that compiles a v1 file itself defines
-// EMU_ATTENTION_V1 or EMU_ROWS_V1 to drop the matching stubs.
+// EMU_ATTENTION_V1, EMU_ATTENTION_V3 or EMU_ROWS_V1 to drop the matching stubs.
 #pragma once
 
 #include <stdexcept>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/attention_flash_tc.h"
 
 namespace brigade::cuda_detail {
 inline cudaStream_t current_stream(int) {
@@ -46,3 +47,17 @@ void causal_attention_backward(const Tensor&, const Tensor&, const Tensor&, cons
 }
 #endif
 }  // namespace brigade::kernels::cuda
+
+// Attention v3's entry points, which the v2 file's *_with dispatch calls (flash_tc_emu.cpp, which compiles
+// v3 itself, defines EMU_ATTENTION_V3).
+#if !defined(EMU_ATTENTION_V3)
+namespace brigade::kernels::cuda::attention_detail {
+void flash_tc_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&) {
+  not_emulated();
+}
+void flash_tc_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                       const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) {
+  not_emulated();
+}
+}  // namespace brigade::kernels::cuda::attention_detail
+#endif
