@@ -39,8 +39,8 @@
 //   A query tile always contains an unmasked key (its diagonal), so no row sees only -inf.
 //
 // Napkin math (H200: fp32 ~67 TFLOP/s on CUDA cores; bf16 tensor cores ~989). GPT-2 small (B 8, H 12,
-//   T 1024, D 64): causal forward 2 * 2 * T^2/2 * D * B*H = 6.4 GFLOP (QK^T and PV) -> ~0.1 ms at the fp32
-//   peak; K/V traffic per block is (T/2) * 2 * D * 4 B, once per 64 queries instead of once per query as in
+//   T 1024, D 64): causal forward 2 * 2 * T^2/2 * D * B*H = 12.9 GFLOP (QK^T and PV) -> ~0.19 ms at the
+//   fp32 peak; K/V traffic per block is (T/2) * 2 * D * 4 B, once per 64 queries instead of once per query as in
 //   v1 (64x less L2 traffic), so the kernel is FFMA bound: expect ~30-50% of the fp32 peak (the softmax
 //   and the transposing stores cost issue slots). The backward does 2.5x the forward's FLOPs (S, dP, dV,
 //   dK in one kernel, S, dP, dQ in the other: 7 products of T^2/2 x D vs 2). The step to the issue's
