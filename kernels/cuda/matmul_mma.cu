@@ -3,7 +3,8 @@
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)   bfloat16 in and out, fp32 accumulate
 //
 // gemm_mma_kernel<kTransA, kTransB> — what changes from v6 (kernels/cuda/matmul_wmma_async.cu):
-//  1. The tensor-core instruction itself instead of WMMA: mma.sync.aligned.m16n8k16 (kernels/cuda/mma_ptx.cuh)
+//  1. The tensor-core instruction itself instead of WMMA: mma.sync.aligned.m16n8k16
+//  (kernels/cuda/mma_ptx.cuh)
 //     with its operand fragments loaded by ldmatrix.x4 (four 8 x 8 b16 matrices per instruction, 16 bytes
 //     per lane). The fragment layouts are fixed and documented (mma_ptx.cuh), so the epilogue writes the
 //     accumulators straight from registers to C: no per-warp scratch round trip through shared memory.
@@ -57,11 +58,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128, kBK = 32;
 constexpr int kStages = 3;
-constexpr int kWarpsN = 4;                  // warps: 2 along M x 4 along N
-constexpr int kWM = 64, kWN = 32;           // warp tile
-constexpr int kTilesM = kWM / 16;           // 4 mma tiles of 16 rows
-constexpr int kTilesN = kWN / 8;            // 4 mma tiles of 8 columns
-constexpr int kPad = 8;                     // bf16 elements per shared row (16 B; see the top)
+constexpr int kWarpsN = 4;                      // warps: 2 along M x 4 along N
+constexpr int kWM = 64, kWN = 32;               // warp tile
+constexpr int kTilesM = kWM / 16;               // 4 mma tiles of 16 rows
+constexpr int kTilesN = kWN / 8;                // 4 mma tiles of 8 columns
+constexpr int kPad = 8;                         // bf16 elements per shared row (16 B; see the top)
 constexpr int kTileElems = kBM * (kBK + kPad);  // one operand tile, either stored layout
 constexpr int kStageElems = 2 * kTileElems;     // A then B
 constexpr int kSharedBytes = kStages * kStageElems * 2;
@@ -122,7 +123,8 @@ __device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int
 template <bool kTransA>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int m0, int kk, int lane) {
   const int q = lane / 8, r = lane % 8;
-  if (kTransA) {  // stored [k][m], pitch BM + pad: matrix q is k rows kk + 8(q/2) .., m columns m0 + 8(q%2) ..
+  if (kTransA) {  // stored [k][m], pitch BM + pad: matrix q is k rows kk + 8(q/2) .., m columns m0 + 8(q%2)
+                  // ..
     ptx::ldmatrix_x4_trans(a, tile + (kk + (q / 2) * 8 + r) * (kBM + kPad) + m0 + (q % 2) * 8);
   } else {  // stored [m][k], pitch BK + pad: matrix q is m rows m0 + 8(q%2) .., k columns kk + 8(q/2) ..
     ptx::ldmatrix_x4(a, tile + (m0 + (q % 2) * 8 + r) * (kBK + kPad) + kk + (q / 2) * 8);
@@ -136,7 +138,8 @@ __device__ __forceinline__ void load_b(uint32_t (&b_lo)[2], uint32_t (&b_hi)[2],
                                        int kk, int lane) {
   const int q = lane / 8, r = lane % 8;
   uint32_t x[4];
-  if (kTransB) {  // stored [n][k], pitch BK + pad: matrix q is n rows n0 + 8(q/2) .., k columns kk + 8(q%2) ..
+  if (kTransB) {  // stored [n][k], pitch BK + pad: matrix q is n rows n0 + 8(q/2) .., k columns kk + 8(q%2)
+                  // ..
     ptx::ldmatrix_x4(x, tile + (n0 + (q / 2) * 8 + r) * (kBK + kPad) + kk + (q % 2) * 8);
   } else {  // stored [k][n], pitch BN + pad: matrix q is k rows kk + 8(q%2) .., n columns n0 + 8(q/2) ..
     ptx::ldmatrix_x4_trans(x, tile + (kk + (q % 2) * 8 + r) * (kBN + kPad) + n0 + (q / 2) * 8);
@@ -245,8 +248,8 @@ void launch(const GemmArgs& args, cudaStream_t stream, bool vec_a, bool vec_b, b
   BRIGADE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
   for_each_batch_chunk(args.batch, [&](unsigned grid_z, int64_t offset) {
     dim3 grid(grid_xy.x, grid_xy.y, grid_z);
-    gemm_mma_kernel<kTransA, kTransB><<<grid, kThreads, kSharedBytes, stream>>>(args, offset, vec_a, vec_b,
-                                                                                 vec_c);
+    gemm_mma_kernel<kTransA, kTransB>
+        <<<grid, kThreads, kSharedBytes, stream>>>(args, offset, vec_a, vec_b, vec_c);
     BRIGADE_CUDA_CHECK_LAUNCH("gemm_mma_kernel");
   });
 }

@@ -52,8 +52,8 @@ __device__ __forceinline__ void ldmatrix_x4_reference_impl(uint32_t (&r)[4], con
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     if (!kTrans) {
-      const auto row = reinterpret_cast<const uint16_t*>(
-          static_cast<uintptr_t>(__shfl_sync(kAllLanes, mine, 8 * q + g)));
+      const auto row =
+          reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(__shfl_sync(kAllLanes, mine, 8 * q + g)));
       r[q] = pack_b16(row[2 * t], row[2 * t + 1]);
     } else {
       const auto row0 = reinterpret_cast<const uint16_t*>(
@@ -163,8 +163,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans_ptx(uint32_t (&r)[4], const vo
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
 }
-__device__ __forceinline__ void mma_bf16_16816_ptx(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                                   const float (&c)[4]) {
+__device__ __forceinline__ void mma_bf16_16816_ptx(float (&d)[4], const uint32_t (&a)[4],
+                                                   const uint32_t (&b)[2], const float (&c)[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%10, %11, %12, %13};\n"

@@ -54,7 +54,8 @@ int main() {
     for (auto& v : abs_c) v = std::fabs(v);
     const std::vector<float> want = expected_mma(a, b, c), mag = expected_mma(abs_a, abs_b, abs_c);
     double worst = 0;
-    for (int i = 0; i < 128; ++i) worst = std::max(worst, std::fabs(mma[128 + i] - want[i]) / (mag[i] + 1e-30));
+    for (int i = 0; i < 128; ++i)
+      worst = std::max(worst, std::fabs(mma[128 + i] - want[i]) / (mag[i] + 1e-30));
     if (!(worst <= 1e-5)) {
       ++failures;
       std::printf("  mma reference: worst relative error %.3g FAIL\n", worst);
