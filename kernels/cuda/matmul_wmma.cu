@@ -16,7 +16,8 @@
 //   (rows_aligned), are 8 guarded scalar loads with zeros outside: any M, N, K, strides and batch.
 //   The epilogue goes through shared memory (wmma's accumulator layout is opaque): each warp stores one
 //   fragment at a time to its own 16 x 16 float scratch, then its lanes write the in-range elements to C,
-//   rounded to bfloat16 (round to nearest even, like the CPU backend).
+//   rounded to bfloat16 (round to nearest even, like the CPU backend): store_wmma_fragments_bf16 in
+//   kernels/cuda/wmma_epilogue.cuh, shared with v6.
 //
 // Napkin math (H200: bf16 dense ~989 TFLOP/s peak, cuBLAS ~790 measured here; ~4.3 TB/s HBM). 8192^3:
 //   1.1 TFLOP, ~1.4 ms at cuBLAS's rate. Per K step a block loads 2 x 128 x 32 x 2 B = 16 KB for
@@ -34,6 +35,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/wmma_epilogue.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -162,21 +164,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the tiles are overwritten by the next K step
   }
 
-  float* scratch = c_scratch[warp];
-#pragma unroll
-  for (int i = 0; i < kFragsM; ++i) {
-#pragma unroll
-    for (int j = 0; j < kFragsN; ++j) {
-      wmma::store_matrix_sync(scratch, acc[i][j], kFrag, wmma::mem_row_major);
-      __syncwarp();
-      for (int e = lane; e < kFrag * kFrag; e += kWarpSize) {
-        const int64_t gi = row0 + wm0 + i * kFrag + e / kFrag;
-        const int64_t gj = col0 + wn0 + j * kFrag + e % kFrag;
-        if (gi < args.m && gj < args.n) c[gi * args.ldc + gj] = bfloat16(scratch[e]);
-      }
-      __syncwarp();  // the scratch is overwritten by the next fragment
-    }
-  }
+  store_wmma_fragments_bf16(acc, c_scratch[warp], c, args.ldc, row0 + wm0, col0 + wn0, args.m, args.n, lane);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 //     and plain shared stores instead (correct, slower); the barrier that ends each stage orders both kinds.
 //  Launch: grid (ceil(M/128), ceil(N/128), batch), 256 threads = 8 warps (2 x 4), warp tile 64 x 32 = 4 x 2
 //  accumulator fragments, BK 32, 2 x 20 KB static shared memory (the epilogue's per-warp 16 x 16 float
-//  scratch reuses it after the K loop).
+//  scratch reuses it after the K loop; the epilogue is v5's, kernels/cuda/wmma_epilogue.cuh).
 //
 // Napkin math (H200: bf16 dense ~989 TFLOP/s peak, cuBLAS ~790): per K step a block moves 16 KB for 1 MFLOP,
 //   as in v5; what v6 removes is the exposed latency (v5 loads, waits, then computes) and the scatter's bank
@@ -33,6 +33,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/wmma_epilogue.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -194,20 +195,7 @@ __global__ void __launch_bounds__(kThreads)
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
   float* scratch = reinterpret_cast<float*>(&buffers[0][0]) + warp * kFrag * kFrag;
-#pragma unroll
-  for (int i = 0; i < kFragsM; ++i) {
-#pragma unroll
-    for (int j = 0; j < kFragsN; ++j) {
-      wmma::store_matrix_sync(scratch, acc[i][j], kFrag, wmma::mem_row_major);
-      __syncwarp();
-      for (int e = lane; e < kFrag * kFrag; e += kWarpSize) {
-        const int64_t gi = row0 + wm0 + i * kFrag + e / kFrag;
-        const int64_t gj = col0 + wn0 + j * kFrag + e % kFrag;
-        if (gi < args.m && gj < args.n) c[gi * args.ldc + gj] = bfloat16(scratch[e]);
-      }
-      __syncwarp();
-    }
-  }
+  store_wmma_fragments_bf16(acc, scratch, c, args.ldc, row0 + wm0, col0 + wn0, args.m, args.n, lane);
 }
 
 template <bool kTransA, bool kTransB>
