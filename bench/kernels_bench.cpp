@@ -2,8 +2,8 @@
 // GPU is present) CUDA, at the shapes a GPT gives it, beside cuDNN where cuDNN has the op (legacy softmax
 // and log-softmax, forward and backward; cuDNN's layernorm and fused attention live in its graph/frontend
 // API and are not benchmarked here). Fused causal attention: the CPU op and, on CUDA, each version of
-// kernels/cuda/attention_flash.h (impl "simple" = v1, "flash" = v2, "flash_tc" = v3 in bf16), plus head
-// dim 128 at GPT-2 shapes.
+// kernels/cuda/attention_flash.h (impl "simple" = v1, "flash" = v2, "flash_tc" = v3 and "flash_tc_async"
+// = v4, both bf16 only), plus head dim 128 at GPT-2 shapes.
 // Softmax and layernorm on CUDA: the public op ("brigade", the default version, output allocated per call)
 // and each version of kernels/cuda/row_kernels.h on preallocated outputs (impl = its row_kernel_name).
 //

@@ -40,8 +40,8 @@
 //
 // Napkin math (H200: fp32 ~67 TFLOP/s on CUDA cores; bf16 tensor cores ~989). GPT-2 small (B 8, H 12,
 //   T 1024, D 64): causal forward 2 * 2 * T^2/2 * D * B*H = 12.9 GFLOP (QK^T and PV) -> ~0.19 ms at the
-//   fp32 peak; K/V traffic per block is (T/2) * 2 * D * 4 B, once per 64 queries instead of once per query as in
-//   v1 (64x less L2 traffic), so the kernel is FFMA bound: expect ~30-50% of the fp32 peak (the softmax
+//   fp32 peak; K/V traffic per block is (T/2) * 2 * D * 4 B, once per 64 queries instead of once per query as
+//   in v1 (64x less L2 traffic), so the kernel is FFMA bound: expect ~30-50% of the fp32 peak (the softmax
 //   and the transposing stores cost issue slots). The backward does 2.5x the forward's FLOPs (S, dP, dV,
 //   dK in one kernel, S, dP, dQ in the other: 7 products of T^2/2 x D vs 2). The step to the issue's
 //   target (FlashAttention-3 level) is bf16 tensor cores (mma.sync, then wgmma), docs/kernels.md.
@@ -494,20 +494,25 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "flash";
     case AttentionKernel::FlashTensorCore:
       return "flash_tc";
+    case AttentionKernel::FlashTensorCoreAsync:
+      return "flash_tc_async";
   }
   return "unknown";
 }
 
 const std::vector<AttentionKernel>& all_attention_kernels() {
   static const std::vector<AttentionKernel> kernels = {AttentionKernel::Simple, AttentionKernel::Flash,
-                                                       AttentionKernel::FlashTensorCore};
+                                                       AttentionKernel::FlashTensorCore,
+                                                       AttentionKernel::FlashTensorCoreAsync};
   return kernels;
 }
 
 bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim) {
   if (kernel == AttentionKernel::Simple) return dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat64;
   const bool flash_dim = head_dim == 64 || head_dim == 128;
-  if (kernel == AttentionKernel::FlashTensorCore) return dtype == kBFloat16 && flash_dim;
+  const bool tensor_cores =
+      kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync;
+  if (tensor_cores) return dtype == kBFloat16 && flash_dim;
   return (dtype == kFloat32 || dtype == kBFloat16) && flash_dim;
 }
 
@@ -518,8 +523,9 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
     return;
   }
   if (q.numel() == 0) return;
-  if (kernel == AttentionKernel::FlashTensorCore) {
-    attention_detail::flash_tc_forward(q, k, v, scale, out, lse);
+  if (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) {
+    attention_detail::flash_tc_forward(q, k, v, scale, out, lse,
+                                       kernel == AttentionKernel::FlashTensorCoreAsync);
     return;
   }
   cudaStream_t stream = stream_for(q);
@@ -535,8 +541,9 @@ void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, 
     return;
   }
   if (q.numel() == 0) return;
-  if (kernel == AttentionKernel::FlashTensorCore) {
-    attention_detail::flash_tc_backward(dout, q, k, v, out, lse, scale, dq, dk, dv);
+  if (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) {
+    attention_detail::flash_tc_backward(dout, q, k, v, out, lse, scale, dq, dk, dv,
+                                        kernel == AttentionKernel::FlashTensorCoreAsync);
     return;
   }
   cudaStream_t stream = stream_for(q);

@@ -10,6 +10,8 @@
 //   v3 FlashTensorCore  kernels/cuda/attention_flash_tc.cu  v2's tiling with every product on the tensor
 //                                               cores (WMMA m16n16k16, fp32 accumulate), softmax in fp32;
 //                                               forward and backward; bfloat16 only, head dims 64 and 128
+//   v4 FlashTensorCoreAsync  the same file: v3 with the next streamed tile prefetched by cp.async into a
+//                                               second shared buffer while the current one is used
 //
 // kernels::causal_attention (the dispatch layer) runs cuda::causal_attention_forward/backward, which is
 // v1. The argument contract is the backend's (kernels/backend.h): q, k, v, out, dout, dq, dk, dv
@@ -23,9 +25,10 @@
 namespace brigade::kernels::cuda {
 
 enum class AttentionKernel {
-  Simple,           ///< v1 (kernels/cuda/attention.cu)
-  Flash,            ///< v2 (kernels/cuda/attention_flash.cu)
-  FlashTensorCore,  ///< v3 (kernels/cuda/attention_flash_tc.cu); not the default until a GPU measures it
+  Simple,                ///< v1 (kernels/cuda/attention.cu)
+  Flash,                 ///< v2 (kernels/cuda/attention_flash.cu)
+  FlashTensorCore,       ///< v3 (kernels/cuda/attention_flash_tc.cu); not the default until a GPU measures it
+  FlashTensorCoreAsync,  ///< v4: v3 with cp.async double buffering (same file)
 };
 const char* attention_kernel_name(AttentionKernel kernel);
 

@@ -1,5 +1,6 @@
-// Fused causal attention on CUDA, version 3: flash attention with every product on the tensor cores
-// (v1 kernels/cuda/attention.cu, v2 kernels/cuda/attention_flash.cu; attention_flash.h selects).
+// Fused causal attention on CUDA, versions 3 and 4: flash attention with every product on the tensor cores
+// (v1 kernels/cuda/attention.cu, v2 kernels/cuda/attention_flash.cu; attention_flash.h selects). v4 is v3
+// with the streamed tiles double-buffered by cp.async (the template flag kAsync; see "v4" below).
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] bfloat16 (stride 1 on D, other strides arbitrary),
 //   lse [B, H, T] float32; D = 64 or 128 (a template parameter). Same math and lse contract as v2:
@@ -16,32 +17,38 @@
 // bf16 before their products (as FlashAttention does); the row sums l use the unrounded fp32 p.
 //
 // Every kernel: 128 threads = 4 warps, a block owns 64 rows of one (b, h), warp w owns rows 16w .. 16w+15;
-// the other operand streams through shared memory in tiles of 64 rows (staged synchronously, bf16, rows
-// padded by 8 elements: 16-byte aligned rows, fragment pointers 32-byte aligned, bank-spread loads).
+// the other operand streams through shared memory in tiles of 64 rows (bf16, rows padded by 8 elements:
+// 16-byte aligned rows, fragment pointers 32-byte aligned, bank-spread loads).
 // For the pointwise steps lane l of a warp owns row l/2 of the warp's 16 and half (l%2) of the columns.
 //
-// attention_flash_tc_forward_kernel<D>: block = 64 queries. Q stays in shared memory; loop over key tiles
-//   j0 = 0, 64, ... up to the block's diagonal (tiles above it are skipped):
+// attention_flash_tc_forward_kernel<D, kAsync>: block = 64 queries. Q stays in shared memory; loop over
+//   key tiles j0 = 0, 64, ... up to the block's diagonal (tiles above it are skipped):
 //     stage K, V | S = Q K^T (4 fragments of 16 x 16 per warp) -> scratch | online softmax per row
 //     (running max m and sum l in the row's two lanes, merged with one shuffle), P -> bf16 tile |
 //     PV (D/16 fragments) -> scratch | lane: o = o * exp(m_old - m_new) + PV (o[D/2] in registers).
 //   At the end out = o / l and lse = m + log l. The rescale needs per-row access, hence O in registers
 //   rather than in accumulator fragments.
 // attention_flash_tc_delta_kernel: delta_i = dout_i . out_i, one warp per row.
-// attention_flash_tc_dkdv_kernel<D>: block = 64 keys (K, V staged once); loop over query tiles from the
-//   diagonal to T: stage Q, dO, lse, delta | S^T = K Q^T, dP^T = V dO^T -> scratch | P^T, dS^T -> bf16
-//   tiles | dV += P^T dO, dK += dS^T Q, both in accumulator fragments across the loop. dK *= scale.
-// attention_flash_tc_dq_kernel<D>: block = 64 queries (Q, dO staged once, lse and delta in the lanes'
-//   registers); loop over key tiles up to the diagonal: stage K, V | S = Q K^T, dP = dO V^T | dS -> bf16 |
-//   dQ += dS K in fragments. dQ *= scale.
+// attention_flash_tc_dkdv_kernel<D, kAsync>: block = 64 keys (K, V staged once); loop over query tiles
+//   from the diagonal to T: stage Q, dO, lse, delta | S^T = K Q^T, dP^T = V dO^T -> scratch |
+//   P^T, dS^T -> bf16 tiles | dV += P^T dO, dK += dS^T Q, in accumulator fragments across the loop.
+//   dK *= scale.
+// attention_flash_tc_dq_kernel<D, kAsync>: block = 64 queries (Q, dO staged once, lse and delta in the
+//   lanes' registers); loop over key tiles up to the diagonal: stage K, V | S = Q K^T, dP = dO V^T |
+//   dS -> bf16 | dQ += dS K in fragments. dQ *= scale.
 //   Determinism: every output element is accumulated by one warp in a fixed order (two backward kernels,
 //   not one with atomic dQ), so repeated runs give identical bits.
 // Bounds: rows past T are staged as zeros, masked (p = 0) and never written. Key tiles start at 0 and
 //   query tiles at multiples of 64, so every query row's first tile holds an unmasked key (its own
 //   diagonal, or key 0): m is finite from the first tile on, exp(m_old - m_new) needs only the -inf case.
-// Shared memory (dynamic, opted in; *_shared_bytes): forward 53 KiB (D 64) / 93 KiB (D 128), dK/dV 88.5 /
-//   152.5 KiB, dQ 79 / 143 KiB (an H200 allows 227 KiB per block). Every sub-buffer starts at a multiple of
-//   128 bytes of the dynamic shared base (WMMA wants 32-byte aligned fragment pointers).
+// v3 stages each tile synchronously: barrier, every thread loads its 16-byte slots and stores them, barrier,
+//   compute; the loads' latency is exposed once per tile. v4 (kAsync) issues tile t+1's slots as cp.async
+//   into a second buffer before computing on tile t (cp_async_wait<1> + barrier make tile t visible; a
+//   barrier after the compute frees its buffer for tile t+2). Same math, same bits as v3.
+// Shared memory (dynamic, opted in; *_shared_bytes), D 64 / D 128: v3 forward 53 / 93 KiB, dK/dV 88.5 /
+//   152.5, dQ 79 / 143; v4 forward 71 / 127, dK/dV 107 / 187, dQ 97 / 177 (an H200 allows 227 KiB per
+//   block, 228 per SM: v4 at D 128 fits one block per SM). Every sub-buffer starts at a multiple of 128
+//   bytes of the dynamic shared base (WMMA wants 32-byte aligned fragment pointers).
 //
 // Napkin math (H200: bf16 dense ~989 TFLOP/s peak, fp32 CUDA cores ~67, HBM ~4.3 TB/s measured copy).
 //   Forward FLOPs per head 4 T^2 D / 2 (QK^T and PV, halved by the mask). GPT-2 small (B 8, H 12, T 1024,
@@ -49,12 +56,14 @@
 //   ~0.4-0.6 ms at its expected 30-50%. HBM bytes: q, k, v, out once = 4 x 96 x 1024 x 64 x 2 B = 50 MB ->
 //   12 us; K/V are re-read from L2 once per query tile (T/128 = 8 times on average: 200 MB of L2 traffic).
 //   Intensity 258 FLOP/B over HBM, above the bf16 ridge (~206): compute bound, so the tensor cores are the
-//   lever. Expectation for this version: WMMA lowers to mma.sync (Hopper's full rate needs wgmma), the
-//   staging is synchronous (no cp.async double buffering yet), S and dP round-trip through shared memory,
-//   and each tile has two block barriers: ~10-25% of the bf16 peak (100-250 TFLOP/s), i.e. 5-10x v2.
-//   FlashAttention-2 reaches ~35% of an H100, FlashAttention-3 (wgmma, TMA, warp specialisation) ~75%.
-//   The backward does 2.5x the forward's FLOPs here (5 products in dK/dV + 3 in dQ, vs 2; S and dP are
-//   computed twice to keep dQ free of atomics). Compiled and emulated on a CPU; not yet run on a GPU.
+//   lever. Expectation for v3: WMMA lowers to mma.sync (Hopper's full rate needs wgmma), the staging is
+//   synchronous, S and dP round-trip through shared memory, and each tile has two block barriers: ~10-25%
+//   of the bf16 peak (100-250 TFLOP/s), i.e. 5-10x v2. v4 hides the tile loads behind the products, but at
+//   D 128 fits one block per SM instead of two (shared memory), which hides latency across blocks; which
+//   wins is for a GPU to say. FlashAttention-2 reaches ~35% of an H100, FlashAttention-3 (wgmma, TMA, warp
+//   specialisation) ~75%. The backward executes 7 products of the forward's size (S^T, dP^T, dV, dK; S,
+//   dP, dQ) against the forward's 2, of which 5 are needed: S and dP are computed in both kernels to keep
+//   dQ free of atomics. Compiled and emulated on a CPU; not yet run on a GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -64,6 +73,7 @@
 
 #include "kernels/cuda/attention_flash_tc.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -119,13 +129,20 @@ __device__ __forceinline__ void zero(FragC (&acc)[N]) {
 
 /// Stages rows [t0, t0 + 64) of one head (zeros past T) into dst[row][ld_tile<D>()] as bf16 bits. A slot is
 /// 8 consecutive elements of a row: one 16-byte load when `vec` (rows 16-byte aligned), else 8 scalars.
-template <int D>
+/// kAsync: a `vec` slot is a cp.async (zero-filled past T) that lands by the caller's cp_async_wait and
+/// __syncthreads; the scalar slots are stored at once either way.
+template <int D, bool kAsync>
 __device__ __forceinline__ void stage_tile(const uint16_t* x, const Heads& a, int64_t bh, int64_t H,
                                            int64_t T_len, int64_t t0, bool vec, uint16_t* dst) {
   constexpr int kSlotsPerRow = D / 8;
   for (int f = threadIdx.x; f < kTile * kSlotsPerRow; f += blockDim.x) {
     const int row = f / kSlotsPerRow, col = (f % kSlotsPerRow) * 8;
     const int64_t t = t0 + row;
+    if (kAsync && vec) {
+      const bool in = t < T_len;  // a row past T reads nothing (src_bytes 0) from a valid address
+      ptx::cp_async_16(dst + row * ld_tile<D>() + col, in ? x + row_at(a, bh, H, t) + col : x, in ? 16 : 0);
+      continue;
+    }
     alignas(16) uint16_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (t < T_len) {
       const uint16_t* src = x + row_at(a, bh, H, t) + col;
@@ -201,12 +218,19 @@ __device__ __forceinline__ void write_warp_rows(const FragC (&acc)[D / kFrag], f
 
 // ---- forward ---------------------------------------------------------------------------------------------
 
-template <int D>
-constexpr size_t forward_shared_bytes() {
-  return kWarps * kFrag * ld_scratch<D>() * 4 + 3 * kTile * ld_tile<D>() * 2 + kTile * kLdP * 2;
+/// Tile buffers per streamed operand: two when the next tile is prefetched with cp.async.
+template <bool kAsync>
+constexpr int buffers() {
+  return kAsync ? 2 : 1;
 }
 
-template <int D>
+template <int D, bool kAsync>
+constexpr size_t forward_shared_bytes() {
+  return kWarps * kFrag * ld_scratch<D>() * 4 + (1 + 2 * buffers<kAsync>()) * kTile * ld_tile<D>() * 2 +
+         kTile * kLdP * 2;
+}
+
+template <int D, bool kAsync>
 __global__ void __launch_bounds__(kThreads)
     attention_flash_tc_forward_kernel(const uint16_t* __restrict__ q, Heads qa,
                                       const uint16_t* __restrict__ k, Heads ka,
@@ -218,9 +242,9 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float4 shared_f4[];
   float* scratch = reinterpret_cast<float*>(shared_f4);              // [4 warps][16][LS]
   uint16_t* qs = reinterpret_cast<uint16_t*>(scratch + kTile * LS);  // [64][LD] the block's queries
-  uint16_t* ks = qs + kTile * LD;                                    // [64][LD] key tile
-  uint16_t* vs = ks + kTile * LD;                                    // [64][LD] value tile
-  uint16_t* ps = vs + kTile * LD;                                    // [4 warps][16][kLdP] P as bf16
+  uint16_t* ks = qs + kTile * LD;                                    // [buffers][64][LD] key tiles
+  uint16_t* vs = ks + buffers<kAsync>() * kTile * LD;                // [buffers][64][LD] value tiles
+  uint16_t* ps = vs + buffers<kAsync>() * kTile * LD;                // [4 warps][16][kLdP] P as bf16
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int row = lane / 2, half = lane % 2;  // pointwise: this lane's row of the warp's 16, column half
@@ -230,23 +254,43 @@ __global__ void __launch_bounds__(kThreads)
   float* sw = scratch + warp * kFrag * LS;
   uint16_t* pw = ps + warp * kFrag * kLdP;
   const uint16_t* qw = qs + warp * kFrag * LD;
-  stage_tile<D>(q, qa, bh, H, T_len, i0, vec, qs);
+  stage_tile<D, kAsync>(q, qa, bh, H, T_len, i0, vec, qs);
 
   float o[kHalf];
 #pragma unroll
   for (int c = 0; c < kHalf; ++c) o[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;
 
-  const int64_t last_key = std::min(i0 + kTile - 1, T_len - 1);
-  for (int64_t j0 = 0; j0 <= last_key; j0 += kTile) {
-    __syncthreads();  // the previous tile's readers of ks and vs are done (and qs is staged)
-    stage_tile<D>(k, ka, bh, H, T_len, j0, vec, ks);
-    stage_tile<D>(v, va, bh, H, T_len, j0, vec, vs);
-    __syncthreads();
+  const int64_t tiles = std::min(i0 + kTile - 1, T_len - 1) / kTile + 1;  // key tiles up to the diagonal
+  if (kAsync) {  // the first group: Q (above) and key tile 0
+    stage_tile<D, true>(k, ka, bh, H, T_len, 0, vec, ks);
+    stage_tile<D, true>(v, va, bh, H, T_len, 0, vec, vs);
+    ptx::cp_async_commit();
+  }
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = tile * kTile;
+    const int buf = kAsync ? static_cast<int>(tile % 2) : 0;
+    const uint16_t* kb = ks + buf * kTile * LD;
+    const uint16_t* vb = vs + buf * kTile * LD;
+    if (kAsync) {
+      if (tile + 1 < tiles) {  // prefetch the next tile into the other buffer, then wait for this one
+        stage_tile<D, true>(k, ka, bh, H, T_len, j0 + kTile, vec, ks + (buf ^ 1) * kTile * LD);
+        stage_tile<D, true>(v, va, bh, H, T_len, j0 + kTile, vec, vs + (buf ^ 1) * kTile * LD);
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<1>();
+      } else {
+        ptx::cp_async_wait<0>();
+      }
+    } else {
+      __syncthreads();  // the previous tile's readers of ks and vs are done (and qs is staged)
+      stage_tile<D, false>(k, ka, bh, H, T_len, j0, vec, ks);
+      stage_tile<D, false>(v, va, bh, H, T_len, j0, vec, vs);
+    }
+    __syncthreads();  // this tile has landed for every thread
 
     FragC s[kTile / kFrag];
     zero(s);
-    mma_a_bt<D / kFrag>(s, qw, LD, ks, LD);
+    mma_a_bt<D / kFrag>(s, qw, LD, kb, LD);
     store_scratch(s, sw, LS);
 
     // Online softmax of row `row`, columns half * 32 .. half * 32 + 31 of the tile.
@@ -276,12 +320,13 @@ __global__ void __launch_bounds__(kThreads)
 
     FragC pv[D / kFrag];
     zero(pv);
-    mma_a_b<kTile / kFrag>(pv, pw, kLdP, vs, LD);
+    mma_a_b<kTile / kFrag>(pv, pw, kLdP, vb, LD);
     store_scratch(pv, sw, LS);
     const float* pvrow = sw + row * LS + half * kHalf;
 #pragma unroll
     for (int c = 0; c < kHalf; ++c) o[c] = o[c] * alpha + pvrow[c];
-    __syncwarp();  // the scratch is rewritten by the next tile's S
+    __syncwarp();                 // the scratch is rewritten by the next tile's S
+    if (kAsync) __syncthreads();  // every warp is done with `buf` before the next iteration refills it
   }
 
   if (i < T_len) {
@@ -314,13 +359,13 @@ __global__ void attention_flash_tc_delta_kernel(const bfloat16* __restrict__ dou
   }
 }
 
-template <int D>
+template <int D, bool kAsync>
 constexpr size_t dkdv_shared_bytes() {
-  return 2 * kWarps * kFrag * ld_scratch<D>() * 4 + 4 * kTile * ld_tile<D>() * 2 + 2 * kTile * kLdP * 2 +
-         2 * kTile * 4;
+  return 2 * kWarps * kFrag * ld_scratch<D>() * 4 + (2 + 2 * buffers<kAsync>()) * kTile * ld_tile<D>() * 2 +
+         2 * kTile * kLdP * 2 + 2 * buffers<kAsync>() * kTile * 4;
 }
 
-template <int D>
+template <int D, bool kAsync>
 __global__ void __launch_bounds__(kThreads)
     attention_flash_tc_dkdv_kernel(const uint16_t* __restrict__ dout, Heads ga,
                                    const uint16_t* __restrict__ q, Heads qa, const uint16_t* __restrict__ k,
@@ -334,12 +379,12 @@ __global__ void __launch_bounds__(kThreads)
   float* dp_scratch = s_scratch + kTile * LS;                           // [4][16][LS] dP^T
   uint16_t* ks = reinterpret_cast<uint16_t*>(dp_scratch + kTile * LS);  // [64][LD] the block's keys
   uint16_t* vs = ks + kTile * LD;                                       // [64][LD] their values
-  uint16_t* qs = vs + kTile * LD;                                       // [64][LD] query tile
-  uint16_t* gs = qs + kTile * LD;                                       // [64][LD] dO tile
-  uint16_t* ps = gs + kTile * LD;                                       // [4][16][kLdP] P^T (key x query)
+  uint16_t* qs = vs + kTile * LD;                                       // [buffers][64][LD] query tiles
+  uint16_t* gs = qs + buffers<kAsync>() * kTile * LD;                   // [buffers][64][LD] dO tiles
+  uint16_t* ps = gs + buffers<kAsync>() * kTile * LD;                   // [4][16][kLdP] P^T (key x query)
   uint16_t* dss = ps + kTile * kLdP;                                    // [4][16][kLdP] dS^T
-  float* lse_s = reinterpret_cast<float*>(dss + kTile * kLdP);          // [64]
-  float* delta_s = lse_s + kTile;                                       // [64]
+  float* lse_s = reinterpret_cast<float*>(dss + kTile * kLdP);          // [buffers][64]
+  float* delta_s = lse_s + buffers<kAsync>() * kTile;                   // [buffers][64]
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int row = lane / 2, half = lane % 2;
@@ -350,27 +395,52 @@ __global__ void __launch_bounds__(kThreads)
   float* dpw = dp_scratch + warp * kFrag * LS;
   uint16_t* pw = ps + warp * kFrag * kLdP;
   uint16_t* dsw = dss + warp * kFrag * kLdP;
-  stage_tile<D>(k, ka, bh, H, T_len, j0, vec, ks);
-  stage_tile<D>(v, va, bh, H, T_len, j0, vec, vs);
+  stage_tile<D, kAsync>(k, ka, bh, H, T_len, j0, vec, ks);
+  stage_tile<D, kAsync>(v, va, bh, H, T_len, j0, vec, vs);
+  // Query tile i0 (and its lse, delta) into buffer b.
+  auto stage_queries = [&](int64_t i0, int b) {
+    stage_tile<D, kAsync>(q, qa, bh, H, T_len, i0, vec, qs + b * kTile * LD);
+    stage_tile<D, kAsync>(dout, ga, bh, H, T_len, i0, vec, gs + b * kTile * LD);
+    for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
+      lse_s[b * kTile + e] = i0 + e < T_len ? lse[bh * T_len + i0 + e] : 0.0f;
+      delta_s[b * kTile + e] = i0 + e < T_len ? delta[bh * T_len + i0 + e] : 0.0f;
+    }
+  };
 
   FragC dk_acc[D / kFrag], dv_acc[D / kFrag];
   zero(dk_acc);
   zero(dv_acc);
-  for (int64_t i0 = j0; i0 < T_len; i0 += kTile) {  // queries i >= j0: the first tile is the diagonal
-    __syncthreads();  // the previous tile's readers are done (and ks, vs are staged)
-    stage_tile<D>(q, qa, bh, H, T_len, i0, vec, qs);
-    stage_tile<D>(dout, ga, bh, H, T_len, i0, vec, gs);
-    for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
-      lse_s[e] = i0 + e < T_len ? lse[bh * T_len + i0 + e] : 0.0f;
-      delta_s[e] = i0 + e < T_len ? delta[bh * T_len + i0 + e] : 0.0f;
+  const int64_t tiles = (T_len - j0 + kTile - 1) / kTile;  // queries i >= j0: the first tile is the diagonal
+  if (kAsync) {                                            // the first group: K, V (above) and query tile 0
+    stage_queries(j0, 0);
+    ptx::cp_async_commit();
+  }
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t i0 = j0 + tile * kTile;
+    const int buf = kAsync ? static_cast<int>(tile % 2) : 0;
+    if (kAsync) {
+      if (tile + 1 < tiles) {  // prefetch the next query tile into the other buffer, then wait for this one
+        stage_queries(i0 + kTile, buf ^ 1);
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<1>();
+      } else {
+        ptx::cp_async_wait<0>();
+      }
+    } else {
+      __syncthreads();  // the previous tile's readers are done (and ks, vs are staged)
+      stage_queries(i0, 0);
     }
-    __syncthreads();
+    __syncthreads();  // this tile has landed for every thread
+    const uint16_t* qb = qs + buf * kTile * LD;
+    const uint16_t* gb = gs + buf * kTile * LD;
+    const float* lse_b = lse_s + buf * kTile;
+    const float* delta_b = delta_s + buf * kTile;
 
     FragC st[kTile / kFrag], dpt[kTile / kFrag];
     zero(st);
     zero(dpt);
-    mma_a_bt<D / kFrag>(st, ks + warp * kFrag * LD, LD, qs, LD);   // S^T[j][i] = k_j . q_i
-    mma_a_bt<D / kFrag>(dpt, vs + warp * kFrag * LD, LD, gs, LD);  // dP^T[j][i] = v_j . dout_i
+    mma_a_bt<D / kFrag>(st, ks + warp * kFrag * LD, LD, qb, LD);   // S^T[j][i] = k_j . q_i
+    mma_a_bt<D / kFrag>(dpt, vs + warp * kFrag * LD, LD, gb, LD);  // dP^T[j][i] = v_j . dout_i
     store_scratch(st, sw, LS);
     store_scratch(dpt, dpw, LS);
 #pragma unroll 8
@@ -378,25 +448,27 @@ __global__ void __launch_bounds__(kThreads)
       const int col = half * (kTile / 2) + c;
       const int64_t i = i0 + col;
       const bool live = j <= i && i < T_len && j < T_len;
-      const float p = live ? expf(sw[row * LS + col] * scale - lse_s[col]) : 0.0f;
+      const float p = live ? expf(sw[row * LS + col] * scale - lse_b[col]) : 0.0f;
       pw[row * kLdP + col] = bfloat16(p).bits;
-      dsw[row * kLdP + col] = bfloat16(p * (dpw[row * LS + col] - delta_s[col])).bits;
+      dsw[row * kLdP + col] = bfloat16(p * (dpw[row * LS + col] - delta_b[col])).bits;
     }
     __syncwarp();
-    mma_a_b<kTile / kFrag>(dv_acc, pw, kLdP, gs, LD);   // dV += P^T dO
-    mma_a_b<kTile / kFrag>(dk_acc, dsw, kLdP, qs, LD);  // dK += dS^T Q
+    mma_a_b<kTile / kFrag>(dv_acc, pw, kLdP, gb, LD);   // dV += P^T dO
+    mma_a_b<kTile / kFrag>(dk_acc, dsw, kLdP, qb, LD);  // dK += dS^T Q
+    if (kAsync) __syncthreads();  // every warp is done with `buf` before the next iteration refills it
   }
 
   write_warp_rows<D>(dv_acc, sw, dv, dva, bh, H, T_len, j0 + warp * kFrag, 1.0f);
   write_warp_rows<D>(dk_acc, sw, dk, dka, bh, H, T_len, j0 + warp * kFrag, scale);
 }
 
-template <int D>
+template <int D, bool kAsync>
 constexpr size_t dq_shared_bytes() {
-  return 2 * kWarps * kFrag * ld_scratch<D>() * 4 + 4 * kTile * ld_tile<D>() * 2 + kTile * kLdP * 2;
+  return 2 * kWarps * kFrag * ld_scratch<D>() * 4 + (2 + 2 * buffers<kAsync>()) * kTile * ld_tile<D>() * 2 +
+         kTile * kLdP * 2;
 }
 
-template <int D>
+template <int D, bool kAsync>
 __global__ void __launch_bounds__(kThreads)
     attention_flash_tc_dq_kernel(const uint16_t* __restrict__ dout, Heads ga, const uint16_t* __restrict__ q,
                                  Heads qa, const uint16_t* __restrict__ k, Heads ka,
@@ -410,9 +482,9 @@ __global__ void __launch_bounds__(kThreads)
   float* dp_scratch = s_scratch + kTile * LS;                           // [4][16][LS] dP
   uint16_t* qs = reinterpret_cast<uint16_t*>(dp_scratch + kTile * LS);  // [64][LD] the block's queries
   uint16_t* gs = qs + kTile * LD;                                       // [64][LD] their dO
-  uint16_t* ks = gs + kTile * LD;                                       // [64][LD] key tile
-  uint16_t* vs = ks + kTile * LD;                                       // [64][LD] value tile
-  uint16_t* dss = vs + kTile * LD;                                      // [4][16][kLdP] dS (query x key)
+  uint16_t* ks = gs + kTile * LD;                                       // [buffers][64][LD] key tiles
+  uint16_t* vs = ks + buffers<kAsync>() * kTile * LD;                   // [buffers][64][LD] value tiles
+  uint16_t* dss = vs + buffers<kAsync>() * kTile * LD;                  // [4][16][kLdP] dS (query x key)
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int row = lane / 2, half = lane % 2;
@@ -422,25 +494,45 @@ __global__ void __launch_bounds__(kThreads)
   float* sw = s_scratch + warp * kFrag * LS;
   float* dpw = dp_scratch + warp * kFrag * LS;
   uint16_t* dsw = dss + warp * kFrag * kLdP;
-  stage_tile<D>(q, qa, bh, H, T_len, i0, vec, qs);
-  stage_tile<D>(dout, ga, bh, H, T_len, i0, vec, gs);
+  stage_tile<D, kAsync>(q, qa, bh, H, T_len, i0, vec, qs);
+  stage_tile<D, kAsync>(dout, ga, bh, H, T_len, i0, vec, gs);
   const float lse_i = i < T_len ? lse[bh * T_len + i] : 0.0f;
   const float delta_i = i < T_len ? delta[bh * T_len + i] : 0.0f;
 
   FragC dq_acc[D / kFrag];
   zero(dq_acc);
-  const int64_t last_key = std::min(i0 + kTile - 1, T_len - 1);
-  for (int64_t j0 = 0; j0 <= last_key; j0 += kTile) {
-    __syncthreads();
-    stage_tile<D>(k, ka, bh, H, T_len, j0, vec, ks);
-    stage_tile<D>(v, va, bh, H, T_len, j0, vec, vs);
-    __syncthreads();
+  const int64_t tiles = std::min(i0 + kTile - 1, T_len - 1) / kTile + 1;  // key tiles up to the diagonal
+  if (kAsync) {  // the first group: Q, dO (above) and key tile 0
+    stage_tile<D, true>(k, ka, bh, H, T_len, 0, vec, ks);
+    stage_tile<D, true>(v, va, bh, H, T_len, 0, vec, vs);
+    ptx::cp_async_commit();
+  }
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t j0 = tile * kTile;
+    const int buf = kAsync ? static_cast<int>(tile % 2) : 0;
+    const uint16_t* kb = ks + buf * kTile * LD;
+    const uint16_t* vb = vs + buf * kTile * LD;
+    if (kAsync) {
+      if (tile + 1 < tiles) {  // prefetch the next tile into the other buffer, then wait for this one
+        stage_tile<D, true>(k, ka, bh, H, T_len, j0 + kTile, vec, ks + (buf ^ 1) * kTile * LD);
+        stage_tile<D, true>(v, va, bh, H, T_len, j0 + kTile, vec, vs + (buf ^ 1) * kTile * LD);
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<1>();
+      } else {
+        ptx::cp_async_wait<0>();
+      }
+    } else {
+      __syncthreads();  // the previous tile's readers of ks and vs are done (and qs, gs are staged)
+      stage_tile<D, false>(k, ka, bh, H, T_len, j0, vec, ks);
+      stage_tile<D, false>(v, va, bh, H, T_len, j0, vec, vs);
+    }
+    __syncthreads();  // this tile has landed for every thread
 
     FragC s[kTile / kFrag], dp[kTile / kFrag];
     zero(s);
     zero(dp);
-    mma_a_bt<D / kFrag>(s, qs + warp * kFrag * LD, LD, ks, LD);   // S[i][j] = q_i . k_j
-    mma_a_bt<D / kFrag>(dp, gs + warp * kFrag * LD, LD, vs, LD);  // dP[i][j] = dout_i . v_j
+    mma_a_bt<D / kFrag>(s, qs + warp * kFrag * LD, LD, kb, LD);   // S[i][j] = q_i . k_j
+    mma_a_bt<D / kFrag>(dp, gs + warp * kFrag * LD, LD, vb, LD);  // dP[i][j] = dout_i . v_j
     store_scratch(s, sw, LS);
     store_scratch(dp, dpw, LS);
 #pragma unroll 8
@@ -452,7 +544,8 @@ __global__ void __launch_bounds__(kThreads)
       dsw[row * kLdP + col] = bfloat16(p * (dpw[row * LS + col] - delta_i)).bits;
     }
     __syncwarp();
-    mma_a_b<kTile / kFrag>(dq_acc, dsw, kLdP, ks, LD);  // dQ += dS K
+    mma_a_b<kTile / kFrag>(dq_acc, dsw, kLdP, kb, LD);  // dQ += dS K
+    if (kAsync) __syncthreads();  // every warp is done with `buf` before the next iteration refills it
   }
   write_warp_rows<D>(dq_acc, sw, dq, dqa, bh, H, T_len, i0 + warp * kFrag, scale);
 }
@@ -486,14 +579,14 @@ const uint16_t* bits(const Tensor& t) {
   return reinterpret_cast<const uint16_t*>(t.data<bfloat16>());
 }
 
-template <int D>
+template <int D, bool kAsync>
 void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
              const Tensor& lse, cudaStream_t stream) {
-  const char* name = "causal_attention (flash_tc)";
+  const char* name = kAsync ? "causal_attention (flash_tc_async)" : "causal_attention (flash_tc)";
   const int64_t H = q.size(1), T_len = q.size(2), BH = q.size(0) * H;
   const bool vec = rows_16b_aligned(q) && rows_16b_aligned(k) && rows_16b_aligned(v);
-  const size_t bytes = forward_shared_bytes<D>();
-  auto kernel = attention_flash_tc_forward_kernel<D>;
+  const size_t bytes = forward_shared_bytes<D, kAsync>();
+  auto kernel = attention_flash_tc_forward_kernel<D, kAsync>;
   allow_shared(kernel, bytes, q.device().index, name);
   kernel<<<tile_grid(T_len, BH, name), kThreads, bytes, stream>>>(
       bits(q), heads(q), bits(k), heads(k), bits(v), heads(v), vec, out.data<bfloat16>(), heads(out),
@@ -501,11 +594,12 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, co
   BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_tc_forward_kernel");
 }
 
-template <int D>
+template <int D, bool kAsync>
 void backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
               const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
               cudaStream_t stream) {
-  const char* name = "causal_attention_backward (flash_tc)";
+  const char* name =
+      kAsync ? "causal_attention_backward (flash_tc_async)" : "causal_attention_backward (flash_tc)";
   const int64_t H = q.size(1), T_len = q.size(2), BH = q.size(0) * H;
   const int device = q.device().index;
   const bool vec =
@@ -522,8 +616,8 @@ void backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor
   }
   const float s = static_cast<float>(scale);
   {
-    const size_t bytes = dkdv_shared_bytes<D>();
-    auto kernel = attention_flash_tc_dkdv_kernel<D>;
+    const size_t bytes = dkdv_shared_bytes<D, kAsync>();
+    auto kernel = attention_flash_tc_dkdv_kernel<D, kAsync>;
     allow_shared(kernel, bytes, device, name);
     kernel<<<tile_grid(T_len, BH, name), kThreads, bytes, stream>>>(
         bits(dout), heads(dout), bits(q), heads(q), bits(k), heads(k), bits(v), heads(v), vec,
@@ -532,8 +626,8 @@ void backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor
     BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_tc_dkdv_kernel");
   }
   {
-    const size_t bytes = dq_shared_bytes<D>();
-    auto kernel = attention_flash_tc_dq_kernel<D>;
+    const size_t bytes = dq_shared_bytes<D, kAsync>();
+    auto kernel = attention_flash_tc_dq_kernel<D, kAsync>;
     allow_shared(kernel, bytes, device, name);
     kernel<<<tile_grid(T_len, BH, name), kThreads, bytes, stream>>>(
         bits(dout), heads(dout), bits(q), heads(q), bits(k), heads(k), bits(v), heads(v), vec,
@@ -545,31 +639,35 @@ void backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor
 }  // namespace
 
 void flash_tc_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
-                      const Tensor& lse) {
+                      const Tensor& lse, bool pipelined) {
   BRIGADE_CHECK_DTYPE(q.dtype() == kBFloat16, "causal_attention (flash_tc): expected bfloat16, got ",
                       dtype_name(q.dtype()));
   BRIGADE_CHECK_VALUE(q.size(3) == 64 || q.size(3) == 128,
                       "causal_attention (flash_tc): expected head dim 64 or 128, got ", q.size(3));
   cudaStream_t stream = stream_for(q);
   if (q.size(3) == 64) {
-    forward<64>(q, k, v, scale, out, lse, stream);
+    pipelined ? forward<64, true>(q, k, v, scale, out, lse, stream)
+              : forward<64, false>(q, k, v, scale, out, lse, stream);
   } else {
-    forward<128>(q, k, v, scale, out, lse, stream);
+    pipelined ? forward<128, true>(q, k, v, scale, out, lse, stream)
+              : forward<128, false>(q, k, v, scale, out, lse, stream);
   }
 }
 
 void flash_tc_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk,
-                       const Tensor& dv) {
+                       const Tensor& dv, bool pipelined) {
   BRIGADE_CHECK_DTYPE(q.dtype() == kBFloat16, "causal_attention_backward (flash_tc): expected bfloat16, got ",
                       dtype_name(q.dtype()));
   BRIGADE_CHECK_VALUE(q.size(3) == 64 || q.size(3) == 128,
                       "causal_attention_backward (flash_tc): expected head dim 64 or 128, got ", q.size(3));
   cudaStream_t stream = stream_for(q);
   if (q.size(3) == 64) {
-    backward<64>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);
+    pipelined ? backward<64, true>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream)
+              : backward<64, false>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);
   } else {
-    backward<128>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);
+    pipelined ? backward<128, true>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream)
+              : backward<128, false>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);
   }
 }
 

@@ -1,11 +1,15 @@
-// CPU emulation of causal attention v3 (kernels/cuda/attention_flash_tc.cu: flash attention on WMMA tensor
-// cores), bfloat16, D 64 and 128: the forward, delta, dK/dV and dQ kernels called directly, T around the
+// CPU emulation of causal attention v3 and v4 (kernels/cuda/attention_flash_tc.cu: flash attention on WMMA
+// tensor cores; v4 adds cp.async double buffering, emulated as synchronous copies into the second buffer),
+// bfloat16, D 64 and 128: the forward, delta, dK/dV and dQ kernels called directly, T around the
 // 64-row tiles (1, 37, 64, 65, 130, 200: tails and several tiles), inputs with padded rows (the padding
 // holds NaN bits, so a stray read shows) and unaligned row strides (the scalar staging path).
 // References: the CPU backend on the same bf16 inputs (kernels::causal_attention and its backward), with
 // the bf16 tolerances of tests/kernels/cuda_attention_flash_test.cpp (rtol 2e-2, atol 4e-3; lse 1e-5).
 // Built and run by run.sh.
 #define EMU_ATTENTION_V3  // this harness compiles v3's entry points itself (stubs.h)
+#ifndef BRIGADE_CUDA_EMULATION
+#define BRIGADE_CUDA_EMULATION 1  // kernels/cuda/mma_ptx.cuh's cp.async takes its host reference path
+#endif
 #include <cuda_runtime.h>
 
 #include "stubs.h"
@@ -83,7 +87,7 @@ double max_err_to(const std::vector<bfloat16>& got, const std::vector<double>& r
   return worst;
 }
 
-template <int D>
+template <int D, bool kAsync>
 int run(int64_t B, int64_t H, int64_t T, int64_t pad) {
   Generator gen(T * 7 + D + pad);
   const Shape shape{B, H, T, D};
@@ -102,17 +106,19 @@ int run(int64_t B, int64_t H, int64_t T, int64_t pad) {
   std::vector<float> lse(BH * T), delta(BH * T);
   auto lse_ref = ref.lse.to_vector<float>();
   const dim3 grid((T + 63) / 64, BH);
-  emu::launch(emu::cfg(grid, kThreads, forward_shared_bytes<D>()), attention_flash_tc_forward_kernel<D>,
-              (const uint16_t*)qv.data(), in, (const uint16_t*)kv.data(), in, (const uint16_t*)vv.data(), in,
-              vec, out.data(), outh, lse.data(), H, T, (float)scale);
+  emu::launch(emu::cfg(grid, kThreads, forward_shared_bytes<D, kAsync>()),
+              attention_flash_tc_forward_kernel<D, kAsync>, (const uint16_t*)qv.data(), in,
+              (const uint16_t*)kv.data(), in, (const uint16_t*)vv.data(), in, vec, out.data(), outh,
+              lse.data(), H, T, (float)scale);
   emu::launch(emu::cfg(dim3(4), 256), attention_flash_tc_delta_kernel, (const bfloat16*)gv.data(), in,
               (const bfloat16*)ov.data(), in, delta.data(), H, T, BH * T, D);
   // The backward starts from the CPU forward's lse (as the CUDA test does), so only the backward differs.
-  emu::launch(emu::cfg(grid, kThreads, dkdv_shared_bytes<D>()), attention_flash_tc_dkdv_kernel<D>,
-              (const uint16_t*)gv.data(), in, (const uint16_t*)qv.data(), in, (const uint16_t*)kv.data(), in,
-              (const uint16_t*)vv.data(), in, vec, (const float*)lse_ref.data(), (const float*)delta.data(),
-              dk.data(), outh, dv.data(), outh, H, T, (float)scale);
-  emu::launch(emu::cfg(grid, kThreads, dq_shared_bytes<D>()), attention_flash_tc_dq_kernel<D>,
+  emu::launch(emu::cfg(grid, kThreads, dkdv_shared_bytes<D, kAsync>()),
+              attention_flash_tc_dkdv_kernel<D, kAsync>, (const uint16_t*)gv.data(), in,
+              (const uint16_t*)qv.data(), in, (const uint16_t*)kv.data(), in, (const uint16_t*)vv.data(), in,
+              vec, (const float*)lse_ref.data(), (const float*)delta.data(), dk.data(), outh, dv.data(), outh,
+              H, T, (float)scale);
+  emu::launch(emu::cfg(grid, kThreads, dq_shared_bytes<D, kAsync>()), attention_flash_tc_dq_kernel<D, kAsync>,
               (const uint16_t*)gv.data(), in, (const uint16_t*)qv.data(), in, (const uint16_t*)kv.data(), in,
               (const uint16_t*)vv.data(), in, vec, (const float*)lse_ref.data(), (const float*)delta.data(),
               dq.data(), outh, H, T, (float)scale);
@@ -128,22 +134,28 @@ int run(int64_t B, int64_t H, int64_t T, int64_t pad) {
   bool ok = true;
   for (double x : e) ok = ok && x <= 1;
   std::printf(
-      "flash_tc B%ld H%ld T%ld D%d pad%ld%s: out %.3g lse %.3g dq %.3g dk %.3g dv %.3g | rounded "
+      "%s B%ld H%ld T%ld D%d pad%ld%s: out %.3g lse %.3g dq %.3g dk %.3g dv %.3g | rounded "
       "reference: dq %.3g dk %.3g dv %.3g %s\n",
-      (long)B, (long)H, (long)T, D, (long)pad, vec ? "" : " (scalar staging)", e[0], e[1], e[2], e[3], e[4],
-      e[5], e[6], e[7], ok ? "ok" : "FAIL");
+      kAsync ? "flash_tc_async" : "flash_tc", (long)B, (long)H, (long)T, D, (long)pad,
+      vec ? "" : " (scalar staging)", e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], ok ? "ok" : "FAIL");
   return !ok;
 }
 
-int main() {
+template <bool kAsync>
+int run_all() {
   int f = 0;
-  f += run<64>(1, 1, 1, 0);
-  f += run<64>(2, 3, 37, 0);
-  f += run<64>(1, 2, 65, 8);
-  f += run<64>(1, 1, 200, 3);
-  f += run<128>(1, 1, 130, 0);
-  f += run<128>(2, 1, 70, 5);
-  f += run<128>(2, 1, 200, 0);
+  f += run<64, kAsync>(1, 1, 1, 0);
+  f += run<64, kAsync>(2, 3, 37, 0);
+  f += run<64, kAsync>(1, 2, 65, 8);
+  f += run<64, kAsync>(1, 1, 200, 3);
+  f += run<128, kAsync>(1, 1, 130, 0);
+  f += run<128, kAsync>(2, 1, 70, 5);
+  f += run<128, kAsync>(2, 1, 200, 0);
+  return f;
+}
+
+int main() {
+  const int f = run_all<false>() + run_all<true>();
   std::printf("flash_tc emulation: %d failures\n", f);
   return f != 0;
 }

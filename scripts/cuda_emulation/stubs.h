@@ -48,15 +48,16 @@ void causal_attention_backward(const Tensor&, const Tensor&, const Tensor&, cons
 #endif
 }  // namespace brigade::kernels::cuda
 
-// Attention v3's entry points, which the v2 file's *_with dispatch calls (flash_tc_emu.cpp, which compiles
-// v3 itself, defines EMU_ATTENTION_V3).
+// Attention v3/v4's entry points, which the v2 file's *_with dispatch calls (flash_tc_emu.cpp, which
+// compiles them itself, defines EMU_ATTENTION_V3).
 #if !defined(EMU_ATTENTION_V3)
 namespace brigade::kernels::cuda::attention_detail {
-void flash_tc_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&) {
+void flash_tc_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
+                      bool) {
   not_emulated();
 }
 void flash_tc_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                       const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) {
+                       const Tensor&, double, const Tensor&, const Tensor&, const Tensor&, bool) {
   not_emulated();
 }
 }  // namespace brigade::kernels::cuda::attention_detail

@@ -1,16 +1,17 @@
-// Every CUDA causal-attention version (kernels/cuda/attention_flash.h: v1 simple, v2 flash, v3 flash_tc)
+// Every CUDA causal-attention version (kernels/cuda/attention_flash.h: v1 simple, v2 flash, v3 flash_tc,
+// v4 flash_tc_async)
 // against the CPU backend (the reference), forward and backward, float32 and bfloat16, head dims 64 and 128
 // (flash's own) and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1, 37, 64, 65, 130,
-// 200), contiguous and head-split (strided) inputs. v3 runs itself only in bfloat16 (float32 falls back to
-// v1). Skips without a GPU, except the host-side table test.
+// 200), contiguous and head-split (strided) inputs. v3 and v4 run themselves only in bfloat16 (float32
+// falls back to v1). Skips without a GPU, except the host-side table test.
 //
 // Tolerances as in cuda_attention_test.cpp: float32 rtol 1e-4, atol 1e-5 (the same float products summed
 // in other orders); bfloat16 rtol 2e-2, atol 4e-3 (both compute in float from the same bf16 inputs and round
 // once: a bf16 step or two apart); lse (float32 for both dtypes) rtol 1e-5, atol 1e-5.
-// v3's gradients: atol 1e-2. It rounds P and dS to bf16 before their tensor-core products (relative error
-// up to 2^-9 per term), and dS = P (dP - delta) carries dP = dout.v of size ~sqrt(D) for unit inputs: in the
-// CPU emulation (scripts/cuda_emulation/flash_tc_emu.cpp) the gradients reach 1.5x the 4e-3 bound and 0.6x
-// this one, while they agree to one bf16 step with a double loop that rounds P and dS the same way.
+// v3's and v4's gradients: atol 1e-2. It rounds P and dS to bf16 before their tensor-core products (relative
+// error up to 2^-9 per term), and dS = P (dP - delta) carries dP = dout.v of size ~sqrt(D) for unit inputs:
+// in the CPU emulation (scripts/cuda_emulation/flash_tc_emu.cpp) the gradients reach 1.5x the 4e-3 bound and
+// 0.6x this one, while they agree to one bf16 step with a double loop that rounds P and dS the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,10 +41,13 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
 // Host code only: runs without a GPU.
 TEST(CudaAttentionKernels, ListAndSupportTable) {
   const auto& list = all_attention_kernels();
-  ASSERT_EQ(list.size(), 3u);
+  ASSERT_EQ(list.size(), 4u);
   EXPECT_EQ(std::string(attention_kernel_name(list[0])), "simple");
   EXPECT_EQ(std::string(attention_kernel_name(list[1])), "flash");
   EXPECT_EQ(std::string(attention_kernel_name(list[2])), "flash_tc");
+  EXPECT_EQ(std::string(attention_kernel_name(list[3])), "flash_tc_async");
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCoreAsync, kBFloat16, 128));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::FlashTensorCoreAsync, kFloat32, 128));
   EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kBFloat16, 64));
   EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kBFloat16, 128));
   EXPECT_FALSE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kFloat32, 64));
@@ -68,7 +72,8 @@ void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const double rtol = dtype == kBFloat16 ? 2e-2 : 1e-4, atol = dtype == kBFloat16 ? 4e-3 : 1e-5;
   const bool tensor_cores =
-      kernel == AttentionKernel::FlashTensorCore && attention_kernel_supports(kernel, dtype, D);
+      (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) &&
+      attention_kernel_supports(kernel, dtype, D);
   const double grad_atol = tensor_cores ? 1e-2 : atol;
   const Device gpu = q_gpu.device();
   const TensorOptions options = TensorOptions().dtype(dtype).device(gpu);
@@ -116,7 +121,8 @@ TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
 
 // q, k, v as views of one packed [B, T, 3, H, D] projection (what a fused qkv Linear gives): row strides
 // 3 * H * D, head stride D, batch stride T * 3 * H * D. Each kernel in a dtype it runs itself (float32, or
-// bfloat16 for v3), so that gpu_check.sh's racecheck of this test covers every version's shared memory.
+// bfloat16 for v3 and v4), so that gpu_check.sh's racecheck of this test covers every version's shared
+// memory.
 TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const int64_t B = 2, T = 77, H = 3;
