@@ -42,9 +42,32 @@ inline const char* cudaGetErrorString(cudaError_t) {
 inline const char* cudaGetErrorName(cudaError_t) {
   return "emu";
 }
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrMaxSharedMemoryPerBlockOptin };
+// The emulated device is an H200: 132 SMs, 227 KB opt-in shared memory, compute capability 9.0.
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin,
+  cudaDevAttrComputeCapabilityMajor,
+  cudaDevAttrComputeCapabilityMinor
+};
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
-  *v = a == cudaDevAttrMultiProcessorCount ? 132 : 232448;
+  switch (a) {
+    case cudaDevAttrMultiProcessorCount:
+      *v = 132;
+      break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *v = 232448;
+      break;
+    case cudaDevAttrComputeCapabilityMajor:
+      *v = 9;
+      break;
+    case cudaDevAttrComputeCapabilityMinor:
+      *v = 0;
+      break;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
   return cudaSuccess;
 }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
@@ -68,6 +91,7 @@ struct Ctx {
   std::unique_ptr<std::barrier<>> block_barrier;
   std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
   std::vector<uint64_t> slots;  // one per thread, for shuffles
+  std::vector<uint64_t> parity_slots[2];  // two sets of one per thread, for __shfl_sync
   std::vector<unsigned char> dyn_shared;
 };
 inline Ctx*& ctx() {
@@ -76,6 +100,7 @@ inline Ctx*& ctx() {
 }
 inline thread_local dim3 t_thread, t_block;
 inline thread_local int t_linear = 0;
+inline thread_local unsigned t_shfl_parity = 0;  // which slot set this thread's next __shfl_sync uses
 }  // namespace emu
 
 #define threadIdx (::emu::t_thread)
@@ -103,6 +128,25 @@ T __shfl_xor_sync(unsigned, T v, int mask) {
   c->warp_barriers[warp]->arrive_and_wait();
   return out;
 }
+// __shfl_sync(mask, v, src_lane): lane reads v of lane src_lane (full warps only, as brigade calls it). One
+// barrier per call instead of two: the slots alternate between two sets, and the barrier of the next call
+// keeps a fast lane from overwriting a set before every lane has read it.
+template <typename T>
+T __shfl_sync(unsigned, T v, int src_lane) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "emulated shuffles move at most 8 bytes");
+  auto* c = ::emu::ctx();
+  const int me = ::emu::t_linear, warp = me / 32;
+  ::emu::t_shfl_parity ^= 1u;
+  std::vector<uint64_t>& slots = c->parity_slots[::emu::t_shfl_parity];
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  slots[me] = bits;
+  c->warp_barriers[warp]->arrive_and_wait();
+  T out;
+  const uint64_t other = slots[warp * 32 + (src_lane & 31)];
+  std::memcpy(&out, &other, sizeof(T));
+  return out;
+}
 inline float __expf(float x) {
   return std::exp(x);
 }
@@ -128,6 +172,8 @@ void launch(Cfg c, K kernel, Args... args) {
   for (int w = 0; w < (n + 31) / 32; ++w)
     context.warp_barriers.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
   context.slots.assign(n, 0);
+  context.parity_slots[0].assign(n, 0);
+  context.parity_slots[1].assign(n, 0);
   context.dyn_shared.assign(c.shared + 64, 0xcd);
   ctx() = &context;
   for (unsigned bz = 0; bz < c.grid.z; ++bz)
