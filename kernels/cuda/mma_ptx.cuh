@@ -151,17 +151,21 @@ __device__ __forceinline__ void cp_async_16_reference(void* dst, const void* src
 
 #if !defined(BRIGADE_CUDA_EMULATION)
 
+// ldmatrix reads shared memory that plain stores or cp.async wrote before a barrier: the "memory" clobber
+// keeps the compiler from moving it across that barrier or caching shared values around it.
 __device__ __forceinline__ void ldmatrix_x4_ptx(uint32_t (&r)[4], const void* row_address) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(address)
+               : "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4_trans_ptx(uint32_t (&r)[4], const void* row_address) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(address)
+               : "memory");
 }
 __device__ __forceinline__ void mma_bf16_16816_ptx(float (&d)[4], const uint32_t (&a)[4],
                                                    const uint32_t (&b)[2], const float (&c)[4]) {
