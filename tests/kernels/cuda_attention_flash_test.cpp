@@ -1,21 +1,23 @@
 // Every CUDA causal-attention version (kernels/cuda/attention_flash.h: v1 simple, v2 flash, v3 flash_tc,
-// v4 flash_tc_async)
-// against the CPU backend (the reference), forward and backward, float32 and bfloat16, head dims 64 and 128
-// (flash's own) and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1, 37, 64, 65, 130,
-// 200), contiguous and head-split (strided) inputs. v3 and v4 run themselves only in bfloat16 (float32
-// falls back to v1). Skips without a GPU, except the host-side table test.
+// v4 flash_tc_async) against the CPU backend (the reference), forward and backward, float32 and bfloat16,
+// head dims 64 and 128 (flash's own) and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1,
+// 37, 64, 65, 130, 200), contiguous and head-split (strided) inputs. v3 and v4 run themselves only in
+// bfloat16 (float32 falls back to v1). Then v2-v4 run twice for identical bits, and v3 and v4 against each
+// other for identical bits. Skips without a GPU, except the host-side table test.
 //
 // Tolerances as in cuda_attention_test.cpp: float32 rtol 1e-4, atol 1e-5 (the same float products summed
 // in other orders); bfloat16 rtol 2e-2, atol 4e-3 (both compute in float from the same bf16 inputs and round
 // once: a bf16 step or two apart); lse (float32 for both dtypes) rtol 1e-5, atol 1e-5.
-// v3's and v4's gradients: atol 1e-2. It rounds P and dS to bf16 before their tensor-core products (relative
-// error up to 2^-9 per term), and dS = P (dP - delta) carries dP = dout.v of size ~sqrt(D) for unit inputs:
-// in the CPU emulation (scripts/cuda_emulation/flash_tc_emu.cpp) the gradients reach 1.5x the 4e-3 bound and
-// 0.6x this one, while they agree to one bf16 step with a double loop that rounds P and dS the same way.
+// v3's and v4's gradients: atol 1e-2. They round P and dS to bf16 before their tensor-core products
+// (relative error up to 2^-9 per term), and dS = P (dP - delta) carries dP = dout.v of size ~sqrt(D) for
+// unit inputs: in the CPU emulation (scripts/cuda_emulation/flash_tc_emu.cpp) the gradients reach 1.5x the
+// 4e-3 bound and 0.6x this one, while they agree to one bf16 step with a double loop that rounds P and dS
+// the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "test_support.h"
@@ -139,6 +141,56 @@ TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
                          split(qkv_gpu, 1), split(qkv_gpu, 2),
                          std::string(attention_kernel_name(kernel)) + " " + dtype_name(dtype) + " strided D" +
                              std::to_string(D));
+    }
+  }
+}
+
+/// out, lse, dq, dk, dv of one forward and one backward by `kernel` (the backward from the CPU forward's out
+/// and lse, as above), as floats (bf16 -> float is exact).
+std::vector<std::vector<float>> run_once(AttentionKernel kernel, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& dout,
+                                         const kernels::AttentionOutput& cpu) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const Device gpu = Device::cuda(0);
+  const TensorOptions options = TensorOptions().dtype(q.dtype()).device(gpu);
+  Tensor out = empty({B, H, T, D}, options), lse = empty({B, H, T}, TensorOptions(kFloat32).device(gpu));
+  Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options),
+         dv = empty({B, H, T, D}, options);
+  const Tensor qg = q.to(gpu), kg = k.to(gpu), vg = v.to(gpu);
+  kernels::cuda::causal_attention_forward_with(kernel, qg, kg, vg, scale, out, lse);
+  kernels::cuda::causal_attention_backward_with(kernel, dout.to(gpu), qg, kg, vg, cpu.out.to(gpu),
+                                                cpu.lse.to(gpu), scale, dq, dk, dv);
+  std::vector<std::vector<float>> result;
+  for (const Tensor& t : {out, lse, dq, dk, dv}) result.push_back(t.cpu().to_vector<float>());
+  return result;
+}
+
+// Each output element has one writer that sums in a fixed order (no atomics), so a second run gives the same
+// bits. v4 is v3 with its tiles prefetched by cp.async: same products in the same order, so v3 and v4 agree
+// bit for bit too (a pipeline race would make them differ). Exact comparisons: no tolerance.
+TEST(CudaAttentionKernels, FlashVersionsAreDeterministicAndV3MatchesV4) {
+  BRIGADE_REQUIRE_CUDA();
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (int64_t D : {64, 128}) {
+    const Shape shape{2, 2, 200, D};
+    const Tensor q = random(shape, kBFloat16, 40 + D), k = random(shape, kBFloat16, 41 + D);
+    const Tensor v = random(shape, kBFloat16, 42 + D), dout = random(shape, kBFloat16, 43 + D);
+    const kernels::AttentionOutput cpu = kernels::causal_attention(q, k, v, 1.0 / std::sqrt(double(D)));
+    std::vector<std::vector<float>> v3;
+    for (AttentionKernel kernel :
+         {AttentionKernel::Flash, AttentionKernel::FlashTensorCore, AttentionKernel::FlashTensorCoreAsync}) {
+      const auto first = run_once(kernel, q, k, v, dout, cpu), second = run_once(kernel, q, k, v, dout, cpu);
+      for (size_t i = 0; i < first.size(); ++i) {
+        EXPECT_EQ(first[i], second[i])
+            << attention_kernel_name(kernel) << " D" << D << " " << names[i] << " differs between two runs";
+      }
+      if (kernel == AttentionKernel::FlashTensorCore) v3 = first;
+      if (kernel == AttentionKernel::FlashTensorCoreAsync) {
+        for (size_t i = 0; i < first.size(); ++i) {
+          EXPECT_EQ(first[i], v3[i]) << "flash_tc_async vs flash_tc D" << D << " " << names[i];
+        }
+      }
     }
   }
 }
