@@ -6,6 +6,9 @@
 // = v4, both bf16 only), plus head dim 128 at GPT-2 shapes.
 // Softmax and layernorm on CUDA: the public op ("brigade", the default version, output allocated per call)
 // and each version of kernels/cuda/row_kernels.h on preallocated outputs (impl = its row_kernel_name).
+// GELU, the residual and bias adds, AdamW, cross-entropy and embedding backward on CUDA: likewise each version
+// of kernels/cuda/memory_kernels.h (impl = its *_kernel_name: scalar/vector128, block_per_row/vector_row,
+// atomic/sorted) on preallocated outputs.
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
@@ -34,6 +37,7 @@
 
 #if BRIGADE_WITH_CUDA
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/memory_kernels.h"
 #include "kernels/cuda/row_kernels.h"
 #endif
 #if BRIGADE_WITH_CUDA && BRIGADE_BENCH_CUDNN
@@ -285,6 +289,74 @@ void add_attention(const Where& w, const std::string& tag, int64_t B, int64_t H,
 #endif
 }
 
+#if BRIGADE_WITH_CUDA
+/// Each version of the memory-bound kernels of kernels/cuda/memory_kernels.h, on preallocated outputs, with
+/// the same work as the "brigade" cases of add_model_ops (bytes are what the % of copy bandwidth uses).
+void add_memory_kernel_versions(const Where& w) {
+  namespace kcuda = brigade::kernels::cuda;
+  const Model& m = w.model;
+  const int64_t N = m.N(), C = m.C, V = m.V, F = 4 * m.C, P = m.params();
+  const double e = es(w.dtype);
+  const double nc = static_cast<double>(N * C), nf = static_cast<double>(N * F), nv = static_cast<double>(N * V);
+  const double p = static_cast<double>(P);
+  const brigade::TensorOptions f32 = brigade::TensorOptions(brigade::kFloat32).device(w.device);
+  for (kcuda::ElementwiseKernel kernel : kcuda::all_elementwise_kernels()) {
+    const char* impl = kcuda::elementwise_kernel_name(kernel);
+    add("gelu_fwd", w, impl, {10 * nf, 2 * nf * e}, [=] {
+      Tensor x = random(w, {N, F}, 1), out = brigade::empty({N, F}, w.options());
+      return Call([=] { kcuda::unary_with(kernel, kernels::UnaryOp::Gelu, x, out); });
+    });
+    add("gelu_bwd", w, impl, {15 * nf, 3 * nf * e}, [=] {
+      Tensor x = random(w, {N, F}, 1), dy = random(w, {N, F}, 2), dx = brigade::empty({N, F}, w.options());
+      return Call([=] { kcuda::unary_backward_with(kernel, kernels::UnaryOp::Gelu, dy, x, Tensor(), dx); });
+    });
+    add("residual_add", w, impl, {nc, 3 * nc * e}, [=] {
+      Tensor a = random(w, {N, C}, 1), b = random(w, {N, C}, 2), out = brigade::empty({N, C}, w.options());
+      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, a, b, out); });
+    });
+    add("bias_add", w, impl, {nf, 2 * nf * e + F * e}, [=] {
+      Tensor a = random(w, {N, F}, 1), out = brigade::empty({N, F}, w.options());
+      Tensor bias = random(w, {F}, 2).unsqueeze(0).expand({N, F});
+      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, a, bias, out); });
+    });
+    add("add_inplace", w, impl, {nc, 3 * nc * e}, [=] {
+      Tensor dst = random(w, {N, C}, 1), src = random(w, {N, C}, 2);
+      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, dst, src, dst); });
+    });
+    add("adamw", w, impl, {12 * p, p * (3 * e + 16)}, [=] {
+      Tensor param = random(w, {P}, 1), grad = random(w, {P}, 2);
+      Tensor m1 = brigade::zeros({P}, f32), v1 = brigade::zeros({P}, f32);
+      return Call([=] {
+        kcuda::adamw_with(kernel, param, grad, m1, v1, kernels::AdamWStep{.lr = 1e-9, .weight_decay = 0.1});
+      });
+    });
+  }
+  for (kcuda::CrossEntropyKernel kernel : kcuda::all_cross_entropy_kernels()) {
+    const char* impl = kcuda::cross_entropy_kernel_name(kernel);
+    add("cross_entropy", w, impl, {6 * nv, 2 * nv * e + 8.0 * N}, [=] {
+      Tensor logits = random(w, {N, V}, 1), targets = random_ids(w, N, 2);
+      Tensor loss = brigade::empty({N}, f32), grad = brigade::empty({N, V}, w.options());
+      return Call([=] {
+        int64_t count = 0;
+        kcuda::cross_entropy_with(kernel, logits, targets, -100, loss, grad, &count);
+      });
+    });
+  }
+  for (kcuda::EmbeddingBackwardKernel kernel : kcuda::all_embedding_backward_kernels()) {
+    const char* impl = kcuda::embedding_backward_kernel_name(kernel);
+    add("embedding_bwd", w, impl, {nc, static_cast<double>(V * C) * e + 3 * nc * e + 8.0 * N}, [=] {
+      Tensor grad = random(w, {N, C}, 1), ids = random_ids(w, N, 2);
+      Tensor grad_weight = brigade::zeros({V, C}, w.options());
+      return Call([=] {
+        Tensor zeroed = grad_weight;  // scatter-add into zeros, as kernels::embedding_backward does
+        zeroed.zero_();
+        kcuda::embedding_backward_with(kernel, grad, ids, grad_weight);
+      });
+    });
+  }
+}
+#endif
+
 void add_model_ops(const Where& w) {
   const Model& m = w.model;
   const int64_t N = m.N(), C = m.C, T = m.T, V = m.V, F = 4 * m.C, R = m.B * m.H * m.T;
@@ -456,6 +528,9 @@ void add_model_ops(const Where& w) {
     Tensor grad = random(w, {P}, 1);
     return Call([grad] { benchmark::DoNotOptimize(kernels::global_l2_norm({grad})); });
   });
+#if BRIGADE_WITH_CUDA
+  if (w.device.is_cuda()) add_memory_kernel_versions(w);
+#endif
 }
 
 void register_all() {

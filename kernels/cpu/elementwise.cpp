@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/elementwise_formulas.h"
 #include "tensor/strided_loop.h"
 
 namespace brigade::kernels::cpu {
@@ -32,112 +33,29 @@ using detail::kParallelGrain;
 
 namespace {
 
-template <typename A>
-A sigmoid(A x) {
-  // Two forms so that exp never overflows.
-  if (x >= A(0)) return A(1) / (A(1) + std::exp(-x));
-  A e = std::exp(x);
-  return e / (A(1) + e);
-}
-
-// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
-
+// The formulas are kernels/elementwise_formulas.h (shared with CUDA). Float GELU keeps the vectorised code of
+// vector_math.h (the same expression, a polynomial exp): scalar calls go through its one-lane entry points
+// so that every layout gives the bits of the array loops.
 template <UnaryOp op, typename A>
 A unary_value(A x) {
-  if constexpr (op == UnaryOp::Neg) {
-    return -x;
-  } else if constexpr (op == UnaryOp::Exp) {
-    return std::exp(x);
-  } else if constexpr (op == UnaryOp::Log) {
-    return std::log(x);
-  } else if constexpr (op == UnaryOp::Sqrt) {
-    return std::sqrt(x);
-  } else if constexpr (op == UnaryOp::Rsqrt) {
-    return A(1) / std::sqrt(x);
-  } else if constexpr (op == UnaryOp::Tanh) {
-    return std::tanh(x);
-  } else if constexpr (op == UnaryOp::Sigmoid) {
-    return sigmoid(x);
-  } else if constexpr (op == UnaryOp::Relu) {
-    return x < A(0) ? A(0) : x;  // NaN stays NaN
-  } else if constexpr (op == UnaryOp::Gelu) {
-    if constexpr (std::is_same_v<A, float>) {
-      return detail::gelu_float(x);
-    } else {
-      A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
-      return A(0.5) * x * (A(1) + std::tanh(u));
-    }
+  if constexpr (op == UnaryOp::Gelu && std::is_same_v<A, float>) {
+    return detail::gelu_float(x);
   } else {
-    static_assert(op == UnaryOp::Abs);
-    return std::fabs(x);
+    return formulas::unary_value<op>(x);
   }
 }
 
 /// dL/dx from g = dL/dy, the input x and the output y.
 template <UnaryOp op, typename A>
 A unary_grad(A g, A x, A y) {
-  if constexpr (op == UnaryOp::Neg) {
-    return -g;
-  } else if constexpr (op == UnaryOp::Exp) {
-    return g * y;
-  } else if constexpr (op == UnaryOp::Log) {
-    return g / x;
-  } else if constexpr (op == UnaryOp::Sqrt) {
-    return g * A(0.5) / y;
-  } else if constexpr (op == UnaryOp::Rsqrt) {
-    return A(-0.5) * g * y * y * y;  // d x^(-1/2) = -x^(-3/2) / 2
-  } else if constexpr (op == UnaryOp::Tanh) {
-    return g * (A(1) - y * y);
-  } else if constexpr (op == UnaryOp::Sigmoid) {
-    return g * y * (A(1) - y);
-  } else if constexpr (op == UnaryOp::Relu) {
-    return x > A(0) ? g : A(0);
-  } else if constexpr (op == UnaryOp::Gelu) {
-    if constexpr (std::is_same_v<A, float>) {
-      return detail::gelu_grad_float(g, x);
-    } else {
-      A u = A(kSqrt2OverPi) * (x + A(kGeluCubic) * x * x * x);
-      A t = std::tanh(u);
-      A du = A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * x * x);
-      return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
-    }
+  if constexpr (op == UnaryOp::Gelu && std::is_same_v<A, float>) {
+    return detail::gelu_grad_float(g, x);
   } else {
-    static_assert(op == UnaryOp::Abs);
-    return x > A(0) ? g : (x < A(0) ? -g : A(0));
+    return formulas::unary_grad<op>(g, x, y);
   }
 }
 
-template <BinaryOp op, typename A>
-A binary_value(A a, A b) {
-  if constexpr (op == BinaryOp::Add) {
-    return a + b;
-  } else if constexpr (op == BinaryOp::Sub) {
-    return a - b;
-  } else if constexpr (op == BinaryOp::Mul) {
-    return a * b;
-  } else if constexpr (op == BinaryOp::Div) {
-    return a / b;
-  } else if constexpr (op == BinaryOp::Maximum) {
-    return (a > b || std::isnan(a)) ? a : b;  // NaN propagates from either side
-  } else if constexpr (op == BinaryOp::Pow) {
-    return std::pow(a, b);
-  } else if constexpr (op == BinaryOp::Eq) {
-    return a == b ? A(1) : A(0);
-  } else if constexpr (op == BinaryOp::Ne) {
-    return a != b ? A(1) : A(0);
-  } else if constexpr (op == BinaryOp::Lt) {
-    return a < b ? A(1) : A(0);
-  } else if constexpr (op == BinaryOp::Le) {
-    return a <= b ? A(1) : A(0);
-  } else if constexpr (op == BinaryOp::Gt) {
-    return a > b ? A(1) : A(0);
-  } else {
-    static_assert(op == BinaryOp::Ge);
-    return a >= b ? A(1) : A(0);
-  }
-}
+using formulas::binary_value;
 
 /// Calls body(std::integral_constant<UnaryOp, op>{}): the op becomes a compile-time constant.
 template <typename Body>

@@ -5,7 +5,10 @@
 // kMaxGridBlocks). Every operand is a StridedView: element i in row-major order of the output shape, so
 // broadcast (stride 0), transposed and sliced inputs need no copy; contiguous operands skip the index math.
 // The op is a kernel argument and the switch on it is uniform across the grid (no divergence).
-// Math happens in acc_t: float for float32/bfloat16, double for float64.
+// Math happens in acc_t: float for float32/bfloat16, double for float64; the scalar formulas are
+// kernels/elementwise_formulas.h, the same code as the CPU backend's.
+// kernels/cuda/elementwise_vec.cu is version 2 (128-bit loads and stores); kernels/cuda/memory_kernels.h
+// selects between them.
 //
 // Napkin math (H200, ~4.3 TB/s): memory-bound, ~1 FLOP per byte at most. A float32 unary op over
 // N = 64M elements moves 2 x 4 x 64M = 512 MiB -> ~125 us; a binary op 768 MiB -> ~190 us; bfloat16 halves
@@ -13,110 +16,17 @@
 // memory for <= 4 dims).
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/memory_kernels.h"
+#include "kernels/elementwise_formulas.h"
 
 namespace brigade::kernels::cuda {
 namespace {
 
-// sqrt(2 / pi) and the cubic coefficient of the tanh form of GELU (Hendrycks & Gimpel).
-constexpr double kGeluScale = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
-
-template <typename A>
-__device__ A apply_unary(UnaryOp op, A x) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -x;
-    case UnaryOp::Exp:
-      return math::exp(x);
-    case UnaryOp::Log:
-      return math::log(x);
-    case UnaryOp::Sqrt:
-      return math::sqrt(x);
-    case UnaryOp::Rsqrt:
-      return A(1) / math::sqrt(x);
-    case UnaryOp::Tanh:
-      return math::tanh(x);
-    case UnaryOp::Sigmoid: {  // two forms so that exp never overflows (as the CPU reference)
-      if (x >= A(0)) return A(1) / (A(1) + math::exp(-x));
-      A e = math::exp(x);
-      return e / (A(1) + e);
-    }
-    case UnaryOp::Relu:
-      return (x > A(0) || math::is_nan(x)) ? x : A(0);  // NaN propagates, like torch
-    case UnaryOp::Gelu: {
-      A inner = A(kGeluScale) * (x + A(kGeluCubic) * x * x * x);
-      return A(0.5) * x * (A(1) + math::tanh(inner));
-    }
-    case UnaryOp::Abs:
-      return math::abs(x);
-  }
-  return math::quiet_nan<A>();
-}
-
-/// dL/dx given g = dL/dy, the input x and the output y (whichever the formula needs).
-template <typename A>
-__device__ A apply_unary_backward(UnaryOp op, A g, A x, A y) {
-  switch (op) {
-    case UnaryOp::Neg:
-      return -g;
-    case UnaryOp::Exp:
-      return g * y;
-    case UnaryOp::Log:
-      return g / x;
-    case UnaryOp::Sqrt:
-      return g / (A(2) * y);
-    case UnaryOp::Rsqrt:
-      return A(-0.5) * g * y * y * y;  // d(x^-1/2)/dx = -x^-3/2 / 2 = -y^3 / 2
-    case UnaryOp::Tanh:
-      return g * (A(1) - y * y);
-    case UnaryOp::Sigmoid:
-      return g * y * (A(1) - y);
-    case UnaryOp::Relu:
-      return x > A(0) ? g : A(0);
-    case UnaryOp::Gelu: {
-      A x2 = x * x;
-      A t = math::tanh(A(kGeluScale) * (x + A(kGeluCubic) * x2 * x));
-      A dinner = A(kGeluScale) * (A(1) + A(3 * kGeluCubic) * x2);
-      return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * dinner);
-    }
-    case UnaryOp::Abs:
-      return x > A(0) ? g : (x < A(0) ? -g : A(0));
-  }
-  return math::quiet_nan<A>();
-}
-
-template <typename A>
-__device__ A apply_binary(BinaryOp op, A a, A b) {
-  switch (op) {
-    case BinaryOp::Add:
-      return a + b;
-    case BinaryOp::Sub:
-      return a - b;
-    case BinaryOp::Mul:
-      return a * b;
-    case BinaryOp::Div:
-      return a / b;
-    case BinaryOp::Maximum:  // NaN in either operand propagates, like torch.maximum
-      if (math::is_nan(a)) return a;
-      if (math::is_nan(b)) return b;
-      return a > b ? a : b;
-    case BinaryOp::Pow:
-      return math::pow(a, b);
-    case BinaryOp::Eq:
-      return a == b ? A(1) : A(0);
-    case BinaryOp::Ne:
-      return a != b ? A(1) : A(0);
-    case BinaryOp::Lt:
-      return a < b ? A(1) : A(0);
-    case BinaryOp::Le:
-      return a <= b ? A(1) : A(0);
-    case BinaryOp::Gt:
-      return a > b ? A(1) : A(0);
-    case BinaryOp::Ge:
-      return a >= b ? A(1) : A(0);
-  }
-  return math::quiet_nan<A>();
-}
+// The formulas (kernels/elementwise_formulas.h) are shared with the CPU backend; the op is chosen at run time
+// by a switch that is uniform across the grid.
+using formulas::apply_binary;
+using formulas::apply_unary;
+using formulas::apply_unary_grad;
 
 // ---- kernels --------------------------------------------------------------------------------------------
 
@@ -138,7 +48,7 @@ __global__ void unary_backward_kernel(UnaryOp op, StridedView<const T> grad_y, S
        i += int64_t(gridDim.x) * blockDim.x) {
     A xi = x.data != nullptr ? static_cast<A>(x[i]) : A(0);
     A yi = y.data != nullptr ? static_cast<A>(y[i]) : A(0);
-    out[i] = static_cast<T>(apply_unary_backward(op, static_cast<A>(grad_y[i]), xi, yi));
+    out[i] = static_cast<T>(apply_unary_grad(op, static_cast<A>(grad_y[i]), xi, yi));
   }
 }
 
@@ -184,16 +94,17 @@ __global__ void where_kernel(StridedView<const C> cond, StridedView<const T> a, 
 
 /// Which of x and y the backward formula of `op` reads.
 bool backward_needs_x(UnaryOp op) {
-  return op == UnaryOp::Log || op == UnaryOp::Relu || op == UnaryOp::Gelu || op == UnaryOp::Abs;
+  return formulas::grad_needs_x(op);
 }
 bool backward_needs_y(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Tanh ||
-         op == UnaryOp::Sigmoid;
+  return formulas::grad_needs_y(op);
 }
 
 }  // namespace
 
-void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+// v1 entry points (memory_kernels.h); the backend functions unary, binary, ... are in elementwise_vec.cu.
+
+void unary_v1(UnaryOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   cudaStream_t stream = stream_for(out);
@@ -204,7 +115,8 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   });
 }
 
-void unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y, const Tensor& out) {
+void unary_backward_v1(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y,
+                       const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const char* name = unary_op_name(op);
@@ -221,7 +133,7 @@ void unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Ten
   });
 }
 
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void binary_v1(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const char* name = binary_op_name(op);
@@ -234,7 +146,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   });
 }
 
-void binary_scalar(BinaryOp op, const Tensor& a, double scalar, bool scalar_first, const Tensor& out) {
+void binary_scalar_v1(BinaryOp op, const Tensor& a, double scalar, bool scalar_first, const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const char* name = binary_op_name(op);

@@ -14,6 +14,20 @@
 //    Accumulating in float avoids bf16 rounding at every repeated id; the price is 4*V*C bytes of scratch.
 // Determinism: floating-point atomics add in the order the threads arrive, so a row hit by several ids can
 // differ in the last bits between runs (float32: relative ~1e-7 per add). Rows hit once are exact.
+// That is backward v1 (EmbeddingBackwardKernel::Atomic in memory_kernels.h).
+//
+// Backward v2 (Sorted, the default): deterministic, and the CPU backend's sums exactly (bit for bit):
+//  1. bucket_count_kernel: counts[id] += 1 per position (integer atomics: the counts do not depend on order).
+//  2. bucket_starts_kernel (one block of 1024): starts = exclusive prefix sum of counts, starts[V] = N.
+//  3. bucket_place_kernel (one block of 128): positions in chunks of 128, in order; a position's slot is
+//     starts[id] + (positions of its id in earlier chunks: seen[id]) + (earlier in its chunk: a scan of the
+//     chunk's ids in shared memory). So order[] lists each id's positions in increasing position order.
+//  4. bucket_sum_kernel: one warp per (id, 32 columns), lane = column: sums grad_out rows order[starts[id]],
+//     ... in that order, in double, and adds the sum to grad_weight once (rounded once; the CPU backend does
+//     the same adds in the same order, so the results are identical).
+// Cost: step 3 is one block doing N x 128 comparisons (~25 us at N = 8192 on one SM; it grows with N);
+// step 4 reads grad_out once (coalesced rows) and writes each touched row once: 2 x N x C x es bytes, plus
+// V x C/32 warps that find an empty bucket and stop. Integer scratch: 3 V + 1 + N int32.
 //
 // Napkin math (H200, ~4.3 TB/s): forward reads N*C weights (rows are contiguous: coalesced) and writes N*C:
 // GPT-2 tokens N = 8192, C = 768, float32 -> 50 MB -> ~12 us. Backward reads N*C and does N*C atomics; with
@@ -22,6 +36,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/memory_kernels.h"
 #include "tensor/device_ops.h"
 
 namespace brigade::kernels::cuda {
@@ -78,6 +93,103 @@ __global__ void float_to_bfloat16_kernel(const float* __restrict__ in, bfloat16*
   }
 }
 
+// ---- backward v2: deterministic buckets ------------------------------------------------------------------
+
+constexpr int kScanThreads = 1024;
+constexpr int kPlaceThreads = 128;
+
+/// counts[ids[n]] += 1 for every position n (ids valid).
+template <typename I>
+__global__ void bucket_count_kernel(const I* __restrict__ ids, int64_t N, int* __restrict__ counts) {
+  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
+       n += int64_t(gridDim.x) * blockDim.x) {
+    atomicAdd(counts + static_cast<int64_t>(ids[n]), 1);
+  }
+}
+
+/// starts[v] = counts[0] + ... + counts[v - 1] for v in [0, V], one block: thread t sums a segment of
+/// counts, thread 0 scans the segment sums, each thread writes its segment's starts.
+__global__ void __launch_bounds__(kScanThreads)
+    bucket_starts_kernel(const int* __restrict__ counts, int64_t V, int* __restrict__ starts) {
+  __shared__ int segment_start[kScanThreads];
+  const int64_t per = (V + blockDim.x - 1) / blockDim.x;
+  const int64_t lo_raw = static_cast<int64_t>(threadIdx.x) * per;
+  const int64_t lo = lo_raw < V ? lo_raw : V;
+  const int64_t hi = lo + per < V ? lo + per : V;
+  int sum = 0;
+  for (int64_t j = lo; j < hi; ++j) sum += counts[j];
+  segment_start[threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int running = 0;
+    for (unsigned t = 0; t < blockDim.x; ++t) {
+      const int c = segment_start[t];
+      segment_start[t] = running;
+      running += c;
+    }
+    starts[V] = running;
+  }
+  __syncthreads();
+  int running = segment_start[threadIdx.x];
+  for (int64_t j = lo; j < hi; ++j) {
+    starts[j] = running;
+    running += counts[j];
+  }
+}
+
+/// order[starts[id] + k] = the k-th position (in increasing order) whose id is `id`. One block; seen[V] is
+/// zero on entry. Chunks of blockDim positions, in order: a position's rank inside its chunk is the number
+/// of earlier positions of the chunk with its id; the last of them then advances seen[id] for later chunks.
+template <typename I>
+__global__ void __launch_bounds__(kPlaceThreads)
+    bucket_place_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts, int* seen,
+                        int* __restrict__ order) {
+  __shared__ int64_t chunk_ids[kPlaceThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  for (int64_t base = 0; base < N; base += blockDim.x) {
+    const int64_t n = base + t;
+    const int64_t id = n < N ? static_cast<int64_t>(ids[n]) : -1;
+    chunk_ids[t] = id;
+    __syncthreads();
+    const int width = static_cast<int>(N - base < blockDim.x ? N - base : blockDim.x);
+    int before = 0, total = 0;
+    if (n < N) {
+      for (int j = 0; j < width; ++j) {
+        const int same = chunk_ids[j] == id ? 1 : 0;
+        before += j < t ? same : 0;
+        total += same;
+      }
+      order[starts[id] + seen[id] + before] = static_cast<int>(n);
+    }
+    __syncthreads();  // every thread has read seen[] for this chunk
+    if (n < N && before == total - 1) seen[id] += total;
+    __syncthreads();  // seen[] updated; chunk_ids free for the next chunk
+  }
+}
+
+/// grad_weight[v, c] += sum over k in [starts[v], starts[v + 1]) of grad_out[order[k], c], summed in double
+/// in order. One warp per (v, 32 columns); lane = column.
+template <typename T>
+__global__ void bucket_sum_kernel(const T* __restrict__ grad_out, const int* __restrict__ starts,
+                                  const int* __restrict__ order, T* __restrict__ grad_weight, int64_t V,
+                                  int64_t C) {
+  const int64_t groups = (C + kWarpSize - 1) / kWarpSize;
+  const int64_t tasks = V * groups;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarpSize);
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  for (int64_t task = blockIdx.x * int64_t(blockDim.x / kWarpSize) + threadIdx.x / kWarpSize; task < tasks;
+       task += warps) {
+    const int64_t v = task / groups;
+    const int64_t c = (task % groups) * kWarpSize + lane;
+    const int begin = starts[v], end = starts[v + 1];
+    if (begin == end || c >= C) continue;
+    double acc = 0.0;
+    for (int k = begin; k < end; ++k)
+      acc += static_cast<double>(grad_out[static_cast<int64_t>(order[k]) * C + c]);
+    T* dst = grad_weight + v * C + c;
+    *dst = static_cast<T>(static_cast<double>(*dst) + acc);
+  }
+}
 }  // namespace
 
 int64_t embedding_forward(const Tensor& weight, const Tensor& ids, const Tensor& out) {
@@ -109,7 +221,9 @@ int64_t embedding_forward(const Tensor& weight, const Tensor& ids, const Tensor&
   return host_first_bad == LLONG_MAX ? -1 : host_first_bad;
 }
 
-void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
+namespace {
+
+void embedding_backward_atomic(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
   const int64_t N = ids.numel();
   const int64_t V = grad_weight.size(0);
   const int64_t C = grad_weight.size(1);
@@ -146,6 +260,63 @@ void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor&
                       dtype_name(grad_weight.dtype()));
     }
   });
+}
+
+void embedding_backward_sorted(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
+  const int64_t N = ids.numel();
+  const int64_t V = grad_weight.size(0);
+  const int64_t C = grad_weight.size(1);
+  if (N == 0 || C == 0 || V == 0) return;
+  BRIGADE_CHECK_VALUE(N < INT_MAX && V < INT_MAX,
+                      "embedding_backward: the sorted kernel indexes with int32; ",
+                      "expected fewer than 2^31 - 1 positions and ids, found N ", N, ", V ", V);
+  cudaStream_t stream = stream_for(grad_weight);
+  // int32 scratch: counts [V] and seen [V] (zeroed), starts [V + 1], order [N].
+  Tensor scratch = empty({3 * V + 1 + N}, TensorOptions(kInt32).device(grad_weight.device()));
+  int* counts = scratch.data<int32_t>();
+  int* seen = counts + V;
+  int* starts = seen + V;
+  int* order = starts + V + 1;
+  BRIGADE_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int) * 2 * static_cast<size_t>(V), stream));
+  BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding_backward", [&] {
+    using I = scalar_t;
+    bucket_count_kernel<I>
+        <<<grid_for(N, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, counts);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_count_kernel");
+    bucket_starts_kernel<<<1, kScanThreads, 0, stream>>>(counts, V, starts);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_starts_kernel");
+    bucket_place_kernel<I><<<1, kPlaceThreads, 0, stream>>>(ids.data<I>(), N, starts, seen, order);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_place_kernel");
+  });
+  const int64_t warp_tasks = V * ((C + kWarpSize - 1) / kWarpSize);
+  BRIGADE_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&] {
+    bucket_sum_kernel<scalar_t>
+        <<<grid_for(warp_tasks * kWarpSize, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+            grad_out.data<scalar_t>(), starts, order, grad_weight.data<scalar_t>(), V, C);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_sum_kernel");
+  });
+}
+
+}  // namespace
+
+const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel) {
+  return kernel == EmbeddingBackwardKernel::Sorted ? "sorted" : "atomic";
+}
+
+const std::vector<EmbeddingBackwardKernel>& all_embedding_backward_kernels() {
+  static const std::vector<EmbeddingBackwardKernel> kernels = {EmbeddingBackwardKernel::Atomic,
+                                                               EmbeddingBackwardKernel::Sorted};
+  return kernels;
+}
+
+void embedding_backward_with(EmbeddingBackwardKernel kernel, const Tensor& grad_out, const Tensor& ids,
+                             const Tensor& grad_weight) {
+  if (kernel == EmbeddingBackwardKernel::Sorted) return embedding_backward_sorted(grad_out, ids, grad_weight);
+  embedding_backward_atomic(grad_out, ids, grad_weight);
+}
+
+void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
+  embedding_backward_with(EmbeddingBackwardKernel::Sorted, grad_out, ids, grad_weight);
 }
 
 }  // namespace brigade::kernels::cuda

@@ -5,15 +5,23 @@
 //   p = p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p),   bc1 = 1 - b1^t, bc2 = 1 - b2^t (host,
 //   double) Math in acc_t; a bfloat16 param is read, updated in float32 and rounded once when stored. Launch:
 //   one thread per element, 256 per block, grid-stride.
+// adamw v2 (memory_kernels.h, ElementwiseKernel::Vector128, the default): the same arithmetic per element,
+//   moved in packs of L = 16 / sizeof(acc_t) elements: m and v by one 16-byte access each, param and grad by
+//   one L * sizeof(T)-byte access (16 for float32/float64, 8 for bfloat16); scalar head and tail
+//   (vec128.cuh's GridPacks). Runs when all four tensors share an alignment at the head, else v1.
 // sum_squares: sum of x^2 accumulated in double. sum_squares_partials_kernel: up to 1024 blocks of 256,
 //   grid-stride, each block writes one double partial (block_reduce); sum_squares_finish_kernel: one block
 //   adds the partials. Deterministic (no atomics, fixed order); the host reads one double back.
 //
 // Napkin math (H200, ~4.3 TB/s): AdamW on float32 reads p, g, m, v and writes p, m, v: 28 bytes/param.
-// GPT-2 small, 124M params -> 3.5 GB -> ~0.8 ms. sum_squares reads 4 bytes/elt: 124M -> ~0.12 ms (FP64 adds
-// at ~67 TFLOP/s on H200 are not the bound).
+// GPT-2 small, 124M params -> 3.5 GB -> ~0.81 ms at copy rate (bfloat16 params: 24 B/param, 0.69 ms);
+// ~12 FLOP/param incl. one sqrt and one division: 1.5 GFLOP, far below the FP32 roof. v1 moves the same
+// bytes with 4-byte accesses (7 memory instructions per element; v2 7 per 4 elements). Not yet measured.
+// sum_squares reads 4 bytes/elt: 124M -> ~0.12 ms (FP64 adds at ~67 TFLOP/s on H200 are not the bound).
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/memory_kernels.h"
+#include "kernels/cuda/vec128.cuh"
 #include "tensor/device_ops.h"
 
 namespace brigade::kernels::cuda {
@@ -46,6 +54,41 @@ __global__ void adamw_kernel(T* __restrict__ param, const T* __restrict__ grad, 
   }
 }
 
+/// One element of the AdamW update (v1's arithmetic, shared by v2).
+template <typename T>
+__device__ __forceinline__ void adamw_element(T& param, T grad, acc_t<T>& m, acc_t<T>& v,
+                                              const AdamWConstants<acc_t<T>>& k) {
+  using A = acc_t<T>;
+  const A g = static_cast<A>(grad);
+  const A mi = k.beta1 * m + (A(1) - k.beta1) * g;
+  const A vi = k.beta2 * v + (A(1) - k.beta2) * g * g;
+  m = mi;
+  v = vi;
+  const A m_hat = mi / k.bias_correction1;
+  const A v_hat = vi / k.bias_correction2;
+  const A p = static_cast<A>(param);
+  param = static_cast<T>(p - k.lr * (m_hat / (math::sqrt(v_hat) + k.eps) + k.weight_decay * p));
+}
+
+/// v2: packs of L elements (L acc_t values in 16 bytes), scalar head and tail.
+template <typename T>
+__global__ void adamw_vec_kernel(T* __restrict__ param, const T* __restrict__ grad, acc_t<T>* __restrict__ m,
+                                 acc_t<T>* __restrict__ v, GridPacks range, AdamWConstants<acc_t<T>> k) {
+  using A = acc_t<T>;
+  constexpr int L = kPack128<A>;
+  range.run<L>([&](int64_t i) { adamw_element<T>(param[i], grad[i], m[i], v[i], k); },
+               [&](int64_t i) {
+                 Pack<T, L> p = load_pack<L>(param + i);
+                 const Pack<T, L> g = load_pack<L>(grad + i);
+                 Pack<A, L> mp = load_pack<L>(m + i), vp = load_pack<L>(v + i);
+#pragma unroll
+                 for (int j = 0; j < L; ++j) adamw_element<T>(p.v[j], g.v[j], mp.v[j], vp.v[j], k);
+                 store_pack<L>(param + i, p);
+                 store_pack<L>(m + i, mp);
+                 store_pack<L>(v + i, vp);
+               });
+}
+
 template <typename T>
 __global__ void sum_squares_partials_kernel(const T* __restrict__ x, int64_t n,
                                             double* __restrict__ partials) {
@@ -69,7 +112,8 @@ __global__ void sum_squares_finish_kernel(const double* __restrict__ partials, i
 
 }  // namespace
 
-void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
+void adamw_with(ElementwiseKernel kernel, const Tensor& param, const Tensor& grad, const Tensor& m,
+                const Tensor& v, const AdamWStep& s) {
   const int64_t n = param.numel();
   if (n == 0) return;
   BRIGADE_CHECK_VALUE(s.step >= 1, "adamw: step is 1-based, found ", s.step);
@@ -83,10 +127,29 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tenso
                         static_cast<A>(s.weight_decay),
                         static_cast<A>(1.0 - std::pow(s.beta1, static_cast<double>(s.step))),
                         static_cast<A>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)))};
-    adamw_kernel<scalar_t><<<grid_for(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
-        param.data<scalar_t>(), grad.data<scalar_t>(), m.data<A>(), v.data<A>(), n, k);
-    BRIGADE_CUDA_CHECK_LAUNCH("adamw_kernel");
+    // v2 when element `head` (m's first 16-byte boundary) starts a whole pack in all four tensors.
+    constexpr int L = kPack128<A>;
+    const int64_t head = head_elements(m.data_ptr(), sizeof(A), 16);
+    const int64_t pack_bytes = static_cast<int64_t>(sizeof(scalar_t)) * L;
+    const bool vec = kernel == ElementwiseKernel::Vector128 &&
+                     aligned_at(v.data_ptr(), head, sizeof(A), 16) &&
+                     aligned_at(param.data_ptr(), head, sizeof(scalar_t), pack_bytes) &&
+                     aligned_at(grad.data_ptr(), head, sizeof(scalar_t), pack_bytes);
+    if (vec) {
+      adamw_vec_kernel<scalar_t>
+          <<<grid_for_packs(n, L, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+              param.data<scalar_t>(), grad.data<scalar_t>(), m.data<A>(), v.data<A>(), GridPacks{n, head}, k);
+      BRIGADE_CUDA_CHECK_LAUNCH("adamw_vec_kernel");
+    } else {
+      adamw_kernel<scalar_t><<<grid_for(n, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+          param.data<scalar_t>(), grad.data<scalar_t>(), m.data<A>(), v.data<A>(), n, k);
+      BRIGADE_CUDA_CHECK_LAUNCH("adamw_kernel");
+    }
   });
+}
+
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
+  adamw_with(ElementwiseKernel::Vector128, param, grad, m, v, s);
 }
 
 double sum_squares(const Tensor& x) {

@@ -48,5 +48,16 @@ emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3 (WMMA), bf1
 emulate attention_v1 attention attention_v1_emu.cpp
 python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
 emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""
+# The memory-bound kernels (elementwise v1/v2, AdamW, cross-entropy, embedding backward) through their host
+# entry points (kernels/cuda/memory_kernels.h): each kernel file its own unit, memory_emu_support.h
+# force-included (host atomics; CPU tensors stand in for device ones).
+memory_objects=()
+for src in elementwise elementwise_vec optim loss embedding; do
+  python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/memory_$src.cpp"
+  "${cxx[@]}" -include "$here/memory_emu_support.h" -x c++ -c "$out/memory_$src.cpp" -o "$out/memory_$src.o"
+  memory_objects+=("$out/memory_$src.o")
+done
+"${cxx[@]}" "$here/memory_emu.cpp" "${memory_objects[@]}" -o "$out/memory" "${libs[@]}"
+"$out/memory" || failed=$((failed + 1))
 echo "cuda emulation: $failed harness(es) failed"
 exit $((failed != 0))
