@@ -529,7 +529,8 @@ void add_model_ops(const Where& w) {
     return Call([grad] { benchmark::DoNotOptimize(kernels::global_l2_norm({grad})); });
   });
 #if BRIGADE_WITH_CUDA
-  if (w.device.is_cuda()) add_memory_kernel_versions(w);
+  // Only at GPT-2 shapes (what issue 5's 85%-of-copy target is about; keeps the GPU check's bench in budget).
+  if (w.device.is_cuda() && w.model.name == "gpt2") add_memory_kernel_versions(w);
 #endif
 }
 
