@@ -151,6 +151,17 @@ for py in /usr/bin/python3 python3; do
 done
 log "kernel benchmarks: $bench_status ($bench_chart); $(grep -cE '^  [a-z_]+_bench: FAILED' "$OUT/bench_kernels.log" || true) failed suites"
 
+# ---- issue 5 (memory-bound kernels): each version as % of the copy rate at GPT-2 shapes (own timeout: 20 s) -----
+# No GPU time: reads the kernel bench JSON above. scripts/memory_bound_summary.py prints every version of
+# kernels/cuda/memory_kernels.h (elementwise and AdamW scalar/vector128, cross-entropy, embedding backward
+# atomic/sorted) in f32 and bf16 to memory_bound.txt; its last line (f32, v1 -> v2) goes into the summary.
+memory_bound="no result"
+if t=$(capped 20) && timeout "$t" python3 scripts/memory_bound_summary.py "$OUT"/bench/kernels-*.json \
+     > "$OUT/memory_bound.txt" 2>&1; then
+  memory_bound=$(tail -n 1 "$OUT/memory_bound.txt")
+fi
+log "memory-bound kernels: $memory_bound"
+
 # ---- issue 5 (CUDA kernels): racecheck over the shared-memory kernels (own timeout: 2 x 90 s) ---------------------
 # memcheck (step 3) cannot see a missing __syncthreads. compute-sanitizer racecheck runs one small test each of the
 # hand-written shared-memory kernels: GEMM v3-v6 on padded/misaligned/broadcast views (kernels_cuda_matmul_test) and
@@ -203,5 +214,6 @@ log "gpt2 step: $gpt2_ok/4 runs ok: $gpt2_brief"
 elapsed=$(($(date +%s) - start))
 summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; pipeline benches $pipeline_bench_line; benchmarks $bench_status; ${elapsed}s"
 summary="$summary; gpt2 step $gpt2_ok/4 runs ($gpt2_brief)"
+summary="$summary; memory-bound ($memory_bound)"
 echo "$summary" | tee "$OUT/summary.txt"
 [ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$bench_status" = ok ]

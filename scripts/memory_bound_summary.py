@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Reads bench/kernels_bench JSON (Google Benchmark format) and prints each version of the memory-bound CUDA
+kernels of kernels/cuda/memory_kernels.h at GPT-2 shapes as a percent of the copy rate measured at the start
+of that run (the pct_peak counter: the roofline time over the measured time). The last line is a one-line
+brief for scripts/gpu_check.sh's summary: float32, v1 -> v2, per op. Issue 5 asks >= 85%.
+
+Usage: scripts/memory_bound_summary.py kernels-*.json
+"""
+import json
+import sys
+
+# The versions' names (kernels/cuda/memory_kernels.h), v1 first in each pair.
+PAIRS = {
+    'gelu_fwd': ('scalar', 'vector128'),
+    'gelu_bwd': ('scalar', 'vector128'),
+    'residual_add': ('scalar', 'vector128'),
+    'bias_add': ('scalar', 'vector128'),
+    'add_inplace': ('scalar', 'vector128'),
+    'adamw': ('scalar', 'vector128'),
+    'cross_entropy': ('block_per_row', 'vector_row'),
+    'embedding_bwd': ('atomic', 'sorted'),
+}
+
+pct = {}  # (op, dtype, impl) -> percent of the copy rate
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for case in json.load(f).get('benchmarks', []):
+            parts = case.get('name', '').split('/')
+            if len(parts) < 5 or parts[1] != 'gpt2' or parts[3] != 'cuda' or parts[0] not in PAIRS:
+                continue
+            if parts[4] not in PAIRS[parts[0]] or case.get('error_occurred') or 'pct_peak' not in case:
+                continue
+            pct[(parts[0], parts[2], parts[4])] = case['pct_peak']
+
+if not pct:
+    print('no memory-bound version cases at gpt2 shapes on cuda in', ' '.join(sys.argv[1:]) or 'no files')
+    sys.exit(1)
+
+print(f"{'op':<16}{'dtype':<6}{'v1':>22}{'v2':>22}")
+for op, (v1, v2) in PAIRS.items():
+    for dtype in ('f32', 'bf16'):
+        a, b = pct.get((op, dtype, v1)), pct.get((op, dtype, v2))
+        if a is None and b is None:
+            continue
+        show = lambda name, value: f"{name} {value:5.1f}%" if value is not None else f"{name}     -"
+        print(f"{op:<16}{dtype:<6}{show(v1, a):>22}{show(v2, b):>22}")
+
+brief = []
+for op, (v1, v2) in PAIRS.items():
+    a, b = pct.get((op, 'f32', v1)), pct.get((op, 'f32', v2))
+    fmt = lambda value: '-' if value is None else f'{value:.0f}'
+    brief.append(f'{op} {fmt(a)}->{fmt(b)}')
+print('f32 % of copy v1->v2: ' + ', '.join(brief))
