@@ -13,7 +13,8 @@
 //   fc       [N, C] x [C, 4C]          fc_proj   [N, 4C] x [4C, C]
 //   logits   [N, C] x [V, C]^T (tied embedding)
 //   scores   [B*H, T, D] x [B*H, T, D]^T (batched)     att_v [B*H, T, T] x [B*H, T, D]
-//   square   n x n x n (4096 and 8192 on CUDA, where the peak is measured; 1024 on the CPU)
+//   square   n x n x n (4096 and 8192 on CUDA, where the peak is measured; 1024 on the CPU); on CUDA in
+//            bf16 also square<n>_bt, B stored [n, k] (the only layout v8 wgmma runs itself; it skips the rest)
 // Work: 2 M N K FLOPs per product; bytes = each operand read once and C written once (the napkin lower
 // bound: a GEMM is compute-bound at these sizes, so pct_peak is against the compute peak).
 #include <benchmark/benchmark.h>
@@ -158,10 +159,20 @@ void register_cuda() {
   const std::vector<int64_t> squares = brigade::bench::smoke() ? std::vector<int64_t>{1024}
                                                                : std::vector<int64_t>{4096, 8192};
   for (int64_t n : squares) cases.push_back({"square", {"square" + std::to_string(n), 1, n, n, n, false}});
+  // The squares again with B stored [n, k] (x @ W^T, as nn::Linear's forward calls it): the one layout
+  // v8 (wgmma) runs itself; bf16 only.
+  std::vector<std::pair<std::string, Gemm>> bt_squares;
+  for (int64_t n : squares) {
+    bt_squares.push_back({"square", {"square" + std::to_string(n) + "_bt", 1, n, n, n, true}});
+  }
   for (DType dtype : {brigade::kFloat32, brigade::kBFloat16}) {
-    for (const auto& [model, g] : cases) {
+    std::vector<std::pair<std::string, Gemm>> dtype_cases = cases;
+    if (dtype == brigade::kBFloat16) dtype_cases.insert(dtype_cases.end(), bt_squares.begin(), bt_squares.end());
+    for (const auto& [model, g] : dtype_cases) {
       for (kcuda::GemmKernel kernel : kcuda::all_gemm_kernels()) {
         if (!kcuda::gemm_kernel_supports(kernel, dtype)) continue;
+        // v8 hands an untransposed B to v6 (wgmma_handles): a row under its name would be v6's time.
+        if (kernel == kcuda::GemmKernel::Wgmma && !g.trans_b) continue;
         // The naive kernel at 8192^3 takes seconds per call and teaches nothing new.
         if (kernel == kcuda::GemmKernel::Naive && g.m * g.n * g.k > (int64_t{1} << 36)) continue;
         add_cuda(g, model, dtype, kcuda::gemm_kernel_name(kernel), static_cast<int>(kernel));

@@ -44,6 +44,9 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
 arch="${cap:-90}"
+# Compute capability 9.0 builds sm_90a code (a superset of sm_90 that runs only there): GEMM v8 (wgmma) exists only
+# in it and reports itself unsupported otherwise (docs/kernels.md, v7 -> v8).
+[ "$arch" = 90 ] && arch=90a
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 log "GPU: ${gpu_name:-unknown} (sm_$arch), commit $commit"
 

@@ -17,6 +17,8 @@
 //   v4 Warptiled   float32     matmul_sgemm.cu   v3 + warp tiles, BK 16, double-buffered shared memory
 //   v5 Wmma        bfloat16    matmul_wmma.cu    tensor cores via WMMA, fp32 accumulation
 //   v6 WmmaAsync   bfloat16    matmul_wmma_async.cu  v5 + stored-layout tiles, cp.async double buffering
+//   v7 MmaSync     bfloat16    matmul_mma.cu     mma.sync m16n8k16 + ldmatrix, 3-stage cp.async pipeline
+//   v8 Wgmma       bfloat16    matmul_wgmma.cu   Hopper wgmma, swizzled smem descriptors (sm_90a only)
 //
 // v1 gemm_naive_kernel — one thread per element of C, the K loop straight from global memory.
 //   Launch: block 16 x 16, grid (ceil(N/16), ceil(M/16), batch). Each multiply-add loads two values, so
@@ -236,6 +238,10 @@ const char* gemm_kernel_name(GemmKernel kernel) {
       return "wmma";
     case GemmKernel::WmmaAsync:
       return "wmma_async";
+    case GemmKernel::MmaSync:
+      return "mma_sync";
+    case GemmKernel::Wgmma:
+      return "wgmma";
   }
   return "?";
 }
@@ -243,7 +249,8 @@ const char* gemm_kernel_name(GemmKernel kernel) {
 const std::vector<GemmKernel>& all_gemm_kernels() {
   static const std::vector<GemmKernel> kernels = {GemmKernel::Naive,      GemmKernel::Tiled,
                                                   GemmKernel::Vectorized, GemmKernel::Warptiled,
-                                                  GemmKernel::Wmma,       GemmKernel::WmmaAsync};
+                                                  GemmKernel::Wmma,       GemmKernel::WmmaAsync,
+                                                  GemmKernel::MmaSync,    GemmKernel::Wgmma};
   return kernels;
 }
 
@@ -257,7 +264,16 @@ bool gemm_kernel_supports(GemmKernel kernel, DType dtype) {
       return dtype == DType::Float32;
     case GemmKernel::Wmma:
     case GemmKernel::WmmaAsync:
+    case GemmKernel::MmaSync:
       return dtype == DType::BFloat16;
+    case GemmKernel::Wgmma: {
+      int device = 0;
+      if (dtype != DType::BFloat16 || cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      return gemm_detail::wgmma_available(device);
+    }
   }
   return false;
 }
@@ -296,6 +312,14 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
       return;
     case GemmKernel::WmmaAsync:
       gemm_detail::launch_gemm_wmma_async_bf16(args, stream);
+      return;
+    case GemmKernel::MmaSync:
+      gemm_detail::launch_gemm_mma_bf16(args, stream);
+      return;
+    case GemmKernel::Wgmma:
+      BRIGADE_CHECK_DEVICE(gemm_detail::wgmma_available(device), "matmul: the CUDA kernel 'wgmma' needs an "
+                           "sm_90 device and a build with sm_90a code; device ", device, " cannot run it");
+      gemm_detail::launch_gemm_wgmma_bf16(args, stream);
       return;
     case GemmKernel::Naive:
     case GemmKernel::Tiled:

@@ -24,13 +24,17 @@ enum class GemmKernel {
   Warptiled,   ///< v4: v3 + warp tiles, BK 16, double-buffered shared memory; float32
   Wmma,        ///< v5: tensor cores through the WMMA API (bf16 in, fp32 accumulate); bfloat16; its default
   WmmaAsync,   ///< v6: v5 with tiles in their stored layout, cp.async double buffering; bfloat16
+  MmaSync,     ///< v7: mma.sync m16n8k16 fed by ldmatrix, 3-stage cp.async pipeline; bfloat16
+  Wgmma,       ///< v8: Hopper wgmma from 128B-swizzled shared memory, 4-stage cp.async; bfloat16, sm_90a
+               ///< only (A untransposed, B transposed, aligned rows; other layouts run v6)
 };
 const char* gemm_kernel_name(GemmKernel kernel);
 
 /// Every GemmKernel, in version order (v1 first): what tests and benchmarks iterate over.
 const std::vector<GemmKernel>& all_gemm_kernels();
 
-/// Whether `kernel` implements `dtype` (gemm_native throws DTypeError for the other pairs).
+/// Whether `kernel` implements `dtype` (gemm_native throws DTypeError for the other pairs). For Wgmma also
+/// whether the current device can run it (compute capability 9.0, a build with sm_90a code).
 bool gemm_kernel_supports(GemmKernel kernel, DType dtype);
 
 /// The kernel cuda::gemm runs for `dtype` when matmul_backend() is Native: Wmma for bfloat16, Tiled for

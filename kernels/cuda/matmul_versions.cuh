@@ -4,6 +4,8 @@
 //   v3 Vectorized, v4 Warptiled (float32)   kernels/cuda/matmul_sgemm.cu
 //   v5 Wmma (bfloat16 tensor cores)         kernels/cuda/matmul_wmma.cu
 //   v6 WmmaAsync (v5 + cp.async pipeline)   kernels/cuda/matmul_wmma_async.cu
+//   v7 MmaSync (mma.sync + ldmatrix)        kernels/cuda/matmul_mma.cu
+//   v8 Wgmma (Hopper wgmma, sm_90a)          kernels/cuda/matmul_wgmma.cu
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,5 +45,15 @@ void launch_sgemm_warptiled(const GemmArgs& args, cudaStream_t stream);
 void launch_gemm_wmma_bf16(const GemmArgs& args, cudaStream_t stream);
 /// v6: v5 with tiles in their stored layout and cp.async double buffering (args.dtype is bfloat16).
 void launch_gemm_wmma_async_bf16(const GemmArgs& args, cudaStream_t stream);
+/// v7: mma.sync m16n8k16 + ldmatrix, 3-stage cp.async pipeline (args.dtype is bfloat16, m, n, batch > 0).
+void launch_gemm_mma_bf16(const GemmArgs& args, cudaStream_t stream);
+/// v8: wgmma from swizzled shared memory (args.dtype is bfloat16). Runs v6 for what wgmma_handles() refuses.
+void launch_gemm_wgmma_bf16(const GemmArgs& args, cudaStream_t stream);
+/// Whether v8 can run on `device`: the build holds sm_90a code (BRIGADE_CUDA_SM90A, set by CMake when
+/// CMAKE_CUDA_ARCHITECTURES lists 90a) and the device is compute capability 9.0. False when no device.
+bool wgmma_available(int device);
+/// Whether v8's own kernel takes these arguments (A untransposed, B transposed, 16-byte aligned rows);
+/// launch_gemm_wgmma_bf16 runs v6 for the rest.
+bool wgmma_handles(const GemmArgs& args);
 
 }  // namespace brigade::kernels::cuda::gemm_detail

@@ -2,16 +2,21 @@
 // (kernels/cuda/matmul.h): all_gemm_kernels() x the dtypes each supports (v1 and v2 in float32, bfloat16
 // and float64 too). The kernel files are transformed and compiled as separate translation units by
 // run.sh and linked here. Cases: tails, all four trans combinations, batch 2 with B broadcast, aligned and
-// misaligned operands, padded C rows that must stay untouched, and K = 0. Tolerances on |c - ref| /
-// sum_k |a b| as tests/kernels/matmul_cases.h: float32 1e-5, bfloat16 1e-2, float64 1e-12.
+// misaligned operands, padded C rows that must stay untouched, and K = 0; for v7 also K = 136 (five K steps
+// through its three-stage ring); for v8 also K = 300 (five K steps through its four-stage ring) and which
+// cases its own kernel takes (wgmma_handles) rather than v6. Tolerances on |c - ref| / sum_k |a b| as
+// tests/kernels/matmul_cases.h: float32 1e-5, bfloat16 1e-2, float64 1e-12.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul_versions.cuh"
 #include "tensor/bfloat16.h"
 
 namespace brigade::kernels::cuda {
@@ -37,7 +42,11 @@ int check(cuda::GemmKernel kernel, double tol) {
   struct S {
     int m, n, k;
   };
-  const S shapes[] = {{1, 1, 1}, {37, 53, 29}, {131, 136, 48}, {130, 260, 33}, {70, 45, 0}};
+  std::vector<S> shapes = {{1, 1, 1}, {37, 53, 29}, {131, 136, 48}, {130, 260, 33}, {70, 45, 0}};
+  // v8 stages K in 64-wide steps through a 4-stage ring: a K of 5+ steps with a tail wraps the ring.
+  if (kernel == cuda::GemmKernel::Wgmma) shapes.push_back({130, 136, 300});
+  // v7 stages K in 32-wide steps through a 3-stage ring: 5 steps with a tail wrap it (one block: cheap).
+  if (kernel == cuda::GemmKernel::MmaSync) shapes.push_back({70, 40, 136});
   int failures = 0;
   for (auto s : shapes) {
     for (int flags = 0; flags < 4; ++flags) {
@@ -62,6 +71,15 @@ int check(cuda::GemmKernel kernel, double tol) {
         args.m = s.m, args.n = s.n, args.k = s.k, args.lda = lda, args.ldb = ldb, args.ldc = ldc;
         args.trans_a = ta, args.trans_b = tb, args.batch = batch;
         args.stride_a = ar * lda, args.stride_b = 0, args.stride_c = s.m * ldc;
+        if (kernel == cuda::GemmKernel::Wgmma && s.k > 0) {
+          // v8's own kernel takes exactly the K-major, 16-byte aligned cases; v6 runs the rest.
+          const bool expected = !ta && tb && !misalign;
+          if (cuda::gemm_detail::wgmma_handles(args) != expected) {
+            ++failures;
+            std::printf("  wgmma_handles ta=%d tb=%d misalign=%d: expected %d FAIL\n", ta, tb, misalign,
+                        expected);
+          }
+        }
         cuda::gemm_native(args, kernel);
         double worst = 0;
         int pad_writes = 0;
@@ -96,7 +114,10 @@ int check(cuda::GemmKernel kernel, double tol) {
 
 int main() {
   int failures = 0;
+  // EMU_GEMM_ONLY=name (gemm_kernel_name) runs one version: quicker while working on it.
+  const char* only = std::getenv("EMU_GEMM_ONLY");
   for (cuda::GemmKernel kernel : cuda::all_gemm_kernels()) {
+    if (only != nullptr && std::string(only) != cuda::gemm_kernel_name(kernel)) continue;
     int f = 0;
     if (cuda::gemm_kernel_supports(kernel, kFloat32)) f += check<float>(kernel, 1e-5);
     if (cuda::gemm_kernel_supports(kernel, kBFloat16)) f += check<bfloat16>(kernel, 1e-2);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
-# version v1-v6, causal attention v1 and flash v2 forward and backward, the row kernels v1 and v2) on the CPU
-# and compares them with the CPU backend or a double-precision loop. For sessions without a GPU: it checks
-# the kernels' index math, bounds, tails, alignment fallbacks, layouts and reductions. It does NOT replace
-# the CUDA tests on a GPU.
+# version v1-v8, the reference paths of the mma.sync/ldmatrix helpers, causal attention v1 and flash v2
+# forward and backward, the row kernels v1 and v2) on the CPU and compares them with the CPU backend or a
+# double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds, tails,
+# alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
 #
 # How: transform.py turns a kernels/cuda/*.cu file into host C++ (launches -> ::emu::launch, dynamic
 # shared memory -> a buffer, cp.async -> a synchronous copy). include/ holds host stand-ins for
@@ -23,7 +23,8 @@ build=${1:?usage: run.sh CPU_BUILD_DIR [OUTDIR]}
 out=${2:-$(mktemp -d)}
 mkdir -p "$out"
 libs=("$build/kernels/libbrigade_kernels.a" "$build/tensor/libbrigade_tensor.a")
-cxx=("${CXX:-g++}" -std=c++20 -O1 -w -I"$here/include" -I"$repo" -fopenmp -pthread)
+# BRIGADE_CUDA_EMULATION: the PTX helper headers (kernels/cuda/*_ptx.cuh) take their host paths.
+cxx=("${CXX:-g++}" -std=c++20 -O1 -w -DBRIGADE_CUDA_EMULATION -I"$here/include" -I"$repo" -fopenmp -pthread)
 
 failed=0
 emulate() {  # NAME KERNEL_FILE HARNESS [extra compiler flags]
@@ -33,15 +34,16 @@ emulate() {  # NAME KERNEL_FILE HARNESS [extra compiler flags]
   "${cxx[@]}" -DGEN_FILE="\"$out/$src.cpp\"" "$@" "$here/$harness" -o "$out/$name" "${libs[@]}"
   "$out/$name" || failed=$((failed + 1))
 }
-# Every GEMM version through the dispatcher: the four kernel files as separate translation units.
+# Every GEMM version through the dispatcher: the kernel files as separate translation units.
 gemm_objects=()
-for src in matmul matmul_sgemm matmul_wmma matmul_wmma_async; do
+for src in matmul matmul_sgemm matmul_wmma matmul_wmma_async matmul_mma matmul_wgmma; do
   python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
   "${cxx[@]}" -x c++ -c "$out/$src.cpp" -o "$out/$src.o"
   gemm_objects+=("$out/$src.o")
 done
 "${cxx[@]}" "$here/gemm_all_emu.cpp" "${gemm_objects[@]}" -o "$out/gemm_all" "${libs[@]}"
 "$out/gemm_all" || failed=$((failed + 1))
+emulate mma_ptx mma_ptx_probe mma_ptx_emu.cpp  # the reference paths of kernels/cuda/mma_ptx.cuh
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
 emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3 (WMMA), bf16, against the CPU backend

@@ -1,5 +1,5 @@
 // kernels::matmul on CUDA — brigade's kernels (the default per dtype through MatmulBackend::Native, and
-// every version v1..v6 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
+// every version v1..v8 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
 // against the same double triple loop and shape table as the CPU test (tests/kernels/matmul_cases.h),
 // with the same tolerances. Every test that launches a kernel skips where no GPU is present.
 #include <gtest/gtest.h>
@@ -170,12 +170,13 @@ std::vector<std::pair<GemmKernel, DType>> supported_pairs() {
 // Runs without a GPU: the list, the names and the dtype table are host code.
 TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
   const auto& list = all_gemm_kernels();
-  ASSERT_EQ(list.size(), 6u);
+  ASSERT_EQ(list.size(), 8u);
   EXPECT_EQ(list.front(), GemmKernel::Naive);
   std::vector<std::string> names;
   for (GemmKernel kernel : list) names.emplace_back(gemm_kernel_name(kernel));
   EXPECT_EQ(names,
-            (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma", "wmma_async"}));
+            (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma", "wmma_async",
+                                      "mma_sync", "wgmma"}));
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
     EXPECT_TRUE(gemm_kernel_supports(kernels::cuda::default_gemm_kernel(dtype), dtype)) << dtype_name(dtype);
   }
@@ -183,6 +184,8 @@ TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
   EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Warptiled, kBFloat16));
   EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Wmma, kFloat32));
   EXPECT_TRUE(gemm_kernel_supports(GemmKernel::WmmaAsync, kBFloat16));
+  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::MmaSync, kBFloat16));
+  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::MmaSync, kFloat32));
   EXPECT_EQ(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wmma);
   EXPECT_EQ(kernels::cuda::default_gemm_kernel(kFloat32), GemmKernel::Tiled);
 }

@@ -1,0 +1,132 @@
+// bf16 GEMM v8 (GemmKernel::Wgmma, kernels/cuda/matmul_wgmma.cu) beyond what cuda_matmul_test.cpp's
+// all-kernel tests already run: when the kernel is offered (an sm_90 device and sm_90a code in the build),
+// which arguments its own kernel takes and which go to v6, and the GPT's layer shapes with deep K, batch
+// and tails against the double reference (tolerance as matmul_cases.h: bf16 1e-2 of sum_k |a b|).
+// The GPU tests skip without a GPU, and on a GPU that is not compute capability 9.0 with the reason.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/kernels.h"
+#include "tests/kernels/matmul_cases.h"
+#include "tests/test_support.h"
+#if BRIGADE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matmul_versions.cuh"
+#endif
+
+namespace brigade {
+namespace {
+
+#if BRIGADE_WITH_CUDA
+using kernels::cuda::GemmKernel;
+
+/// Whether the current device is compute capability 9.0 (false without a device).
+bool device_is_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+/// Whether this build holds sm_90a code (CMake defines BRIGADE_CUDA_SM90A when the architectures list 90a).
+constexpr bool kBuiltForSm90a =
+#if defined(BRIGADE_CUDA_SM90A)
+    true;
+#else
+    false;
+#endif
+
+// Runs without a GPU: offered exactly on an sm_90 device of a build with sm_90a code, and only in bf16.
+TEST(CudaGemmWgmma, OfferedOnlyOnSm90InBf16) {
+  EXPECT_FALSE(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kFloat32));
+  EXPECT_FALSE(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kFloat64));
+  const bool expected = cuda_available() && device_is_sm90() && kBuiltForSm90a;
+  EXPECT_EQ(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16), expected)
+      << "cuda_available " << cuda_available() << ", sm_90 " << device_is_sm90() << ", built for sm_90a "
+      << kBuiltForSm90a;
+  EXPECT_NE(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wgmma)
+      << "the default flips only after a GPU has measured v8";
+}
+
+// Runs without a GPU (host code): v8's kernel takes A untransposed, B transposed, 16-byte aligned rows.
+TEST(CudaGemmWgmma, HandlesOnlyKMajorAlignedOperands) {
+  alignas(16) static uint16_t buffer[64];
+  kernels::GemmArgs args;
+  args.dtype = kBFloat16;
+  args.a = buffer, args.b = buffer, args.c = buffer;
+  args.m = 3, args.n = 5, args.k = 7;
+  args.lda = 8, args.ldb = 16, args.ldc = 5;
+  args.stride_a = 24, args.stride_b = 0, args.stride_c = 15;
+  args.trans_a = false, args.trans_b = true;
+  EXPECT_TRUE(kernels::cuda::gemm_detail::wgmma_handles(args));
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      kernels::GemmArgs flipped = args;
+      flipped.trans_a = ta, flipped.trans_b = tb;
+      EXPECT_EQ(kernels::cuda::gemm_detail::wgmma_handles(flipped), !ta && tb) << "ta " << ta << " tb " << tb;
+    }
+  }
+  kernels::GemmArgs odd = args;
+  odd.lda = 9;  // rows of A 18 bytes apart
+  EXPECT_FALSE(kernels::cuda::gemm_detail::wgmma_handles(odd));
+  odd = args;
+  odd.b = buffer + 1;  // B starts 2 bytes in
+  EXPECT_FALSE(kernels::cuda::gemm_detail::wgmma_handles(odd));
+  odd = args;
+  odd.stride_a = 20;  // batch entries of A 40 bytes apart
+  EXPECT_FALSE(kernels::cuda::gemm_detail::wgmma_handles(odd));
+}
+
+// On sm_90: the GPT's Linear forward (x [B*T, C] @ W^T, W [out, C]) shapes through v8's own kernel, batch 2
+// with B broadcast, including whole 128 x 128 tiles, K tails, K spanning many stages, and M/N tails.
+TEST(CudaGemmWgmma, LayerShapesMatchReference) {
+  BRIGADE_REQUIRE_CUDA();
+  if (!kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16)) {
+    // An H100/H200 with a build lacking sm_90a code is a misconfigured GPU check, not a reason to skip.
+    if (device_is_sm90() && std::getenv("BRIGADE_REQUIRE_GPU") != nullptr) {
+      FAIL() << "BRIGADE_REQUIRE_GPU is set on an sm_90 device, but the build has no sm_90a code "
+                "(configure with -DCMAKE_CUDA_ARCHITECTURES=90a)";
+    }
+    GTEST_SKIP() << "wgmma needs a compute capability 9.0 device and a build with sm_90a code (device sm_90: "
+                 << device_is_sm90() << ", built for sm_90a: " << kBuiltForSm90a << ")";
+  }
+  const Device gpu = Device::cuda();
+  const testing::MatmulShape shapes[] = {{128, 128, 64},  {256, 384, 128}, {300, 260, 70},
+                                         {512, 768, 768}, {97, 129, 1000}, {1, 200, 8}};
+  Generator gen(71);
+  for (const auto& s : shapes) {
+    Tensor a = testing::random_matrix(2, s.m, s.k, kBFloat16, gen);
+    Tensor b_one = testing::random_matrix(1, s.n, s.k, kBFloat16, gen);
+    Tensor b = b_one.expand({2, s.n, s.k});
+    Tensor a_gpu = a.to(gpu), b_gpu = b_one.to(gpu).expand({2, s.n, s.k});
+    Tensor c = empty({2, s.m, s.n}, TensorOptions().dtype(kBFloat16).device(gpu));
+    kernels::GemmArgs args;
+    args.a = a_gpu.data_ptr(), args.b = b_gpu.data_ptr(), args.c = c.data_ptr();
+    args.dtype = kBFloat16;
+    args.m = s.m, args.n = s.n, args.k = s.k;
+    args.lda = s.k, args.ldb = s.k, args.ldc = s.n;
+    args.trans_a = false, args.trans_b = true;
+    args.batch = 2;
+    args.stride_a = s.m * s.k, args.stride_b = 0, args.stride_c = s.m * s.n;
+    EXPECT_EQ(kernels::cuda::gemm_detail::wgmma_handles(args), s.k % 8 == 0) << testing::shape_name(s);
+    kernels::cuda::gemm_native(args, GemmKernel::Wgmma);
+    EXPECT_TRUE(testing::matmul_matches_reference(c, a, b, false, true, testing::matmul_tolerance(kBFloat16)))
+        << "wgmma " << testing::shape_name(s);
+  }
+}
+#else
+TEST(CudaGemmWgmma, NeedsACudaBuild) {
+  GTEST_SKIP() << "built without CUDA (BRIGADE_CUDA=OFF): v8 exists only in CUDA builds";
+}
+#endif
+
+}  // namespace
+}  // namespace brigade
