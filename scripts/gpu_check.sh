@@ -167,7 +167,7 @@ log "memory-bound kernels: $memory_bound"
 
 # ---- issue 5 (CUDA kernels): racecheck over the shared-memory kernels (own timeout: 2 x 90 s) ---------------------
 # memcheck (step 3) cannot see a missing __syncthreads. compute-sanitizer racecheck runs one small test each of the
-# hand-written shared-memory kernels: GEMM v3-v6 on padded/misaligned/broadcast views (kernels_cuda_matmul_test) and
+# hand-written shared-memory kernels: GEMM v3-v8 on padded/misaligned/broadcast views (kernels_cuda_matmul_test) and
 # flash attention forward + backward at D 64 and 128 (kernels_cuda_attention_flash_test). docs/kernels.md.
 racecheck_total=0
 racecheck_clean=0
