@@ -213,10 +213,26 @@ gpt2_brief=$(sed -n 's/^impl=\([^ ]*\) .* dtype=\([^ ]*\) .* tokens_per_s=\([^ ]
   "$OUT/gpt2_step.txt" | tr '\n' ';')
 log "gpt2 step: $gpt2_ok/4 runs ok: $gpt2_brief"
 
+# ---- issue 5 (GEMM v8, wgmma): did v8's own kernel run and match on this GPU (own timeout: 60 s) -----------------
+# kernels_cuda_matmul_wgmma_test: whether v8 is offered here (sm_90 + a 90a build), which calls it takes, and the
+# GPT layer shapes against the double reference. ctest ran it too; this puts the answer in the summary line.
+wgmma_line="not run"
+if [ -x "$build/tests/kernels_cuda_matmul_wgmma_test" ]; then
+  if t=$(capped 60); then
+    if timeout "$t" "$build/tests/kernels_cuda_matmul_wgmma_test" > "$OUT/wgmma.log" 2>&1; then wgmma_line=passed
+    else wgmma_line=FAILED; fi
+    grep -q "^\[  SKIPPED \]" "$OUT/wgmma.log" && wgmma_line="$wgmma_line with skips (see wgmma.log)"
+  else
+    wgmma_line="skipped (over budget)"
+  fi
+fi
+log "gemm v8 wgmma: $wgmma_line"
+
 # ---- summary ------------------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - start))
 summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; pipeline benches $pipeline_bench_line; benchmarks $bench_status; ${elapsed}s"
 summary="$summary; gpt2 step $gpt2_ok/4 runs ($gpt2_brief)"
+summary="$summary; gemm v8 wgmma $wgmma_line"
 summary="$summary; memory-bound ($memory_bound)"
 echo "$summary" | tee "$OUT/summary.txt"
 [ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$bench_status" = ok ]
