@@ -19,17 +19,20 @@
 // Backward v2 (Sorted, the default): deterministic, and the CPU backend's sums exactly (bit for bit):
 //  1. bucket_count_kernel: counts[id] += 1 per position (integer atomics: the counts do not depend on order).
 //  2. bucket_starts_kernel (one block of 1024): starts = exclusive prefix sum of counts, starts[V] = N.
-//  3. bucket_place_kernel (one block of 128): positions in chunks of 128, in order; a position's slot is
-//     starts[id] + (positions of its id in earlier chunks: seen[id]) + (earlier in its chunk: a scan of the
-//     chunk's ids in shared memory). So order[] lists each id's positions in increasing position order.
-//  4. bucket_sum_kernel: one warp per (id, 32 columns), lane = column: sums grad_out rows order[starts[id]],
+//  3. bucket_scatter_kernel: each position takes a slot of its bucket with an integer atomic on cursor[id]
+//     (the set of positions in each bucket is fixed; their order in it is not).
+//  4. bucket_rank_kernel: the position n of bucket b goes to order[starts[b] + r], r = the number of the
+//     bucket's positions smaller than n (a scan of the bucket). So order[] lists each id's positions in
+//     increasing position order, whatever order step 3 wrote them in.
+//  5. bucket_sum_kernel: one warp per (id, 32 columns), lane = column: sums grad_out rows order[starts[id]],
 //     ... in that order, in double, and adds the sum to grad_weight once (rounded once; the CPU backend does
 //     the same adds in the same order, so the results are identical).
-// Cost: step 3 is one block doing N x 128 comparisons (~25 us at N = 8192 on one SM; it grows with N);
-// step 4 reads grad_out once (coalesced rows) and writes each touched row once: 2 x N x C x es bytes, plus
-// V x C/32 warps that find an empty bucket and stop. Integer scratch: 3 V + 1 + N int32. A very frequent id
-// is the slow case: its C/32 warps each walk all of its k rows in order (k dependent adds, loads unrolled 8
-// deep); one id at all 8192 positions of a GPT-2 batch would take a few hundred us (estimate).
+// Cost: step 4 does sum over ids of k^2 comparisons for an id with k positions (cached reads of a bucket that
+// fits in L1; one id at all 8192 positions: 67M, 8192 serial steps per thread, ~20 us); step 5 reads grad_out
+// once (coalesced rows) and writes each touched row once: 2 x N x C x es bytes, plus V x C/32 warps that find
+// an empty bucket and stop. Integer scratch: 3 V + 1 + 2 N int32. A very frequent id is the slow case: its
+// C/32 warps each walk all of its k rows in order (k dependent adds, loads unrolled 8 deep); one id at all
+// 8192 positions of a GPT-2 batch would take a few hundred us (estimate).
 //
 // Napkin math (H200, ~4.3 TB/s): forward reads N*C weights (rows are contiguous: coalesced) and writes N*C:
 // GPT-2 tokens N = 8192, C = 768, float32 -> 50 MB -> ~12 us. Backward reads N*C and does N*C atomics; with
@@ -98,7 +101,6 @@ __global__ void float_to_bfloat16_kernel(const float* __restrict__ in, bfloat16*
 // ---- backward v2: deterministic buckets ------------------------------------------------------------------
 
 constexpr int kScanThreads = 1024;
-constexpr int kPlaceThreads = 128;
 
 /// counts[ids[n]] += 1 for every position n (ids valid).
 template <typename I>
@@ -139,33 +141,30 @@ __global__ void __launch_bounds__(kScanThreads)
   }
 }
 
-/// order[starts[id] + k] = the k-th position (in increasing order) whose id is `id`. One block; seen[V] is
-/// zero on entry. Chunks of blockDim positions, in order: a position's rank inside its chunk is the number
-/// of earlier positions of the chunk with its id; the last of them then advances seen[id] for later chunks.
+/// unsorted[starts[id] + cursor[id]++] = n for every position n (cursor zero on entry): each bucket gets its
+/// positions, in the order the atomics happen to run.
 template <typename I>
-__global__ void __launch_bounds__(kPlaceThreads)
-    bucket_place_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts, int* seen,
-                        int* __restrict__ order) {
-  __shared__ int64_t chunk_ids[kPlaceThreads];
-  const int t = static_cast<int>(threadIdx.x);
-  for (int64_t base = 0; base < N; base += blockDim.x) {
-    const int64_t n = base + t;
-    const int64_t id = n < N ? static_cast<int64_t>(ids[n]) : -1;
-    chunk_ids[t] = id;
-    __syncthreads();
-    const int width = static_cast<int>(N - base < blockDim.x ? N - base : blockDim.x);
-    int before = 0, total = 0;
-    if (n < N) {
-      for (int j = 0; j < width; ++j) {
-        const int same = chunk_ids[j] == id ? 1 : 0;
-        before += j < t ? same : 0;
-        total += same;
-      }
-      order[starts[id] + seen[id] + before] = static_cast<int>(n);
-    }
-    __syncthreads();  // every thread has read seen[] for this chunk
-    if (n < N && before == total - 1) seen[id] += total;
-    __syncthreads();  // seen[] updated; chunk_ids free for the next chunk
+__global__ void bucket_scatter_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts,
+                                      int* __restrict__ cursor, int* __restrict__ unsorted) {
+  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
+       n += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t id = static_cast<int64_t>(ids[n]);
+    unsorted[starts[id] + atomicAdd(cursor + id, 1)] = static_cast<int>(n);
+  }
+}
+
+/// order[starts[b] + r] = n for every position n of bucket b = ids[n], r = the number of positions of the
+/// bucket smaller than n: each bucket sorted by position, a pure function of the ids (deterministic).
+template <typename I>
+__global__ void bucket_rank_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts,
+                                   const int* __restrict__ unsorted, int* __restrict__ order) {
+  for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
+       n += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t id = static_cast<int64_t>(ids[n]);
+    const int begin = starts[id], end = starts[id + 1];
+    int rank = 0;
+    for (int k = begin; k < end; ++k) rank += unsorted[k] < n ? 1 : 0;
+    order[begin + rank] = static_cast<int>(n);
   }
 }
 
@@ -275,22 +274,27 @@ void embedding_backward_sorted(const Tensor& grad_out, const Tensor& ids, const 
                       "embedding_backward: the sorted kernel indexes with int32; ",
                       "expected fewer than 2^31 - 1 positions and ids, found N ", N, ", V ", V);
   cudaStream_t stream = stream_for(grad_weight);
-  // int32 scratch: counts [V] and seen [V] (zeroed), starts [V + 1], order [N].
-  Tensor scratch = empty({3 * V + 1 + N}, TensorOptions(kInt32).device(grad_weight.device()));
+  // int32 scratch: counts [V] and cursor [V] (zeroed), starts [V + 1], unsorted [N], order [N].
+  Tensor scratch = empty({3 * V + 1 + 2 * N}, TensorOptions(kInt32).device(grad_weight.device()));
   int* counts = scratch.data<int32_t>();
-  int* seen = counts + V;
-  int* starts = seen + V;
-  int* order = starts + V + 1;
+  int* cursor = counts + V;
+  int* starts = cursor + V;
+  int* unsorted = starts + V + 1;
+  int* order = unsorted + N;
   BRIGADE_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int) * 2 * static_cast<size_t>(V), stream));
   BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding_backward", [&] {
     using I = scalar_t;
-    bucket_count_kernel<I>
-        <<<grid_for(N, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, counts);
+    const unsigned blocks = grid_for(N, kElementwiseThreads);
+    bucket_count_kernel<I><<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, counts);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_count_kernel");
     bucket_starts_kernel<<<1, kScanThreads, 0, stream>>>(counts, V, starts);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_starts_kernel");
-    bucket_place_kernel<I><<<1, kPlaceThreads, 0, stream>>>(ids.data<I>(), N, starts, seen, order);
-    BRIGADE_CUDA_CHECK_LAUNCH("bucket_place_kernel");
+    bucket_scatter_kernel<I>
+        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, starts, cursor, unsorted);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_scatter_kernel");
+    bucket_rank_kernel<I>
+        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, starts, unsorted, order);
+    BRIGADE_CUDA_CHECK_LAUNCH("bucket_rank_kernel");
   });
   const int64_t warp_tasks = V * ((C + kWarpSize - 1) / kWarpSize);
   BRIGADE_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&] {
