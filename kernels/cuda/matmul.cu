@@ -291,7 +291,10 @@ int device_of_pointer(const void* ptr) {
 }
 
 void gemm_native(const GemmArgs& args, GemmKernel kernel) {
-  BRIGADE_CHECK_DTYPE(gemm_kernel_supports(kernel, args.dtype), "matmul: the CUDA kernel '",
+  // Wgmma's support also depends on the device: a bf16 call on another device is a DeviceError below.
+  const bool implements =
+      kernel == GemmKernel::Wgmma ? args.dtype == DType::BFloat16 : gemm_kernel_supports(kernel, args.dtype);
+  BRIGADE_CHECK_DTYPE(implements, "matmul: the CUDA kernel '",
                       gemm_kernel_name(kernel), "' does not implement ", dtype_name(args.dtype),
                       " (see gemm_kernel_supports in kernels/cuda/matmul.h)");
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;

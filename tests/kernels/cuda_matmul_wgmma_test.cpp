@@ -56,6 +56,30 @@ TEST(CudaGemmWgmma, OfferedOnlyOnSm90InBf16) {
       << "the default flips only after a GPU has measured v8";
 }
 
+// Runs without a GPU: a dtype v8 never implements is a DTypeError before any CUDA call (m = n = 0).
+TEST(CudaGemmWgmma, Float32IsATypedError) {
+  kernels::GemmArgs args;
+  args.dtype = kFloat32;
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wgmma), DTypeError);
+}
+
+// On a GPU that cannot run v8 (not compute capability 9.0, or no sm_90a code): a DeviceError naming why.
+TEST(CudaGemmWgmma, OtherDevicesGetADeviceError) {
+  BRIGADE_REQUIRE_CUDA();
+  if (kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16)) {
+    GTEST_SKIP() << "this device runs v8 (LayerShapesMatchReference checks it)";
+  }
+  const TensorOptions options = TensorOptions().dtype(kBFloat16).device(Device::cuda());
+  Tensor a = zeros({1, 8, 8}, options), b = zeros({1, 8, 8}, options), c = zeros({1, 8, 8}, options);
+  kernels::GemmArgs args;
+  args.a = a.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr();
+  args.dtype = kBFloat16;
+  args.m = args.n = args.k = 8;
+  args.lda = args.ldb = args.ldc = 8;
+  args.trans_b = true;
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wgmma), DeviceError);
+}
+
 // Runs without a GPU (host code): v8's kernel takes A untransposed, B transposed, 16-byte aligned rows.
 TEST(CudaGemmWgmma, HandlesOnlyKMajorAlignedOperands) {
   alignas(16) static uint16_t buffer[64];
