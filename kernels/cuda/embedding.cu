@@ -102,12 +102,16 @@ __global__ void float_to_bfloat16_kernel(const float* __restrict__ in, bfloat16*
 
 constexpr int kScanThreads = 1024;
 
-/// counts[ids[n]] += 1 for every position n (ids valid).
+/// counts[ids[n]] += 1 for every position n. Ids outside [0, V) are skipped here and in the two kernels
+/// below (the precondition says there are none; as in v1, a violation must not write out of bounds).
 template <typename I>
-__global__ void bucket_count_kernel(const I* __restrict__ ids, int64_t N, int* __restrict__ counts) {
+__global__ void bucket_count_kernel(const I* __restrict__ ids, int64_t N, int64_t V,
+                                    int* __restrict__ counts) {
   for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
-    atomicAdd(counts + static_cast<int64_t>(ids[n]), 1);
+    const int64_t id = static_cast<int64_t>(ids[n]);
+    if (id < 0 || id >= V) continue;
+    atomicAdd(counts + id, 1);
   }
 }
 
@@ -144,11 +148,13 @@ __global__ void __launch_bounds__(kScanThreads)
 /// unsorted[starts[id] + cursor[id]++] = n for every position n (cursor zero on entry): each bucket gets its
 /// positions, in the order the atomics happen to run.
 template <typename I>
-__global__ void bucket_scatter_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts,
-                                      int* __restrict__ cursor, int* __restrict__ unsorted) {
+__global__ void bucket_scatter_kernel(const I* __restrict__ ids, int64_t N, int64_t V,
+                                      const int* __restrict__ starts, int* __restrict__ cursor,
+                                      int* __restrict__ unsorted) {
   for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = static_cast<int64_t>(ids[n]);
+    if (id < 0 || id >= V) continue;
     unsorted[starts[id] + atomicAdd(cursor + id, 1)] = static_cast<int>(n);
   }
 }
@@ -156,11 +162,13 @@ __global__ void bucket_scatter_kernel(const I* __restrict__ ids, int64_t N, cons
 /// order[starts[b] + r] = n for every position n of bucket b = ids[n], r = the number of positions of the
 /// bucket smaller than n: each bucket sorted by position, a pure function of the ids (deterministic).
 template <typename I>
-__global__ void bucket_rank_kernel(const I* __restrict__ ids, int64_t N, const int* __restrict__ starts,
-                                   const int* __restrict__ unsorted, int* __restrict__ order) {
+__global__ void bucket_rank_kernel(const I* __restrict__ ids, int64_t N, int64_t V,
+                                   const int* __restrict__ starts, const int* __restrict__ unsorted,
+                                   int* __restrict__ order) {
   for (int64_t n = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x) {
     const int64_t id = static_cast<int64_t>(ids[n]);
+    if (id < 0 || id >= V) continue;
     const int begin = starts[id], end = starts[id + 1];
     int rank = 0;
     for (int k = begin; k < end; ++k) rank += unsorted[k] < n ? 1 : 0;
@@ -285,15 +293,15 @@ void embedding_backward_sorted(const Tensor& grad_out, const Tensor& ids, const 
   BRIGADE_DISPATCH_INDEX(ids.dtype(), "embedding_backward", [&] {
     using I = scalar_t;
     const unsigned blocks = grid_for(N, kElementwiseThreads);
-    bucket_count_kernel<I><<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, counts);
+    bucket_count_kernel<I><<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, V, counts);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_count_kernel");
     bucket_starts_kernel<<<1, kScanThreads, 0, stream>>>(counts, V, starts);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_starts_kernel");
     bucket_scatter_kernel<I>
-        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, starts, cursor, unsorted);
+        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, V, starts, cursor, unsorted);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_scatter_kernel");
     bucket_rank_kernel<I>
-        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, starts, unsorted, order);
+        <<<blocks, kElementwiseThreads, 0, stream>>>(ids.data<I>(), N, V, starts, unsorted, order);
     BRIGADE_CUDA_CHECK_LAUNCH("bucket_rank_kernel");
   });
   const int64_t warp_tasks = V * ((C + kWarpSize - 1) / kWarpSize);
