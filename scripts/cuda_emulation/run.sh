@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
-# version v1-v8, the reference paths of the mma.sync/ldmatrix helpers, causal attention v1 and flash v2
-# forward and backward, the row kernels v1 and v2) on the CPU and compares them with the CPU backend or a
+# version v1-v8, the reference paths of the mma.sync/ldmatrix helpers, causal attention v1, flash v2 and
+# flash on tensor cores v3/v4 forward and backward, the row kernels v1 and v2) on the CPU and compares them with the CPU backend or a
 # double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds, tails,
 # alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
 #
@@ -49,7 +49,7 @@ done
 emulate mma_ptx mma_ptx_probe mma_ptx_emu.cpp  # the reference paths of kernels/cuda/mma_ptx.cuh
 emulate rows rows_warp rows_emu.cpp
 emulate flash attention_flash flash_emu.cpp
-emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3 (WMMA), bf16, against the CPU backend
+emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3/v4 (WMMA; v4 + cp.async), bf16
 emulate attention_v1 attention attention_v1_emu.cpp
 python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
 emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""
