@@ -53,7 +53,7 @@ namespace {
 
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kBM = 128, kBN = 128, kBK = 64;
-constexpr int kStages = 4, kLookahead = 2;  // see the top: kLookahead <= kStages - 2 with wgmma_wait<1>
+constexpr int kStages = 4, kLookahead = 2;      // see the top: kLookahead <= kStages - 2 with wgmma_wait<1>
 constexpr uint32_t kTileBytes = kBM * kBK * 2;  // one operand, one stage (kBN == kBM)
 constexpr uint32_t kStageBytes = 2 * kTileBytes;
 constexpr size_t kSharedBytes = kStages * kStageBytes + wgmma::kSwizzleAtomBytes;  // + alignment slack
@@ -77,7 +77,7 @@ __device__ __forceinline__ void load_tile(const uint16_t* x, int64_t ld, int64_t
     // A zero-byte copy still names a valid, aligned global address: the matrix's first element.
     const uint16_t* src = bytes > 0 ? x + gr * ld + gk : x;
     ptx::cp_async_16(tile + wgmma::swizzle_128b(static_cast<uint32_t>(r) * wgmma::kSwizzleRowBytes + c * 16),
-                       src, bytes);
+                     src, bytes);
   }
 }
 #endif
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kThreads) gemm_wgmma_kernel(GemmArgs args, int
   extern __shared__ unsigned char shared_raw[];
   // The swizzle is a function of address bits, so every tile starts on a 1024-byte boundary.
   const uint32_t raw_address = wgmma::shared_address(shared_raw);
-  unsigned char* shared =
-      shared_raw + (wgmma::kSwizzleAtomBytes - raw_address % wgmma::kSwizzleAtomBytes) % wgmma::kSwizzleAtomBytes;
+  constexpr uint32_t kAtom = wgmma::kSwizzleAtomBytes;
+  unsigned char* shared = shared_raw + (kAtom - raw_address % kAtom) % kAtom;
   const uint32_t shared_base = wgmma::shared_address(shared);
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) gemm_wgmma_kernel(GemmArgs args, int
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBM;
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const int64_t b = batch_offset + blockIdx.z;
-  const auto* a = static_cast<const uint16_t*>(args.a) + b * args.stride_a;  // [M, K]
+  const auto* a = static_cast<const uint16_t*>(args.a) + b * args.stride_a;   // [M, K]
   const auto* bm = static_cast<const uint16_t*>(args.b) + b * args.stride_b;  // [N, K]
   bfloat16* c = static_cast<bfloat16*>(args.c) + b * args.stride_c;
   const int64_t steps = (args.k + kBK - 1) / kBK;
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) gemm_wgmma_kernel(GemmArgs args, int
   for (int s = 0; s < kLookahead; ++s) load_step(s);
   for (int64_t step = 0; step < steps; ++step) {
     ptx::cp_async_wait<kLookahead - 1>();  // this thread's copies of `step` have landed
-    wgmma::fence_proxy_async();              // ... and are visible to the wgmma (async) proxy
+    wgmma::fence_proxy_async();            // ... and are visible to the wgmma (async) proxy
     __syncthreads();  // everyone's copies of `step`; every warpgroup's wgmmas of step - 2 are done
     load_step(step + kLookahead);  // into the stage of step - 2
 

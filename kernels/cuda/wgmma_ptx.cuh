@@ -49,12 +49,18 @@ __host__ __device__ __forceinline__ uint32_t swizzle_128b(uint32_t offset) {
 
 #if defined(BRIGADE_WGMMA_DEVICE_CODE)
 
+#if defined(BRIGADE_CUDA_EMULATION)
+/// Where the emulation pretends dynamic shared memory starts in the shared window: deliberately not
+/// 1024-aligned (as when static shared memory precedes it), so the kernel's alignment step is exercised.
+constexpr uint32_t kEmulatedSharedBase = 144;
+#endif
+
 /// The shared-window address of `p` (which points into dynamic shared memory). In the emulation: the
-/// offset from the start of the emulated dynamic shared memory, so alignment is judged the same way.
+/// offset from the start of the emulated dynamic shared memory plus kEmulatedSharedBase.
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
 #if defined(BRIGADE_CUDA_EMULATION)
-  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) -
-                               static_cast<const unsigned char*>(::emu::dynamic_shared()));
+  const auto* base = static_cast<const unsigned char*>(::emu::dynamic_shared());
+  return kEmulatedSharedBase + static_cast<uint32_t>(static_cast<const unsigned char*>(p) - base);
 #else
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 #endif
@@ -128,7 +134,10 @@ inline float emulated_desc_element(uint64_t desc, int row, int k) {
   const uint32_t logical = start + static_cast<uint32_t>(row / 8) * sbo +
                            static_cast<uint32_t>(row % 8) * kSwizzleRowBytes + static_cast<uint32_t>(k) * 2;
   uint16_t bits = 0;
-  std::memcpy(&bits, static_cast<const unsigned char*>(::emu::dynamic_shared()) + swizzle_128b(logical), 2);
+  std::memcpy(&bits,
+              static_cast<const unsigned char*>(::emu::dynamic_shared()) + swizzle_128b(logical) -
+                  kEmulatedSharedBase,
+              2);
   const uint32_t wide = static_cast<uint32_t>(bits) << 16;
   float value = 0;
   std::memcpy(&value, &wide, 4);
@@ -164,12 +173,13 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
       " %64, %65, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(1)
       : "memory");
 #endif
