@@ -149,9 +149,13 @@ __global__ void __launch_bounds__(kThreads) gemm_wgmma_kernel(GemmArgs args, int
     if (gi < args.m && gj < args.n) c[gi * args.ldc + gj] = bfloat16(acc[i]);
   }
 #else
-  // Built for a device without wgmma: wgmma_available() is false there, so this is never launched.
+  // Built for a device without wgmma: wgmma_available() is false there, so this is never launched. Should a
+  // build list both 90 and 90a and the driver pick this body anyway, trap rather than leave C unwritten.
   (void)args;
   (void)batch_offset;
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
 #endif
 }
 
