@@ -163,8 +163,8 @@ TEST(CudaGemmWgmma, LayerShapesMatchReference) {
     args.stride_a = m * ld, args.stride_b = n * ld, args.stride_c = m * n;
     EXPECT_TRUE(kernels::cuda::gemm_detail::wgmma_handles(args)) << "padded rows are 16-byte aligned";
     kernels::cuda::gemm_native(args, GemmKernel::Wgmma);
-    EXPECT_TRUE(testing::matmul_matches_reference(c, a_padded.narrow(2, 0, k), b_padded.narrow(2, 0, k), false,
-                                                  true, testing::matmul_tolerance(kBFloat16)))
+    EXPECT_TRUE(testing::matmul_matches_reference(c, a_padded.narrow(2, 0, k), b_padded.narrow(2, 0, k),
+                                                  false, true, testing::matmul_tolerance(kBFloat16)))
         << "wgmma K 70 in rows of 72";
   }
 }
