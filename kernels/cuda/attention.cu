@@ -27,6 +27,7 @@
 // forward -> ~3 ms at best; backward recomputes the scores twice and does 3 more products: ~4x that.
 // The flash version (tiles of queries sharing each loaded key tile in shared memory) is the fix.
 #include "kernels/backend.h"
+#include "kernels/cuda/attention_heads.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace brigade::kernels::cuda {
@@ -43,23 +44,10 @@ struct MaxOp {
   }
 };
 
-/// Element (b, h, t, 0) of a [B, H, T, D] tensor with stride 1 on D.
-struct HeadsArg {
-  int64_t sb, sh, st;
-};
-
-HeadsArg heads_of(const Tensor& t) {
-  return HeadsArg{t.stride(0), t.stride(1), t.stride(2)};
-}
-
-__device__ inline int64_t row_offset(const HeadsArg& a, int64_t bh, int64_t H, int64_t t) {
-  return (bh / H) * a.sb + (bh % H) * a.sh + t * a.st;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(const T* __restrict__ q, HeadsArg qa, const T* __restrict__ k, HeadsArg ka,
-                             const T* __restrict__ v, HeadsArg va, T* __restrict__ out, HeadsArg oa,
+    attention_forward_kernel(const T* __restrict__ q, Heads qa, const T* __restrict__ k, Heads ka,
+                             const T* __restrict__ v, Heads va, T* __restrict__ out, Heads oa,
                              acc_t<T>* __restrict__ lse, int64_t BH, int64_t H, int64_t Tn, int64_t D,
                              acc_t<T> scale) {
   using A = acc_t<T>;
@@ -68,13 +56,13 @@ __global__ void __launch_bounds__(kThreads)
   A* qi = s + Tn;                             // [D]
   for (int64_t row = blockIdx.x; row < BH * Tn; row += gridDim.x) {
     const int64_t bh = row / Tn, i = row % Tn, n = i + 1;
-    const T* qrow = q + row_offset(qa, bh, H, i);
+    const T* qrow = q + row_at(qa, bh, H, i);
     __syncthreads();  // the previous row's readers of s and qi are done
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) qi[d] = static_cast<A>(qrow[d]);
     __syncthreads();
     A local_max = -math::infinity<A>();
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T* krow = k + row_offset(ka, bh, H, j);
+      const T* krow = k + row_at(ka, bh, H, j);
       A dot = A(0);
       for (int64_t d = 0; d < D; ++d) dot += qi[d] * static_cast<A>(krow[d]);
       s[j] = dot * scale;
@@ -88,10 +76,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     const A l = block_sum(local_sum);  // synchronises: every s[j] is written
     const A inv = A(1) / l;
-    T* orow = out + row_offset(oa, bh, H, i);
+    T* orow = out + row_at(oa, bh, H, i);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A acc = A(0);
-      for (int64_t j = 0; j < n; ++j) acc += s[j] * static_cast<A>(v[row_offset(va, bh, H, j) + d]);
+      for (int64_t j = 0; j < n; ++j) acc += s[j] * static_cast<A>(v[row_at(va, bh, H, j) + d]);
       orow[d] = static_cast<T>(acc * inv);
     }
     if (threadIdx.x == 0) lse[row] = m + math::log(l);
@@ -100,21 +88,20 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_query_kernel(const T* __restrict__ dout, HeadsArg ga, const T* __restrict__ q,
-                                    HeadsArg qa, const T* __restrict__ k, HeadsArg ka,
-                                    const T* __restrict__ v, HeadsArg va, const T* __restrict__ out,
-                                    HeadsArg oa, const acc_t<T>* __restrict__ lse, T* __restrict__ dq,
-                                    HeadsArg dqa, acc_t<T>* __restrict__ delta, int64_t BH, int64_t H,
-                                    int64_t Tn, int64_t D, acc_t<T> scale) {
+    attention_backward_query_kernel(const T* __restrict__ dout, Heads ga, const T* __restrict__ q, Heads qa,
+                                    const T* __restrict__ k, Heads ka, const T* __restrict__ v, Heads va,
+                                    const T* __restrict__ out, Heads oa, const acc_t<T>* __restrict__ lse,
+                                    T* __restrict__ dq, Heads dqa, acc_t<T>* __restrict__ delta, int64_t BH,
+                                    int64_t H, int64_t Tn, int64_t D, acc_t<T> scale) {
   using A = acc_t<T>;
   extern __shared__ unsigned char shared_bytes[];
   A* ds = reinterpret_cast<A*>(shared_bytes);  // [Tn]
   A* gi = ds + Tn;                             // [D] dout_i
   for (int64_t row = blockIdx.x; row < BH * Tn; row += gridDim.x) {
     const int64_t bh = row / Tn, i = row % Tn, n = i + 1;
-    const T* grow = dout + row_offset(ga, bh, H, i);
-    const T* orow = out + row_offset(oa, bh, H, i);
-    const T* qrow = q + row_offset(qa, bh, H, i);
+    const T* grow = dout + row_at(ga, bh, H, i);
+    const T* orow = out + row_at(oa, bh, H, i);
+    const T* qrow = q + row_at(qa, bh, H, i);
     __syncthreads();
     A partial = A(0);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
@@ -124,8 +111,8 @@ __global__ void __launch_bounds__(kThreads)
     const A delta_i = block_sum(partial);  // synchronises: gi is complete
     const A lse_i = lse[row];
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T* krow = k + row_offset(ka, bh, H, j);
-      const T* vrow = v + row_offset(va, bh, H, j);
+      const T* krow = k + row_at(ka, bh, H, j);
+      const T* vrow = v + row_at(va, bh, H, j);
       A score = A(0), dp = A(0);
       for (int64_t d = 0; d < D; ++d) {
         score += static_cast<A>(qrow[d]) * static_cast<A>(krow[d]);
@@ -135,10 +122,10 @@ __global__ void __launch_bounds__(kThreads)
       ds[j] = p * (dp - delta_i);
     }
     __syncthreads();
-    T* dqrow = dq + row_offset(dqa, bh, H, i);
+    T* dqrow = dq + row_at(dqa, bh, H, i);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A acc = A(0);
-      for (int64_t j = 0; j < n; ++j) acc += ds[j] * static_cast<A>(k[row_offset(ka, bh, H, j) + d]);
+      for (int64_t j = 0; j < n; ++j) acc += ds[j] * static_cast<A>(k[row_at(ka, bh, H, j) + d]);
       dqrow[d] = static_cast<T>(acc * scale);
     }
     if (threadIdx.x == 0) delta[row] = delta_i;
@@ -147,12 +134,11 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_key_kernel(const T* __restrict__ dout, HeadsArg ga, const T* __restrict__ q,
-                                  HeadsArg qa, const T* __restrict__ k, HeadsArg ka, const T* __restrict__ v,
-                                  HeadsArg va, const acc_t<T>* __restrict__ lse,
-                                  const acc_t<T>* __restrict__ delta, T* __restrict__ dk, HeadsArg dka,
-                                  T* __restrict__ dv, HeadsArg dva, int64_t BH, int64_t H, int64_t Tn,
-                                  int64_t D, acc_t<T> scale) {
+    attention_backward_key_kernel(const T* __restrict__ dout, Heads ga, const T* __restrict__ q, Heads qa,
+                                  const T* __restrict__ k, Heads ka, const T* __restrict__ v, Heads va,
+                                  const acc_t<T>* __restrict__ lse, const acc_t<T>* __restrict__ delta,
+                                  T* __restrict__ dk, Heads dka, T* __restrict__ dv, Heads dva, int64_t BH,
+                                  int64_t H, int64_t Tn, int64_t D, acc_t<T> scale) {
   using A = acc_t<T>;
   extern __shared__ unsigned char shared_bytes[];
   A* p = reinterpret_cast<A*>(shared_bytes);  // [Tn]: p_ij at index i (i >= j)
@@ -161,8 +147,8 @@ __global__ void __launch_bounds__(kThreads)
   A* vj = kj + D;                             // [D]
   for (int64_t row = blockIdx.x; row < BH * Tn; row += gridDim.x) {
     const int64_t bh = row / Tn, j = row % Tn;
-    const T* krow = k + row_offset(ka, bh, H, j);
-    const T* vrow = v + row_offset(va, bh, H, j);
+    const T* krow = k + row_at(ka, bh, H, j);
+    const T* vrow = v + row_at(va, bh, H, j);
     __syncthreads();
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       kj[d] = static_cast<A>(krow[d]);
@@ -171,8 +157,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int64_t first = bh * Tn;  // lse and delta of (b, h) start here
     for (int64_t i = j + threadIdx.x; i < Tn; i += blockDim.x) {
-      const T* qrow = q + row_offset(qa, bh, H, i);
-      const T* grow = dout + row_offset(ga, bh, H, i);
+      const T* qrow = q + row_at(qa, bh, H, i);
+      const T* grow = dout + row_at(ga, bh, H, i);
       A score = A(0), dp = A(0);
       for (int64_t d = 0; d < D; ++d) {
         score += static_cast<A>(qrow[d]) * kj[d];
@@ -183,13 +169,13 @@ __global__ void __launch_bounds__(kThreads)
       ds[i] = pij * (dp - delta[first + i]);
     }
     __syncthreads();
-    T* dkrow = dk + row_offset(dka, bh, H, j);
-    T* dvrow = dv + row_offset(dva, bh, H, j);
+    T* dkrow = dk + row_at(dka, bh, H, j);
+    T* dvrow = dv + row_at(dva, bh, H, j);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A acc_k = A(0), acc_v = A(0);
       for (int64_t i = j; i < Tn; ++i) {
-        acc_k += ds[i] * static_cast<A>(q[row_offset(qa, bh, H, i) + d]);
-        acc_v += p[i] * static_cast<A>(dout[row_offset(ga, bh, H, i) + d]);
+        acc_k += ds[i] * static_cast<A>(q[row_at(qa, bh, H, i) + d]);
+        acc_v += p[i] * static_cast<A>(dout[row_at(ga, bh, H, i) + d]);
       }
       dkrow[d] = static_cast<T>(acc_k * scale);
       dvrow[d] = static_cast<T>(acc_v);
@@ -225,8 +211,8 @@ void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                            reinterpret_cast<const void*>(&attention_forward_kernel<scalar_t>),
                                            Tn + D, sizeof(A), Tn, D);
     attention_forward_kernel<scalar_t><<<row_blocks(BH * Tn), kThreads, shared, stream>>>(
-        q.data<scalar_t>(), heads_of(q), k.data<scalar_t>(), heads_of(k), v.data<scalar_t>(), heads_of(v),
-        out.data<scalar_t>(), heads_of(out), lse.data<A>(), BH, H, Tn, D, static_cast<A>(scale));
+        q.data<scalar_t>(), heads(q), k.data<scalar_t>(), heads(k), v.data<scalar_t>(), heads(v),
+        out.data<scalar_t>(), heads(out), lse.data<A>(), BH, H, Tn, D, static_cast<A>(scale));
     BRIGADE_CUDA_CHECK_LAUNCH("attention_forward_kernel");
   });
 }
@@ -246,14 +232,14 @@ void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor
         "causal_attention_backward", reinterpret_cast<const void*>(&attention_backward_key_kernel<scalar_t>),
         2 * Tn + 2 * D, sizeof(A), Tn, D);
     attention_backward_query_kernel<scalar_t><<<row_blocks(BH * Tn), kThreads, query_shared, stream>>>(
-        dout.data<scalar_t>(), heads_of(dout), q.data<scalar_t>(), heads_of(q), k.data<scalar_t>(),
-        heads_of(k), v.data<scalar_t>(), heads_of(v), out.data<scalar_t>(), heads_of(out), lse.data<A>(),
-        dq.data<scalar_t>(), heads_of(dq), delta.data<A>(), BH, H, Tn, D, static_cast<A>(scale));
+        dout.data<scalar_t>(), heads(dout), q.data<scalar_t>(), heads(q), k.data<scalar_t>(), heads(k),
+        v.data<scalar_t>(), heads(v), out.data<scalar_t>(), heads(out), lse.data<A>(), dq.data<scalar_t>(),
+        heads(dq), delta.data<A>(), BH, H, Tn, D, static_cast<A>(scale));
     BRIGADE_CUDA_CHECK_LAUNCH("attention_backward_query_kernel");
     attention_backward_key_kernel<scalar_t><<<row_blocks(BH * Tn), kThreads, key_shared, stream>>>(
-        dout.data<scalar_t>(), heads_of(dout), q.data<scalar_t>(), heads_of(q), k.data<scalar_t>(),
-        heads_of(k), v.data<scalar_t>(), heads_of(v), lse.data<A>(), delta.data<A>(), dk.data<scalar_t>(),
-        heads_of(dk), dv.data<scalar_t>(), heads_of(dv), BH, H, Tn, D, static_cast<A>(scale));
+        dout.data<scalar_t>(), heads(dout), q.data<scalar_t>(), heads(q), k.data<scalar_t>(), heads(k),
+        v.data<scalar_t>(), heads(v), lse.data<A>(), delta.data<A>(), dk.data<scalar_t>(), heads(dk),
+        dv.data<scalar_t>(), heads(dv), BH, H, Tn, D, static_cast<A>(scale));
     BRIGADE_CUDA_CHECK_LAUNCH("attention_backward_key_kernel");
   });
 }

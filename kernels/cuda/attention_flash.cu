@@ -54,6 +54,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/attention_flash_tc.h"
+#include "kernels/cuda/attention_heads.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "tensor/cuda/cuda_check.h"
 
@@ -61,19 +62,6 @@ namespace brigade::kernels::cuda {
 namespace {
 
 constexpr int kPad = 4;  // floats per shared row beyond the tile: rows stay 16-byte aligned
-
-/// Row (b, h, t) of a [B, H, T, D] tensor with stride 1 on D, as strides in elements.
-struct Heads {
-  int64_t sb, sh, st;
-};
-
-Heads heads(const Tensor& t) {
-  return Heads{t.stride(0), t.stride(1), t.stride(2)};
-}
-
-__device__ __forceinline__ int64_t row_at(const Heads& a, int64_t bh, int64_t H, int64_t t) {
-  return (bh / H) * a.sb + (bh % H) * a.sh + t * a.st;
-}
 
 template <typename T>
 __device__ __forceinline__ float to_float(T x) {

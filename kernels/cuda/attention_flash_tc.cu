@@ -72,6 +72,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_flash_tc.h"
+#include "kernels/cuda/attention_heads.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 #include "tensor/bfloat16.h"
@@ -104,18 +105,9 @@ using FragBRow = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat
 using FragBCol = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
 
-/// Row (b, h, t) of a [B, H, T, D] tensor with stride 1 on D, as strides in elements.
-struct Heads {
-  int64_t sb, sh, st;
-};
-
-Heads heads(const Tensor& t) {
-  return Heads{t.stride(0), t.stride(1), t.stride(2)};
-}
-
-__device__ __forceinline__ int64_t row_at(const Heads& a, int64_t bh, int64_t H, int64_t t) {
-  return (bh / H) * a.sb + (bh % H) * a.sh + t * a.st;
-}
+// Heads, heads and row_at: kernels/cuda/attention_heads.cuh. Named here too so that code using this
+// namespace (the emulator harness) sees Heads.
+using cuda::Heads;
 
 __device__ __forceinline__ const __nv_bfloat16* as_bf(const uint16_t* p) {
   return reinterpret_cast<const __nv_bfloat16*>(p);

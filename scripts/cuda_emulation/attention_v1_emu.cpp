@@ -47,7 +47,7 @@ int run(int64_t B, int64_t H, int64_t T, int64_t D, int64_t pad) {
   auto qv = layout(q, st), kv = layout(k, st), vv = layout(v, st), gv = layout(dout, st),
        ov = layout(ref.out, st);
   auto lsev = ref.lse.to_vector<float>();
-  const HeadsArg in{H * T * st, T * st, st}, outh{H * T * D, T * D, D};
+  const Heads in{H * T * st, T * st, st}, outh{H * T * D, T * D, D};
   std::vector<float> out(BH * T * D), lse(BH * T), delta(BH * T), dq(BH * T * D), dk(BH * T * D),
       dv(BH * T * D);
   const float s = static_cast<float>(scale);
