@@ -46,6 +46,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/gemm_staging.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_versions.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
@@ -69,51 +70,19 @@ constexpr int kSharedBytes = kStages * kStageElems * 2;
 static_assert(kBK * (kBM + kPad) <= kTileElems && kBN == kBM, "both stored layouts fit one tile slot");
 static_assert((kThreads / kWarpSize) * kWM * kWN == kBM * kBN, "the warps cover the block tile");
 
-/// A row-major stored matrix (the operand as it lies in memory): rows x cols, leading dim ld.
-struct Stored {
-  const uint16_t* x;  // bfloat16 bits of this batch entry's matrix
-  int64_t ld, rows, cols;
-  bool vec;  // rows_aligned(16 bytes)
-};
-
-/// Stages stored rows [r0, r0 + R) x cols [c0, c0 + C) into s (pitch C + kPad), zeros outside the matrix.
-template <int R, int C>
-__device__ __forceinline__ void stage_stored(const Stored& src, int64_t r0, int64_t c0, uint16_t* s) {
-  constexpr int kSlots = R * C / 8;
-  static_assert(kSlots % kThreads == 0, "whole 8-element slots per thread");
-#pragma unroll
-  for (int t = 0; t < kSlots / kThreads; ++t) {
-    const int f = threadIdx.x + t * kThreads;
-    const int r = f / (C / 8), c = (f % (C / 8)) * 8;
-    const int64_t gr = r0 + r, gc = c0 + c;
-    uint16_t* dst = s + r * (C + kPad) + c;
-    const bool row_in = gr < src.rows;
-    if (src.vec) {
-      const int64_t in_range = row_in ? src.cols - gc : 0;
-      const int bytes = in_range <= 0 ? 0 : (in_range >= 8 ? 16 : static_cast<int>(in_range) * 2);
-      // A zero-byte copy still names a valid, aligned global address: the matrix's first element.
-      ptx::cp_async_16(dst, bytes > 0 ? src.x + gr * src.ld + gc : src.x, bytes);
-    } else {
-      const uint16_t* at = src.x + gr * src.ld + gc;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) dst[q] = (row_in && gc + q < src.cols) ? at[q] : uint16_t{0};
-    }
-  }
-}
-
 /// One K step's tiles of op(A) and op(B) into `stage` (A at 0, B at kTileElems), in stored layout.
 template <bool kTransA, bool kTransB>
 __device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int64_t row0, int64_t col0,
                                            int64_t k0, uint16_t* stage) {
   if (kTransA) {
-    stage_stored<kBK, kBM>(a, k0, row0, stage);  // A stored [K, M]
+    stage_stored<kThreads, kPad, kBK, kBM>(a, k0, row0, stage);  // A stored [K, M]
   } else {
-    stage_stored<kBM, kBK>(a, row0, k0, stage);  // A stored [M, K]
+    stage_stored<kThreads, kPad, kBM, kBK>(a, row0, k0, stage);  // A stored [M, K]
   }
   if (kTransB) {
-    stage_stored<kBN, kBK>(b, col0, k0, stage + kTileElems);  // B stored [N, K]
+    stage_stored<kThreads, kPad, kBN, kBK>(b, col0, k0, stage + kTileElems);  // B stored [N, K]
   } else {
-    stage_stored<kBK, kBN>(b, k0, col0, stage + kTileElems);  // B stored [K, N]
+    stage_stored<kThreads, kPad, kBK, kBN>(b, k0, col0, stage + kTileElems);  // B stored [K, N]
   }
 }
 

@@ -31,8 +31,10 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/gemm_staging.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/mma_ptx.cuh"
 #include "kernels/cuda/wmma_epilogue.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
@@ -55,66 +57,19 @@ constexpr int kTileElems = kBM * (kBK + kPad);
 static_assert(kBK * (kBM + kPad) <= kTileElems && kBN == kBM, "both layouts fit one tile slot");
 static_assert(kThreads / kWarpSize * kFrag * kFrag * 4 <= 2 * 2 * kTileElems * 2, "epilogue scratch fits");
 
-/// Copies 16 bytes global -> shared asynchronously, of which the first `src_bytes` (0..16) are read from
-/// `src` and the rest are zero-filled. Both addresses 16-byte aligned.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-  const unsigned dst_shared = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst_shared), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-/// Waits until at most one committed group of this thread is still in flight.
-__device__ __forceinline__ void cp_async_wait_all_but_one() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
-/// A row-major stored matrix (the operand as it lies in memory): rows x cols, leading dim ld.
-struct Stored {
-  const uint16_t* x;  // bfloat16 bits of this batch entry's matrix
-  int64_t ld, rows, cols;
-  bool vec;  // rows_aligned(16 bytes)
-};
-
-/// Stages stored rows [r0, r0 + R) x cols [c0, c0 + C) into s (pitch C + kPad), zeros outside the matrix.
-template <int R, int C>
-__device__ __forceinline__ void stage_stored(const Stored& src, int64_t r0, int64_t c0, uint16_t* s) {
-  constexpr int kSlots = R * C / 8;
-  static_assert(kSlots % kThreads == 0, "whole 8-element slots per thread");
-#pragma unroll
-  for (int t = 0; t < kSlots / kThreads; ++t) {
-    const int f = threadIdx.x + t * kThreads;
-    const int r = f / (C / 8), c = (f % (C / 8)) * 8;
-    const int64_t gr = r0 + r, gc = c0 + c;
-    uint16_t* dst = s + r * (C + kPad) + c;
-    const bool row_in = gr < src.rows;
-    if (src.vec) {
-      const int64_t in_range = row_in ? src.cols - gc : 0;
-      const int bytes = in_range <= 0 ? 0 : (in_range >= 8 ? 16 : static_cast<int>(in_range) * 2);
-      // A zero-byte copy still names a valid, aligned global address: the matrix's first element.
-      cp_async_16(dst, bytes > 0 ? src.x + gr * src.ld + gc : src.x, bytes);
-    } else {
-      const uint16_t* at = src.x + gr * src.ld + gc;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) dst[q] = (row_in && gc + q < src.cols) ? at[q] : uint16_t{0};
-    }
-  }
-}
-
 /// One K step's tiles of op(A) and op(B) into `buffer` (A at 0, B at kTileElems).
 template <bool kTransA, bool kTransB>
 __device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int64_t row0, int64_t col0,
                                            int64_t k0, uint16_t* buffer) {
   if (kTransA) {
-    stage_stored<kBK, kBM>(a, k0, row0, buffer);  // A stored [K, M]
+    stage_stored<kThreads, kPad, kBK, kBM>(a, k0, row0, buffer);  // A stored [K, M]
   } else {
-    stage_stored<kBM, kBK>(a, row0, k0, buffer);  // A stored [M, K]
+    stage_stored<kThreads, kPad, kBM, kBK>(a, row0, k0, buffer);  // A stored [M, K]
   }
   if (kTransB) {
-    stage_stored<kBN, kBK>(b, col0, k0, buffer + kTileElems);  // B stored [N, K]
+    stage_stored<kThreads, kPad, kBN, kBK>(b, col0, k0, buffer + kTileElems);  // B stored [N, K]
   } else {
-    stage_stored<kBK, kBN>(b, k0, col0, buffer + kTileElems);  // B stored [K, N]
+    stage_stored<kThreads, kPad, kBK, kBN>(b, k0, col0, buffer + kTileElems);  // B stored [K, N]
   }
 }
 
@@ -145,16 +100,16 @@ __global__ void __launch_bounds__(kThreads)
 
   const int64_t steps = (args.k + kBK - 1) / kBK;
   stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, 0, buffers[0]);
-  cp_async_commit();
+  ptx::cp_async_commit();
   for (int64_t step = 0; step < steps; ++step) {
     // Prefetch step + 1 into the other buffer: every warp finished reading it at the barrier that ended
     // the previous iteration. Always commit (possibly an empty group) so that "all but one" means "step".
     if (step + 1 < steps) {
       stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, (step + 1) * kBK, buffers[(step + 1) & 1]);
     }
-    cp_async_commit();
-    cp_async_wait_all_but_one();
-    __syncthreads();  // step's copies (async and plain) from every thread are visible
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();  // all but the newest group
+    __syncthreads();          // step's copies (async and plain) from every thread are visible
 
     const auto* a_tile = reinterpret_cast<const __nv_bfloat16*>(buffers[step & 1]);
     const auto* b_tile = a_tile + kTileElems;
