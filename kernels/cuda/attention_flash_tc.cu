@@ -216,6 +216,45 @@ constexpr int buffers() {
   return kAsync ? 2 : 1;
 }
 
+/// Key and value tiles streamed past a block's queries (forward and dQ): the tile of key rows j0 .. j0 + 63
+/// into ks and vs, visible to every thread on return (ends with a barrier, after which what the kernel
+/// staged before the loop is visible too). kAsync: two buffers, this tile in buffer `buf`; tile 0 was
+/// committed before the loop (stage_first_key_value), and with `prefetch` (a next tile exists) the next one
+/// is staged into buffer buf ^ 1 and committed before waiting for this tile's group. Otherwise one buffer
+/// (buf 0), restaged once its previous readers are done.
+template <int D, bool kAsync>
+__device__ __forceinline__ void stage_key_value(const uint16_t* k, const Heads& ka, const uint16_t* v,
+                                                const Heads& va, int64_t bh, int64_t H, int64_t T_len,
+                                                bool vec, int64_t j0, int buf, bool prefetch, uint16_t* ks,
+                                                uint16_t* vs) {
+  constexpr int LD = ld_tile<D>();
+  if (kAsync) {
+    if (prefetch) {  // prefetch the next tile into the other buffer, then wait for this one
+      stage_tile<D, true>(k, ka, bh, H, T_len, j0 + kTile, vec, ks + (buf ^ 1) * kTile * LD);
+      stage_tile<D, true>(v, va, bh, H, T_len, j0 + kTile, vec, vs + (buf ^ 1) * kTile * LD);
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<1>();
+    } else {
+      ptx::cp_async_wait<0>();
+    }
+  } else {
+    __syncthreads();  // the previous tile's readers of ks and vs are done (and the queries' tiles are staged)
+    stage_tile<D, false>(k, ka, bh, H, T_len, j0, vec, ks);
+    stage_tile<D, false>(v, va, bh, H, T_len, j0, vec, vs);
+  }
+  __syncthreads();  // this tile has landed for every thread
+}
+
+/// kAsync: key and value tile 0 into buffer 0, committed as one group with whatever the kernel staged before.
+template <int D>
+__device__ __forceinline__ void stage_first_key_value(const uint16_t* k, const Heads& ka, const uint16_t* v,
+                                                      const Heads& va, int64_t bh, int64_t H, int64_t T_len,
+                                                      bool vec, uint16_t* ks, uint16_t* vs) {
+  stage_tile<D, true>(k, ka, bh, H, T_len, 0, vec, ks);
+  stage_tile<D, true>(v, va, bh, H, T_len, 0, vec, vs);
+  ptx::cp_async_commit();
+}
+
 template <int D, bool kAsync>
 constexpr size_t forward_shared_bytes() {
   return kWarps * kFrag * ld_scratch<D>() * 4 + (1 + 2 * buffers<kAsync>()) * kTile * ld_tile<D>() * 2 +
@@ -255,30 +294,14 @@ __global__ void __launch_bounds__(kThreads)
 
   const int64_t tiles = std::min(i0 + kTile - 1, T_len - 1) / kTile + 1;  // key tiles up to the diagonal
   if (kAsync) {  // the first group: Q (above) and key tile 0
-    stage_tile<D, true>(k, ka, bh, H, T_len, 0, vec, ks);
-    stage_tile<D, true>(v, va, bh, H, T_len, 0, vec, vs);
-    ptx::cp_async_commit();
+    stage_first_key_value<D>(k, ka, v, va, bh, H, T_len, vec, ks, vs);
   }
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kTile;
     const int buf = kAsync ? static_cast<int>(tile % 2) : 0;
     const uint16_t* kb = ks + buf * kTile * LD;
     const uint16_t* vb = vs + buf * kTile * LD;
-    if (kAsync) {
-      if (tile + 1 < tiles) {  // prefetch the next tile into the other buffer, then wait for this one
-        stage_tile<D, true>(k, ka, bh, H, T_len, j0 + kTile, vec, ks + (buf ^ 1) * kTile * LD);
-        stage_tile<D, true>(v, va, bh, H, T_len, j0 + kTile, vec, vs + (buf ^ 1) * kTile * LD);
-        ptx::cp_async_commit();
-        ptx::cp_async_wait<1>();
-      } else {
-        ptx::cp_async_wait<0>();
-      }
-    } else {
-      __syncthreads();  // the previous tile's readers of ks and vs are done (and qs is staged)
-      stage_tile<D, false>(k, ka, bh, H, T_len, j0, vec, ks);
-      stage_tile<D, false>(v, va, bh, H, T_len, j0, vec, vs);
-    }
-    __syncthreads();  // this tile has landed for every thread
+    stage_key_value<D, kAsync>(k, ka, v, va, bh, H, T_len, vec, j0, buf, tile + 1 < tiles, ks, vs);
 
     FragC s[kTile / kFrag];
     zero(s);
@@ -495,30 +518,14 @@ __global__ void __launch_bounds__(kThreads)
   zero(dq_acc);
   const int64_t tiles = std::min(i0 + kTile - 1, T_len - 1) / kTile + 1;  // key tiles up to the diagonal
   if (kAsync) {  // the first group: Q, dO (above) and key tile 0
-    stage_tile<D, true>(k, ka, bh, H, T_len, 0, vec, ks);
-    stage_tile<D, true>(v, va, bh, H, T_len, 0, vec, vs);
-    ptx::cp_async_commit();
+    stage_first_key_value<D>(k, ka, v, va, bh, H, T_len, vec, ks, vs);
   }
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int64_t j0 = tile * kTile;
     const int buf = kAsync ? static_cast<int>(tile % 2) : 0;
     const uint16_t* kb = ks + buf * kTile * LD;
     const uint16_t* vb = vs + buf * kTile * LD;
-    if (kAsync) {
-      if (tile + 1 < tiles) {  // prefetch the next tile into the other buffer, then wait for this one
-        stage_tile<D, true>(k, ka, bh, H, T_len, j0 + kTile, vec, ks + (buf ^ 1) * kTile * LD);
-        stage_tile<D, true>(v, va, bh, H, T_len, j0 + kTile, vec, vs + (buf ^ 1) * kTile * LD);
-        ptx::cp_async_commit();
-        ptx::cp_async_wait<1>();
-      } else {
-        ptx::cp_async_wait<0>();
-      }
-    } else {
-      __syncthreads();  // the previous tile's readers of ks and vs are done (and qs, gs are staged)
-      stage_tile<D, false>(k, ka, bh, H, T_len, j0, vec, ks);
-      stage_tile<D, false>(v, va, bh, H, T_len, j0, vec, vs);
-    }
-    __syncthreads();  // this tile has landed for every thread
+    stage_key_value<D, kAsync>(k, ka, v, va, bh, H, T_len, vec, j0, buf, tile + 1 < tiles, ks, vs);
 
     FragC s[kTile / kFrag], dp[kTile / kFrag];
     zero(s);
