@@ -3,7 +3,8 @@
 # backend: what CI can check of the CUDA code on a machine without a GPU (index math, tails, layouts,
 # reductions, the PTX helpers' register layouts; not speed, not cp.async ordering, not real-hardware races).
 # Builds only the two CPU libraries the harnesses link (the `cpu` preset, build-cpu/), then the emulation.
-# About 9 minutes on 2 cores: thread creation dominates (a std::thread per CUDA thread per block).
+# About 6 minutes on 2 cores (the CI dry run of 4ad9618, libraries included; 9 under other builds): thread
+# creation dominates (a std::thread per CUDA thread per block).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
