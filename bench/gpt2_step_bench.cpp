@@ -43,6 +43,7 @@
 #include "kernels/kernels.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "nn/statistics.h"
 #include "tensor/device.h"
 #include "tensor/memory.h"
 #include "tensor/stream.h"
@@ -129,12 +130,6 @@ Tensor random_ids(int64_t rows, int64_t cols, int64_t vocab, uint32_t seed, cons
   return brigade::from_vector(ids, {rows, cols}, device);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 static int run(int argc, char** argv) {
@@ -183,7 +178,7 @@ static int run(int argc, char** argv) {
     if (i >= o.warmup) ms.push_back(elapsed.count());
   }
 
-  const double step_ms = median(ms);
+  const double step_ms = brigade::nn::median(ms);
   const double params = static_cast<double>(model.num_parameters());
   const double tokens = static_cast<double>(o.batch * o.block);
   const double attention_flops_per_token = 12.0 * static_cast<double>(o.layers * o.embd * o.block);

@@ -40,6 +40,7 @@
 #include "kernels/kernels.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "nn/statistics.h"
 #include "tensor/grad_mode.h"
 #include "tensor/tensor.h"
 
@@ -350,12 +351,6 @@ double process_cpu_ms() {
   return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int run_step_median(const StepMedianArgs& a) {
   omp_set_num_threads(static_cast<int>(a.threads));
   brigade::nn::GPTConfig config;
@@ -389,8 +384,8 @@ int run_step_median(const StepMedianArgs& a) {
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   std::printf("brigade ms/step median %.3f min %.3f max %.3f steps %zu threads %d cpu_ms/step median %.3f\n",
-              median_of(ms), sorted.front(), sorted.back(), sorted.size(), omp_get_max_threads(),
-              median_of(cpu_ms));
+              brigade::nn::median(ms), sorted.front(), sorted.back(), sorted.size(), omp_get_max_threads(),
+              brigade::nn::median(cpu_ms));
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "autograd/autocast.h"
 #include "nn/data.h"
 #include "nn/optim.h"
+#include "nn/statistics.h"
 #include "tensor/grad_mode.h"
 #include "tensor/memory.h"
 
@@ -38,13 +39,6 @@ constexpr int64_t kScoreBatch = 250;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 Device checked_device(const std::string& name) {
@@ -507,10 +501,7 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRu
   if (!options.save.empty() && last_saved != result.steps) save(result.steps);
 
   result.final_loss = result.losses.empty() ? std::numeric_limits<double>::quiet_NaN() : result.losses.back();
-  // Steady state: the first steps pay for allocator warm-up and first-touch page faults.
-  const size_t skip = std::min<size_t>(3, step_ms.size() / 2);
-  result.ms_per_step =
-      median(std::vector<double>(step_ms.begin() + static_cast<std::ptrdiff_t>(skip), step_ms.end()));
+  result.ms_per_step = steady_state_median(step_ms);
   result.tokens_per_s =
       result.ms_per_step > 0.0 ? 1e3 * static_cast<double>(tokens_per_step) / result.ms_per_step : 0.0;
   result.peak_bytes = memory_stats(device).peak_bytes;
