@@ -9,9 +9,10 @@
 #include <string>
 
 #include "apps/commands.h"
-#include "pipeline/generators.h"
-#include "pipeline/render.h"
-#include "pipeline/simulator.h"
+#include "pipeline/plan/render_timeline.h"
+#include "pipeline/plan/simulator.h"
+#include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/render_schedule.h"
 #include "tensor/error.h"
 
 namespace brigade::apps {

@@ -2,9 +2,9 @@
 // for values that cannot work), then nn::train with a progress display, a summary and --metrics JSON.
 //
 // By default the step runs as a pipeline (--stages 2 --microbatches 4 --schedule 1f1b:
-// pipeline/train_runner.h is the engine); --stages 1 --microbatches 1 runs the plain loop. After the run the
-// partition table, the memory per stage (predicted beside measured) and the bubble (measured, simulated) are
-// printed.
+// pipeline/run/train_runner.h is the engine); --stages 1 --microbatches 1 runs the plain loop. After the run
+// the partition table, the memory per stage (predicted beside measured) and the bubble (measured, simulated)
+// are printed.
 //
 // --resume FILE continues a run: the model comes from the checkpoint, and every training flag not given on
 // this command line takes the checkpoint's recorded value (so `brigade train --resume run.safetensors`
@@ -22,7 +22,7 @@
 #include "nn/checkpoint.h"
 #include "nn/data.h"
 #include "nn/trainer.h"
-#include "pipeline/train_runner.h"
+#include "pipeline/run/train_runner.h"
 #include "tensor/device.h"
 
 namespace brigade::apps {

@@ -42,11 +42,11 @@
 #include <vector>
 
 #include "nn/gpt.h"
-#include "pipeline/executor.h"
-#include "pipeline/generators.h"
-#include "pipeline/partition.h"
-#include "pipeline/profile.h"
-#include "pipeline/simulator.h"
+#include "pipeline/plan/partition.h"
+#include "pipeline/plan/profile.h"
+#include "pipeline/plan/simulator.h"
+#include "pipeline/run/executor.h"
+#include "pipeline/schedule/generators.h"
 #include "tensor/tensor.h"
 
 namespace {

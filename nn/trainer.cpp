@@ -167,7 +167,7 @@ void TrainOptions::validate() const {
   }
   BRIGADE_CHECK_VALUE(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, found '", dtype,
                       "'");
-  // The pipeline's numbers (its names are checked by pipeline/train_runner.h, which knows them).
+  // The pipeline's numbers (its names are checked by pipeline/run/train_runner.h, which knows them).
   positive("--stages", stages);
   positive("--microbatches", microbatches);
   positive("--virtual", virtual_chunks);
@@ -321,7 +321,7 @@ TrainResult train(const TrainOptions& requested, const TrainHooks& hooks, StepRu
     BRIGADE_CHECK_VALUE(!requested.uses_pipeline(), "train: these options use the pipeline (--stages ",
                         requested.stages, " --microbatches ", requested.microbatches,
                         ", ...), which nn::train cannot run alone: pass a pipeline::PipelineRunner "
-                        "(pipeline/train_runner.h), or set stages = microbatches = 1 for the plain loop");
+                        "(pipeline/run/train_runner.h), or set stages = microbatches = 1 for the plain loop");
     runner = &plain;
   }
   TrainOptions options = requested;
@@ -531,7 +531,7 @@ std::string TrainResult::metrics_json(const TrainOptions& options) const {
       {"device", device},
       {"config", Json::parse(config.to_json())},
       {"train_args", Json::parse(resolved.to_json())},
-      // The pipeline's figures are added by its engine (pipeline/train_runner.h); the plain loop is one
+      // The pipeline's figures are added by its engine (pipeline/run/train_runner.h); the plain loop is one
       // stage with one microbatch and no schedule.
       {"stages", options.uses_pipeline() ? options.stages : 1},
       {"microbatches", options.uses_pipeline() ? options.microbatches : 1},

@@ -15,8 +15,8 @@
 // computed from step k on.
 //
 // The step's forward and backward are a StepRunner's (below): the model's own by default, a pipeline's with
-// pipeline/train_runner.h (a pipelined step equals the unpipelined step on the full batch); the rest of the
-// step is the same for every engine.
+// pipeline/run/train_runner.h (a pipelined step equals the unpipelined step on the full batch); the rest of
+// the step is the same for every engine.
 //
 // A non-finite loss or gradient norm stops the run with a NonFiniteLossError naming the step, before the
 // optimizer touches the weights; checkpoints are only ever written after good steps, so the last one on disk
@@ -80,7 +80,7 @@ struct TrainOptions {
 
   // Pipeline parallelism (DESIGN.md, pipeline/). Plain data here, so that nn can validate the numbers, save
   // them in checkpoints' train_args and inherit them on --resume; the pipeline layer
-  // (pipeline/train_runner.h) checks the names and runs them. nn::train alone runs only the plain loop
+  // (pipeline/run/train_runner.h) checks the names and runs them. nn::train alone runs only the plain loop
   // (see uses_pipeline()). The library's defaults are the plain loop; `brigade train` defaults to
   // --stages 2 --microbatches 4.
   int64_t stages = 1;                ///< pipeline stages S
@@ -167,7 +167,7 @@ struct TrainResult {
 /// The engine of one step's forward and backward. train() does everything else of a step the same way for
 /// every engine (the learning rate, the batch, the NaN stop, clipping, the optimizer step, zero_grad), so
 /// an engine only decides how the gradients of the batch's mean loss get into the parameters' .grad.
-/// The default (UnpipelinedRunner) is the model's own forward and backward; pipeline/train_runner.h runs
+/// The default (UnpipelinedRunner) is the model's own forward and backward; pipeline/run/train_runner.h runs
 /// the step as a pipeline (nn does not depend on pipeline/: the caller passes the engine in).
 class StepRunner {
  public:
@@ -232,8 +232,9 @@ void check_resume_compatible(const TrainOptions& options, const Checkpoint& chec
 
 /// Runs the whole loop (see the header comment) with `runner` as the step engine (nullptr: the plain
 /// loop, UnpipelinedRunner). Throws ValueError for invalid options (and for options that use the pipeline
-/// without a runner: see pipeline/train_runner.h), IOError for unreadable data or checkpoints, DeviceError
-/// for an unavailable device, NonFiniteLossError on divergence, and whatever runner->prepare() refuses.
+/// without a runner: see pipeline/run/train_runner.h), IOError for unreadable data or checkpoints,
+/// DeviceError for an unavailable device, NonFiniteLossError on divergence, and whatever runner->prepare()
+/// refuses.
 TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {}, StepRunner* runner = nullptr);
 
 /// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each.

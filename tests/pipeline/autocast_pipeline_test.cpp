@@ -1,4 +1,4 @@
-// Autocast through the pipeline: stage threads inherit the caller's autocast (pipeline/executor.cpp), and
+// Autocast through the pipeline: stage threads inherit the caller's autocast (pipeline/run/executor.cpp), and
 // recomputation replays it (autograd/checkpoint.cpp). With one microbatch a pipelined step runs exactly the
 // ops of the unpipelined step, so under bf16 autocast the two must agree to fp32 rounding (relative 1e-5,
 // the executor tests' tolerance); a stage running in fp32 instead would differ by bf16 rounding, ~1e-3 and
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "autograd/autocast.h"
-#include "pipeline/executor.h"
+#include "pipeline/run/executor.h"
 #include "pipeline_fixtures.h"
 
 namespace brigade::pipeline {

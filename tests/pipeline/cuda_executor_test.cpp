@@ -9,9 +9,9 @@
 
 #include "nn/gpt.h"
 #include "nn/optim.h"
-#include "pipeline/executor.h"
-#include "pipeline/generators.h"
-#include "pipeline/trace.h"
+#include "pipeline/run/executor.h"
+#include "pipeline/run/trace.h"
+#include "pipeline/schedule/generators.h"
 #include "pipeline_fixtures.h"
 #include "test_support.h"
 

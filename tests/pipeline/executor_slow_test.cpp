@@ -13,9 +13,9 @@
 #include "autograd/engine.h"
 #include "nn/block.h"
 #include "nn/gpt.h"
-#include "pipeline/executor.h"
-#include "pipeline/split_backward.h"
-#include "pipeline/trace.h"
+#include "pipeline/backward/split_backward.h"
+#include "pipeline/run/executor.h"
+#include "pipeline/run/trace.h"
 #include "pipeline_fixtures.h"
 
 namespace brigade::pipeline {

@@ -2,7 +2,7 @@
 // recompute policy, stage count and microbatch count; memory measured through the stages' scopes behaves as
 // the schedules promise; faults end the step with one clear error and leave nothing half-updated; invalid
 // configurations are refused; traces and traffic figures match what ran.
-#include "pipeline/executor.h"
+#include "pipeline/run/executor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 #include "autograd/ops.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
-#include "pipeline/generators.h"
-#include "pipeline/trace.h"
+#include "pipeline/run/trace.h"
+#include "pipeline/schedule/generators.h"
 #include "pipeline_fixtures.h"
 
 namespace brigade::pipeline {

@@ -2,7 +2,7 @@
 // certificate's suggestions, byte parsing, and the prediction against the executor's measured per-stage
 // peaks on an 8-block GPT for every schedule x recompute policy (within 15%), with a budget below the
 // prediction refused before any step runs.
-#include "pipeline/memory_model.h"
+#include "pipeline/plan/memory_model.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 
 #include "nn/gpt.h"
 #include "nn/optim.h"
-#include "pipeline/executor.h"
-#include "pipeline/generators.h"
+#include "pipeline/run/executor.h"
+#include "pipeline/schedule/generators.h"
 #include "pipeline_fixtures.h"
 #include "tensor/error.h"
 

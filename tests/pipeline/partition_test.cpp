@@ -2,7 +2,7 @@
 // balance parsing and its errors, parameter/time/memory costs on a GPT, tied weights across stages,
 // interleaved chunk layout, and the per-layer profile (memory figures exact where they can be, linear in
 // the microbatch size).
-#include "pipeline/partition.h"
+#include "pipeline/plan/partition.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "nn/gpt.h"
 #include "nn/layers.h"
-#include "pipeline/profile.h"
+#include "pipeline/plan/profile.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 

@@ -1,6 +1,6 @@
 // Schedule IR, generators and validator: every generated schedule is valid, has the documented shape,
 // and hand-broken schedules are refused with a readable message and a marked grid.
-#include "pipeline/schedule.h"
+#include "pipeline/schedule/schedule.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/generators.h"
-#include "pipeline/render.h"
-#include "pipeline/validate.h"
+#include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/render_schedule.h"
+#include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
 namespace {

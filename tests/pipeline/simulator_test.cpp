@@ -1,6 +1,6 @@
 // Simulator: textbook bubbles to 1e-12 with uniform costs, zero-bubble below 1F1B, the activation counts
 // that distinguish GPipe from 1F1B, the recompute memory model, transfer latency, and the pictures.
-#include "pipeline/simulator.h"
+#include "pipeline/plan/simulator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <string>
 
-#include "pipeline/generators.h"
-#include "pipeline/render.h"
-#include "pipeline/validate.h"
+#include "pipeline/plan/render_timeline.h"
+#include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
 namespace {

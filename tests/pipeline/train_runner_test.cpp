@@ -1,9 +1,9 @@
-// nn::train with the pipeline as its step engine (pipeline/train_runner.h): pipelined training follows the
-// plain loop loss for loss, a resumed pipelined run is bit-exact, a NaN stops it as it stops the plain loop,
-// checkpoints record the real partition, a memory budget below the prediction is refused before any step,
-// bad settings are ValueErrors naming the flag, and the reported figures (bubble, memory, traffic, trace,
-// timeline) are sane. Tiny models: each test runs in about a second.
-#include "pipeline/train_runner.h"
+// nn::train with the pipeline as its step engine (pipeline/run/train_runner.h): pipelined training follows
+// the plain loop loss for loss, a resumed pipelined run is bit-exact, a NaN stops it as it stops the plain
+// loop, checkpoints record the real partition, a memory budget below the prediction is refused before any
+// step, bad settings are ValueErrors naming the flag, and the reported figures (bubble, memory, traffic,
+// trace, timeline) are sane. Tiny models: each test runs in about a second.
+#include "pipeline/run/train_runner.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

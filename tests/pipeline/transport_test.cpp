@@ -1,6 +1,6 @@
 // The in-process transport (mailboxes, blocking receive, abort, timeout, traffic) and the split backward
 // (Bi then Bw gives exactly B's gradients, and Bi really leaves the parameters alone).
-#include "pipeline/transport.h"
+#include "pipeline/run/transport.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "autograd/engine.h"
 #include "nn/block.h"
 #include "nn/gpt.h"
-#include "pipeline/split_backward.h"
+#include "pipeline/backward/split_backward.h"
 #include "pipeline_fixtures.h"
 
 namespace brigade::pipeline {

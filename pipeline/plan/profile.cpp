@@ -1,0 +1,324 @@
+// Per-layer profiling (see profile.h for what is measured and how).
+#include "pipeline/plan/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "pipeline/backward/split_backward.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/grad_mode.h"
+#include "tensor/memory.h"
+#include "tensor/stream.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+void fill_parameters(const nn::Sequential& model, int64_t i, LayerProfile& layer) {
+  layer.name = model.name_at(i);
+  layer.type = model.at(i)->type_name();
+  for (const auto& [name, tensor] : model.named_parameters_range(i, i + 1)) {
+    const auto bytes = static_cast<int64_t>(tensor.nbytes());
+    layer.parameter_list.push_back({name, tensor.numel(), bytes});
+    layer.parameters += tensor.numel();
+    layer.parameter_bytes += bytes;
+  }
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Scope tags are process-wide; the prefix keeps them apart from the executor's stage tags. A layer's
+// forward and backward share one tag: the activations its backward frees are subtracted from the scope
+// that allocated them, so the backward's peak above its starting level is net of what it releases on the
+// way (a tag per phase would count every temporary the backward allocates, freed or not).
+std::string scope_tag(int64_t layer) {
+  return "brigade.profile." + std::to_string(layer);
+}
+
+// What one layer's forward or backward did under its scope.
+struct ScopeDelta {
+  int64_t before = 0, after = 0, peak = 0;
+};
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+class ScopedMeasure {
+ public:
+  ScopedMeasure(const Device& device, std::string tag, bool cpu_time)
+      : device_(device), tag_(std::move(tag)), cpu_time_(cpu_time) {}
+  template <typename Fn>
+  double run(Fn&& fn, ScopeDelta& delta) {
+    Stream stream = Stream::current(device_);
+    Event start(/*enable_timing=*/true), end(/*enable_timing=*/true);
+    double cpu_start = 0.0, cpu_end = 0.0;
+    {
+      MemoryScope scope(tag_);
+      reset_scope_peak(device_, tag_);
+      delta.before = scope_memory_stats(device_, tag_).in_use_bytes;
+      start.record(stream);
+      if (cpu_time_) cpu_start = thread_cpu_ms();
+      fn();
+      if (cpu_time_) cpu_end = thread_cpu_ms();
+      end.record(stream);
+    }
+    end.synchronize();
+    const MemoryStats stats = scope_memory_stats(device_, tag_);
+    delta.after = stats.in_use_bytes;
+    delta.peak = stats.peak_bytes;
+    return cpu_time_ ? cpu_end - cpu_start : start.elapsed_ms(end);
+  }
+
+ private:
+  Device device_;
+  std::string tag_;
+  bool cpu_time_;
+};
+
+// Profiling needs the graph even if the caller runs under NoGradGuard.
+class GradEnabled {
+ public:
+  GradEnabled() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
+  ~GradEnabled() { GradMode::set_enabled(previous_); }
+  GradEnabled(const GradEnabled&) = delete;
+  GradEnabled& operator=(const GradEnabled&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Takes the parameters' gradients out for the profile's runs and puts them back afterwards (also when a
+// run throws), so that profiling leaves the model's gradients as it found them.
+class GradientStash {
+ public:
+  explicit GradientStash(const nn::Module& model) : params_(model.parameters()) {
+    for (Tensor& p : params_) {
+      grads_.push_back(p.grad());
+      p.set_grad(Tensor());
+    }
+  }
+  ~GradientStash() {
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
+  }
+  GradientStash(const GradientStash&) = delete;
+  GradientStash& operator=(const GradientStash&) = delete;
+
+ private:
+  std::vector<Tensor> params_, grads_;
+};
+
+}  // namespace
+
+int64_t ModelProfile::total_parameters() const {
+  // A tied tensor appears in several layers under one name: count each name once.
+  std::vector<std::string> seen;
+  int64_t total = 0;
+  for (const LayerProfile& layer : layers) {
+    for (const ParameterInfo& p : layer.parameter_list) {
+      if (std::find(seen.begin(), seen.end(), p.name) != seen.end()) continue;
+      seen.push_back(p.name);
+      total += p.numel;
+    }
+  }
+  return total;
+}
+
+std::string ModelProfile::table() const {
+  std::ostringstream out;
+  char line[256];
+  if (measured)
+    out << "layer profile on " << device.str() << ", microbatch of " << microbatch_size << ", median of "
+        << repeats << " runs\n";
+  else
+    out << "layer parameters (not measured)\n";
+  std::snprintf(line, sizeof line, "%5s  %-14s %-12s %12s %10s %10s %12s %12s %12s %12s\n", "layer", "name",
+                "type", "params", "fwd ms", "bwd ms", "activations", "output", "fwd work", "bwd work");
+  out << line;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerProfile& l = layers[i];
+    std::snprintf(line, sizeof line, "%5zu  %-14s %-12s %12lld %10.3f %10.3f %12s %12s %12s %12s\n", i,
+                  l.name.c_str(), l.type.c_str(), static_cast<long long>(l.parameters), l.forward_ms,
+                  l.backward_ms, format_bytes(static_cast<double>(l.activation_bytes)).c_str(),
+                  format_bytes(static_cast<double>(l.output_bytes)).c_str(),
+                  format_bytes(static_cast<double>(l.forward_workspace_bytes)).c_str(),
+                  format_bytes(static_cast<double>(l.backward_workspace_bytes)).c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+ModelProfile count_parameters(const nn::Sequential& model) {
+  ModelProfile profile;
+  profile.layers.resize(static_cast<size_t>(model.size()));
+  for (int64_t i = 0; i < model.size(); ++i)
+    fill_parameters(model, i, profile.layers[static_cast<size_t>(i)]);
+  const auto params = model.parameters();
+  if (!params.empty()) profile.device = params.front().device();
+  return profile;
+}
+
+namespace {
+
+// Between Bi and Bw a layer keeps what its weight gradients need (split_backward.h). One untimed pass:
+// forward every layer on a fresh leaf, then from the last layer down run Bi alone, read what the layer's
+// scope still holds above its level before the forward (less the input gradient Bi returns, which the
+// executor sends upstream and the memory model counts as in transit), then run Bw.
+void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                           const Device& device, Generator& generator, ModelProfile& profile) {
+  const size_t L = profile.layers.size();
+  std::vector<Tensor> inputs(L), outputs(L);
+  std::vector<int64_t> level(L, 0);
+  auto in_use = [&](size_t i) {
+    return scope_memory_stats(device, scope_tag(static_cast<int64_t>(i))).in_use_bytes;
+  };
+  Tensor loss;
+  Tensor x = input;
+  for (size_t i = 0; i < L; ++i) {
+    Tensor h = x;
+    if (i > 0 && is_floating(x.dtype())) h = x.detach().set_requires_grad(true);
+    inputs[i] = h;
+    level[i] = in_use(i);
+    MemoryScope scope(scope_tag(static_cast<int64_t>(i)));
+    outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
+    if (i + 1 == L && options.loss) loss = options.loss(outputs[i]);
+    x = outputs[i];
+  }
+  Tensor grad;
+  for (size_t k = L; k-- > 0;) {
+    const bool with_loss = k + 1 == L && loss.defined();
+    const Tensor& root = with_loss ? loss : outputs[k];
+    if (!root.requires_grad()) {
+      profile.layers[k].split_pending_bytes = 0;
+      grad = Tensor();
+      continue;
+    }
+    if (!with_loss && !grad.defined())
+      grad = randn(root.shape(), TensorOptions(root.dtype()).device(device), &generator);
+    MemoryScope scope(scope_tag(static_cast<int64_t>(k)));
+    SplitBackward split;
+    Tensor dx = split.backward_input(root, with_loss ? Tensor() : grad, inputs[k]);
+    const int64_t returned = dx.defined() ? static_cast<int64_t>(dx.nbytes()) : 0;
+    profile.layers[k].split_pending_bytes = std::max<int64_t>(0, in_use(k) - level[k] - returned);
+    split.backward_weight();
+    grad = dx;
+  }
+}
+
+}  // namespace
+
+ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
+  BRIGADE_CHECK_VALUE(model.size() > 0, "profile_layers: the model has no layers");
+  BRIGADE_CHECK_VALUE(options.repeats >= 1, "profile_layers: repeats must be >= 1, got ", options.repeats);
+  BRIGADE_CHECK_VALUE(options.warmup >= 0, "profile_layers: warmup must be >= 0, got ", options.warmup);
+  BRIGADE_CHECK_VALUE(input.defined() && input.dim() >= 1,
+                      "profile_layers: need an input with a batch "
+                      "dimension, got ",
+                      input.defined() ? shape_str(input.shape()) : std::string("undefined"));
+  BRIGADE_CHECK_DEVICE(!options.thread_cpu_time || input.device().is_cpu(),
+                       "profile_layers: thread_cpu_time times host threads; the input is on ",
+                       input.device().str(), " (use events: thread_cpu_time = false)");
+  ModelProfile profile = count_parameters(model);
+  profile.device = input.device();
+  profile.microbatch_size = input.size(0);
+  profile.repeats = options.repeats;
+  profile.measured = true;
+  const Device device = input.device();
+  const size_t L = static_cast<size_t>(model.size());
+  Generator generator(options.seed);
+  GradEnabled grad_on;
+  GradientStash stash(model);
+
+  std::vector<std::vector<double>> fwd_ms(L), bwd_ms(L);
+  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+    const bool timed = run >= options.warmup;
+    // Forward, layer by layer, each input a fresh leaf so that each backward stops at its layer.
+    std::vector<Tensor> inputs(L), outputs(L);
+    Tensor loss;
+    Tensor x = input;
+    for (size_t i = 0; i < L; ++i) {
+      Tensor h = x;
+      if (i > 0 && is_floating(x.dtype())) h = x.detach().set_requires_grad(true);
+      inputs[i] = h;
+      ScopeDelta d;
+      const bool with_loss = i + 1 == L && static_cast<bool>(options.loss);
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time)
+                            .run(
+                                [&] {
+                                  outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
+                                  if (with_loss) loss = options.loss(outputs[i]);
+                                },
+                                d);
+      LayerProfile& layer = profile.layers[i];
+      if (timed) fwd_ms[i].push_back(ms);
+      layer.activation_bytes = d.after - d.before;
+      layer.forward_workspace_bytes = std::max<int64_t>(0, d.peak - d.after);
+      layer.output_bytes = static_cast<int64_t>(outputs[i].nbytes());
+      layer.input_bytes = static_cast<int64_t>(h.nbytes());
+      x = outputs[i];
+    }
+    // Backward, last layer first; each layer's output gradient is the next layer's input gradient.
+    Tensor grad;
+    for (size_t k = L; k-- > 0;) {
+      LayerProfile& layer = profile.layers[k];
+      const Tensor& y = outputs[k];
+      const bool with_loss = k + 1 == L && loss.defined();
+      if (!(with_loss ? loss.requires_grad() : y.requires_grad())) {
+        grad = Tensor();  // nothing upstream of here needs a gradient
+        layer.backward_workspace_bytes = 0;
+        if (timed) bwd_ms[k].push_back(0.0);
+        continue;
+      }
+      if (!with_loss && !grad.defined())
+        grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
+      ScopeDelta d;
+      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time)
+                            .run(
+                                [&] {
+                                  if (with_loss)
+                                    loss.backward();
+                                  else
+                                    y.backward(grad);
+                                },
+                                d);
+      if (timed) bwd_ms[k].push_back(ms);
+      layer.backward_workspace_bytes = std::max<int64_t>(0, d.peak - d.before);
+      grad = inputs[k].requires_grad() ? inputs[k].grad() : Tensor();
+    }
+  }
+  for (size_t i = 0; i < L; ++i) {
+    profile.layers[i].forward_ms = median(fwd_ms[i]);
+    profile.layers[i].backward_ms = median(bwd_ms[i]);
+  }
+  measure_split_pending(model, input, options, device, generator, profile);
+  return profile;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double value = bytes;
+  while (std::abs(value) >= 1024.0 && u < 4) {
+    value /= 1024.0;
+    ++u;
+  }
+  char buffer[32];
+  if (u == 0)
+    std::snprintf(buffer, sizeof buffer, "%.0f %s", value, units[u]);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.2f %s", value, units[u]);
+  return buffer;
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,34 @@
+// Pictures of a simulated timeline: a stage x time grid for terminals, an SVG timeline, a JSON dump.
+// (The stage x step grid of a schedule's lists, without times, is schedule/render_schedule.h.)
+#pragma once
+
+#include <string>
+
+#include "pipeline/plan/simulator.h"
+#include "pipeline/schedule/schedule.h"
+
+namespace brigade::pipeline {
+
+/// The simulated timeline as a stage x time grid: one column per time quantum (the shortest compute action,
+/// or step_time / max_columns if that gives more columns), compute actions labelled where they start and
+/// drawn with '-' while they run, idle time as '.', e.g. with F = 1, B = 2:
+///   s0 | F0 F1  .  .  . B0--- B1---
+/// Interleaved chunks are letters here to keep cells narrow: "F3b" is F3 of the stage's chunk 1.
+std::string render_time_grid(const Timeline& timeline, int max_columns = 200);
+
+/// A self-contained SVG picture of the timeline: one lane per stage, a colored box per compute action
+/// (labelled where it fits, chunks as letters: "F3b" is F3 of chunk 1, in a lighter shade), idle time as the
+/// bare lane, a time axis, a legend, and each stage's bubble and peak activations at the end of its lane.
+std::string render_svg(const Timeline& timeline);
+
+/// The SVG fill colour of an action kind, shared by the simulated (render_svg) and measured (trace.h)
+/// pictures so that they read alike.
+const char* svg_color(ActionKind kind);
+/// A round axis tick spacing (1, 2 or 5 times a power of ten) giving about `target` ticks over [0, span].
+double tick_step(double span, int target);
+
+/// The timeline as JSON: the schedule's parameters, costs, step time, bubble, per-stage statistics and
+/// every action with its stage, step, kind, label, microbatch, chunk, peer, start and end.
+std::string render_json(const Timeline& timeline);
+
+}  // namespace brigade::pipeline

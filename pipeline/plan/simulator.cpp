@@ -1,0 +1,240 @@
+// The pipeline simulator (see simulator.h for the time and memory models).
+#include "pipeline/plan/simulator.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "pipeline/schedule/dependencies.h"
+#include "pipeline/schedule/validate.h"
+#include "tensor/error.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+// Splits "a=1,b=2" into (key, value) pairs; `what` names the flag in errors.
+std::vector<std::pair<std::string, double>> parse_pairs(const std::string& text, const std::string& what,
+                                                        const std::string& keys) {
+  std::vector<std::pair<std::string, double>> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    BRIGADE_CHECK_VALUE(eq != std::string::npos, what, ": '", item, "' is not key=value (keys: ", keys, ")");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    size_t used = 0;
+    double number = 0.0;
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    BRIGADE_CHECK_VALUE(used == value.size() && used > 0, what, ": '", value, "' in '", item,
+                        "' is not a number");
+    out.emplace_back(key, number);
+  }
+  return out;
+}
+
+}  // namespace
+
+Costs Costs::parse(const std::string& text) {
+  const std::string keys = "f|forward, b|backward, w|weight, r|recompute, step, t|transfer";
+  Costs costs;
+  const std::map<std::string, double*> fields = {
+      {"f", &costs.forward},        {"forward", &costs.forward},
+      {"b", &costs.backward},       {"backward", &costs.backward},
+      {"w", &costs.weight},         {"weight", &costs.weight},
+      {"r", &costs.recompute},      {"recompute", &costs.recompute},
+      {"step", &costs.step},        {"t", &costs.transfer},
+      {"transfer", &costs.transfer}};
+  for (const auto& [key, value] : parse_pairs(text, "costs", keys)) {
+    auto it = fields.find(key);
+    BRIGADE_CHECK_VALUE(it != fields.end(), "costs: unknown key '", key, "' (valid: ", keys, ")");
+    *it->second = value;
+  }
+  return costs;
+}
+
+void Costs::check(int stages, int virtual_chunks) const {
+  BRIGADE_CHECK_VALUE(forward >= 0 && backward >= 0 && weight >= 0 && step >= 0 && transfer >= 0,
+                      "costs: every cost must be >= 0 (found f=", forward, " b=", backward, " w=", weight,
+                      " step=", step, " t=", transfer, ")");
+  BRIGADE_CHECK_VALUE(weight <= backward, "costs: the weight-gradient part w=", weight,
+                      " cannot exceed the whole backward b=", backward, " (Bi costs b - w)");
+  BRIGADE_CHECK_VALUE(per_chunk.empty() || static_cast<int>(per_chunk.size()) == stages * virtual_chunks,
+                      "costs: per-chunk costs for ", per_chunk.size(), " chunks, the schedule has ", stages,
+                      " stages x ", virtual_chunks, " chunks");
+  for (size_t k = 0; k < per_chunk.size(); ++k) {
+    const ChunkCosts& c = per_chunk[k];
+    BRIGADE_CHECK_VALUE(
+        c.forward >= 0 && c.backward >= 0 && c.weight >= 0 && c.recompute >= 0 && c.weight <= c.backward,
+        "costs: model chunk ", k, " has f=", c.forward, " b=", c.backward, " w=", c.weight,
+        " r=", c.recompute, " (need all >= 0 and w <= b)");
+  }
+}
+
+ChunkCosts Costs::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
+  if (!per_chunk.empty()) return per_chunk[static_cast<size_t>(chunk) * stages + stage];
+  const double v = virtual_chunks;
+  return ChunkCosts{forward / v, backward / v, weight / v, (recompute < 0 ? forward : recompute) / v};
+}
+
+MemoryModel MemoryModel::parse(const std::string& text) {
+  MemoryModel model;
+  for (const auto& [key, value] : parse_pairs(text, "memory", "full, boundary")) {
+    if (key == "full") {
+      model.uniform.full = value;
+    } else if (key == "boundary") {
+      model.uniform.boundary = value;
+    } else {
+      BRIGADE_THROW(ValueError, "memory: unknown key '", key, "' (valid: full, boundary)");
+    }
+  }
+  BRIGADE_CHECK_VALUE(model.uniform.full >= 0 && model.uniform.boundary >= 0, "memory: sizes must be >= 0");
+  return model;
+}
+
+ActivationSizes MemoryModel::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
+  if (!per_chunk.empty()) {
+    BRIGADE_CHECK_VALUE(static_cast<int>(per_chunk.size()) == stages * virtual_chunks, "memory: sizes for ",
+                        per_chunk.size(), " chunks, the schedule has ", stages, " stages x ", virtual_chunks,
+                        " chunks");
+    return per_chunk[static_cast<size_t>(chunk) * stages + stage];
+  }
+  return ActivationSizes{uniform.full / virtual_chunks, uniform.boundary};
+}
+
+namespace {
+
+double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
+  switch (a.kind) {
+    case ActionKind::Forward:
+      return c.forward;
+    case ActionKind::Backward:
+      return c.backward;
+    case ActionKind::BackwardInput:
+      return c.backward - c.weight;
+    case ActionKind::BackwardWeight:
+      return c.weight;
+    case ActionKind::Recompute:
+      return c.recompute;
+    case ActionKind::OptimizerStep:
+      return costs.step;
+    default:
+      return 0.0;
+  }
+}
+
+// Walks one stage's simulated actions in order and tracks its live activations (simulator.h).
+void account_memory(const Schedule& s, int stage, const MemoryModel& memory,
+                    const std::vector<TimedAction>& actions, StageStats& stats) {
+  // Pending: after Bi, before Bw (ActivationSizes::pending).
+  enum class Held { None, Boundary, Full, Pending };
+  std::vector<Held> held(static_cast<size_t>(s.virtual_chunks) * s.microbatches, Held::None);
+  double live = 0.0;
+  int in_flight = 0, full = 0;
+  for (const TimedAction& t : actions) {
+    const Action& a = t.action;
+    if (a.kind == ActionKind::OptimizerStep || is_transfer(a.kind)) continue;
+    Held& h = held[static_cast<size_t>(a.chunk) * s.microbatches + a.microbatch];
+    const ActivationSizes size = memory.chunk(stage, a.chunk, s.stages, s.virtual_chunks);
+    // Allocation when the action starts ...
+    if (a.kind == ActionKind::Forward) {
+      const bool recompute = recomputes(s.recompute, a.microbatch, s.microbatches);
+      h = recompute ? Held::Boundary : Held::Full;
+      live += recompute ? size.boundary : size.full;
+      ++in_flight;
+      if (!recompute) ++full;
+    } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
+      h = Held::Full;
+      live += size.full - size.boundary;
+      ++full;
+    }
+    stats.peak_memory = std::max(stats.peak_memory, live);
+    stats.peak_in_flight = std::max(stats.peak_in_flight, in_flight);
+    stats.peak_full = std::max(stats.peak_full, full);
+    // ... release when the action that last needs them ends.
+    if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
+      live += size.kept_for_weights() - size.full;
+      h = Held::Pending;
+    }
+    if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
+      live -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
+      --in_flight;
+      if (h == Held::Full || h == Held::Pending) --full;
+      h = Held::None;
+    }
+  }
+}
+
+}  // namespace
+
+Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryModel& memory) {
+  validate(schedule);
+  costs.check(schedule.stages, schedule.virtual_chunks);
+  const int S = schedule.stages;
+  Timeline timeline;
+  timeline.schedule = schedule;
+  timeline.costs = costs;
+  timeline.stages.resize(S);
+  timeline.stats.resize(S);
+
+  Progress progress(schedule);
+  std::vector<double> clock(S, 0.0);
+  std::vector<size_t> next(S, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int st = 0; st < S; ++st) {
+      const auto& list = schedule.actions[st];
+      while (next[st] < list.size()) {
+        const Action& a = list[next[st]];
+        const auto ready = progress.ready_at(st, a);
+        if (!ready) break;
+        TimedAction t{static_cast<int>(next[st]), a, 0.0, 0.0};
+        if (a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad) {
+          t.start = clock[st];  // the lane waits here until the message is there
+          t.end = std::max(clock[st], *ready);
+        } else {
+          t.start = std::max(clock[st], *ready);
+          const ChunkCosts c = costs.chunk(st, std::max(a.chunk, 0), S, schedule.virtual_chunks);
+          t.end = t.start + cost_of(a, c, costs);
+          if (is_compute(a.kind)) timeline.stats[st].busy += t.end - t.start;
+        }
+        clock[st] = t.end;
+        const bool send = a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad;
+        progress.complete(st, a, t.end, send ? costs.transfer : 0.0);
+        timeline.stages[st].push_back(t);
+        ++next[st];
+        moved = true;
+      }
+    }
+  }
+  for (int st = 0; st < S; ++st) {
+    // validate() ran the same walk without costs; a stuck stage here would be a bug in this file.
+    BRIGADE_CHECK(next[st] == schedule.actions[st].size(), "simulate: stage ", st, " stopped at step ",
+                  next[st], " of a validated schedule");
+    timeline.step_time = std::max(timeline.step_time, clock[st]);
+  }
+  const double T = timeline.step_time;
+  for (int st = 0; st < S; ++st) {
+    StageStats& stats = timeline.stats[st];
+    stats.bubble = T > 0 ? (T - stats.busy) / T : 0.0;
+    timeline.bubble += stats.bubble / S;
+    account_memory(schedule, st, memory, timeline.stages[st], stats);
+  }
+  return timeline;
+}
+
+double textbook_bubble(const std::string& name, int stages, int microbatches, int virtual_chunks) {
+  const double S = stages, M = microbatches, v = virtual_chunks;
+  if (name == "gpipe" || name == "1f1b") return (S - 1) / (M + S - 1);
+  if (name == "interleaved") return (S - 1) / (v * M + S - 1);
+  BRIGADE_THROW(ValueError, "textbook_bubble: no closed form for '", name,
+                "' (known: gpipe, 1f1b, interleaved; zb-h1's depends on the costs)");
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,119 @@
+// The pipeline simulator: runs a schedule's lists against per-action costs and reports the timeline, the
+// step time, the bubble and the activation memory of every stage — predicted from the same IR the
+// executor runs.
+//
+// Time model. Every stage runs its list in order on one compute lane, starting at 0. A compute action
+// (F, B, Bi, Bw, R, step) starts when the previous action on its stage has ended and its inputs are there
+// (dependencies.h) and lasts its cost. A Send takes no time on the lane (the copy runs on the stage's copy
+// stream); its message reaches the peer `transfer` later. A Recv lasts until its message is there: that
+// wait is idle time. The step time T is when the last stage finishes; stage s's bubble is (T - busy_s)/T,
+// where busy_s sums its compute actions (R and the optimizer step included); the overall bubble is the
+// mean over stages.
+//
+// Textbook bubbles (uniform costs, no transfer time, no step cost; derived in docs/schedules.md):
+//   gpipe, 1f1b:  T = (M + S - 1)(f + b) on every stage, bubble (S - 1)/(M + S - 1), whatever f and b;
+//   interleaved:  chunk costs f/v and b/v, T = (v M + S - 1)(f + b)/v, bubble (S - 1)/(v M + S - 1)
+//                 (Megatron's (S - 1)/(v M) of the ideal compute time M (f + b));
+//   zb-h1:        with Bi = b - w = w = f (the paper's F = B = W), T = 3 M f + (S - 1) f, bubble
+//                 (S - 1)/(3 M + S - 1): a third of 1F1B's (S - 1) 3f idle time.
+//
+// Memory model, per stage, in the units of MemoryModel (one stage's full activations of one microbatch
+// by default). F allocates the chunk's activations when it starts: its full activations, or, when the
+// policy recomputes that microbatch, only the chunk's input (the boundary). R brings the full activations
+// back when it starts. B, or Bw for the split backward, frees them when it ends (Bi frees nothing: Bw
+// still needs the layer inputs). The peak includes the action that is running.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeline/schedule/schedule.h"
+
+namespace brigade::pipeline {
+
+/// Costs of the actions of one model chunk for one microbatch.
+struct ChunkCosts {
+  double forward = 1.0;
+  double backward = 2.0;  ///< full backward B = Bi + Bw
+  double weight = 1.0;    ///< the Bw part of the backward; Bi costs backward - weight
+  double recompute = 1.0;
+};
+
+/// Action costs in any time unit (e.g. 1 = one forward, or milliseconds when measured).
+struct Costs {
+  /// Uniform costs of one *stage* (all its layers) for one microbatch. With v chunks per stage each
+  /// chunk's action costs 1/v of these, so interleaved and plain schedules of one model compare directly.
+  double forward = 1.0;
+  double backward = 2.0;
+  double weight = 1.0;      ///< part of backward: Bi = backward - weight, Bw = weight
+  double recompute = -1.0;  ///< negative: same as forward
+  double step = 0.0;        ///< the optimizer step, per stage
+  double transfer = 0.0;    ///< from a Send to its message being available to the Recv
+  /// Measured costs per model chunk (size S * v, index chunk * S + stage), used instead of the uniform
+  /// ones (and not divided by v) when not empty.
+  std::vector<ChunkCosts> per_chunk;
+
+  /// Parses "f=1,b=2,w=1" (keys f|forward, b|backward, w|weight, r|recompute, step, t|transfer; missing
+  /// keys keep their defaults). ValueError naming the bad item and the valid keys otherwise.
+  static Costs parse(const std::string& text);
+  /// The costs of (stage, chunk) of `schedule`'s layout.
+  ChunkCosts chunk(int stage, int chunk, int stages, int virtual_chunks) const;
+  /// Throws ValueError when a cost is negative, weight > backward, or per_chunk has the wrong size.
+  void check(int stages, int virtual_chunks) const;
+};
+
+/// Activation sizes of one model chunk for one microbatch.
+struct ActivationSizes {
+  double full = 1.0;      ///< everything the backward needs
+  double boundary = 0.0;  ///< the chunk's input, all that is kept between F and R when recomputing
+  /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
+  /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
+  double pending = -1.0;
+  double kept_for_weights() const { return pending < 0.0 ? full : pending; }
+};
+
+/// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
+/// full / v), `boundary` is one chunk's input (not divided: a cut carries the same hidden state wherever
+/// it is). per_chunk (size S * v, index chunk * S + stage) overrides, e.g. with measured bytes.
+struct MemoryModel {
+  ActivationSizes uniform;
+  std::vector<ActivationSizes> per_chunk;
+  /// Parses "full=1,boundary=0.1"; ValueError otherwise.
+  static MemoryModel parse(const std::string& text);
+  ActivationSizes chunk(int stage, int chunk, int stages, int virtual_chunks) const;
+};
+
+/// One executed action with its simulated start and end.
+struct TimedAction {
+  int step = 0;  ///< index in the stage's list
+  Action action;
+  double start = 0.0, end = 0.0;
+};
+
+/// Per-stage figures.
+struct StageStats {
+  double busy = 0.0;         ///< time in compute actions
+  double bubble = 0.0;       ///< (step time - busy) / step time
+  int peak_in_flight = 0;    ///< most (chunk, microbatch) pairs holding any activation at once (F .. B/Bw)
+  int peak_full = 0;         ///< most holding their full activations at once
+  double peak_memory = 0.0;  ///< in MemoryModel units
+};
+
+/// The simulated step.
+struct Timeline {
+  Schedule schedule;
+  Costs costs;
+  std::vector<std::vector<TimedAction>> stages;  ///< per stage, in list order
+  std::vector<StageStats> stats;                 ///< per stage
+  double step_time = 0.0;
+  double bubble = 0.0;  ///< mean of the stages' bubbles
+};
+
+/// Validates `schedule` (ScheduleError if invalid) and simulates one step.
+Timeline simulate(const Schedule& schedule, const Costs& costs = {}, const MemoryModel& memory = {});
+
+/// The textbook bubble for uniform costs and no transfer time: (S-1)/(M+S-1) for gpipe and 1f1b,
+/// (S-1)/(vM+S-1) for interleaved. ValueError for other names (zb-h1's depends on the costs).
+double textbook_bubble(const std::string& name, int stages, int microbatches, int virtual_chunks = 1);
+
+}  // namespace brigade::pipeline

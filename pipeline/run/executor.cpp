@@ -1,0 +1,612 @@
+// The executor: layout, per-step bindings (tied-weight replicas, dropout generators), the stage threads,
+// the barrier, and the step's report.
+#include "pipeline/run/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "autograd/autocast.h"
+#include "kernels/kernels.h"
+#include "nn/gpt.h"
+#include "nn/layers.h"
+#include "pipeline/run/stage.h"
+#include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/validate.h"
+#include "tensor/grad_mode.h"
+#include "tensor/stream.h"
+
+namespace brigade::pipeline {
+
+void PipelineConfig::validate() const {
+  BRIGADE_CHECK_VALUE(stages >= 1, "PipelineConfig: stages must be >= 1, found ", stages);
+  BRIGADE_CHECK_VALUE(microbatches >= 1, "PipelineConfig: microbatches must be >= 1, found ", microbatches);
+  BRIGADE_CHECK_VALUE(virtual_chunks >= 1, "PipelineConfig: virtual_chunks must be >= 1, found ",
+                      virtual_chunks);
+  BRIGADE_CHECK_VALUE(grad_clip >= 0.0 && std::isfinite(grad_clip),
+                      "PipelineConfig: grad_clip must be >= 0 (0: no clipping), found ", grad_clip);
+  BRIGADE_CHECK_VALUE(recv_timeout_seconds >= 0.0,
+                      "PipelineConfig: recv_timeout_seconds must be >= 0 (0: none), found ",
+                      recv_timeout_seconds);
+  BRIGADE_CHECK_VALUE(threads_per_stage >= 0,
+                      "PipelineConfig: threads_per_stage must be >= 0 (0: OpenMP's default), found ",
+                      threads_per_stage);
+  BRIGADE_CHECK_VALUE(devices.size() <= 1 || devices.size() == static_cast<size_t>(stages),
+                      "PipelineConfig: devices lists ", devices.size(), " devices for ", stages,
+                      " stages; give one per stage, or one for all");
+}
+
+namespace {
+
+using TensorId = const void*;
+TensorId id_of(const Tensor& t) {
+  return t.unsafe_impl_id();
+}
+
+/// A parameter slot of a module inside a layer: where a tensor can be swapped.
+struct SlotRef {
+  nn::Module* module;
+  std::string name;
+};
+
+/// Every parameter slot of `layer` (recursively) holding the tensor `id`.
+std::vector<SlotRef> slots_holding(nn::Module& layer, TensorId id) {
+  std::vector<SlotRef> out;
+  for (auto& [path, module] : layer.named_modules()) {
+    (void)path;
+    for (auto& [name, tensor] : module->named_parameters(/*recurse=*/false)) {
+      if (id_of(tensor) == id) out.push_back({module, name});
+    }
+  }
+  return out;
+}
+
+/// A fresh leaf with p's values on `device` (sharing p's storage when it is already there).
+Tensor make_replica(const Tensor& p, const Device& device) {
+  Tensor replica = p.device() == device ? p.detach() : p.detach().to(device);
+  replica.set_requires_grad(p.requires_grad());
+  return replica;
+}
+
+int64_t grad_bytes(const std::vector<Tensor>& params) {
+  int64_t bytes = 0;
+  for (const Tensor& p : params) {
+    if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
+  }
+  return bytes;
+}
+
+/// One long-lived host thread per stage. A step hands it a job and waits for it; keeping the thread from
+/// step to step keeps its OpenMP pool and the kernels' per-thread workspaces warm.
+class StageThread {
+ public:
+  StageThread() : thread_([this] { loop(); }) {}
+  ~StageThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  StageThread(const StageThread&) = delete;
+  StageThread& operator=(const StageThread&) = delete;
+
+  /// Runs `job` (which must not throw) on the thread.
+  void start(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = std::move(job);
+      done_ = false;
+    }
+    wake_.notify_all();
+  }
+  /// Blocks until the job given to start() has returned.
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [this] { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return quit_ || job_; });
+      if (!job_) return;  // quit
+      std::function<void()> job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      job();
+      lock.lock();
+      done_ = true;
+      finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> job_;
+  bool done_ = true, quit_ = false;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+}  // namespace
+
+struct Pipeline::Impl {
+  struct Shared {
+    Tensor param;  // the model's tensor (lives on the owner stage's device)
+    std::string name;
+    std::vector<int> stages;  // ascending; stages[0] owns it
+  };
+  std::vector<std::pair<int, int>> bounds;  // per model chunk: layers [begin, end)
+  std::vector<Device> devices;              // per stage
+  std::vector<std::unique_ptr<detail::Stage>> stages;
+  std::vector<std::unique_ptr<StageThread>> threads;  // one per stage
+  std::vector<Shared> shared;
+  std::vector<Fault> faults;
+  LossFn loss;
+  std::chrono::steady_clock::time_point origin;  // time 0 of the last step's trace
+
+  class Bindings;  // what a step swaps into the model (below)
+
+  /// Layers of `stage` (all its chunks), in local chunk order.
+  std::vector<int> layers_of(const Schedule& schedule, int stage) const {
+    std::vector<int> out;
+    for (int c = 0; c < schedule.virtual_chunks; ++c) {
+      const auto [begin, end] = bounds[static_cast<size_t>(schedule.model_chunk(stage, c))];
+      for (int i = begin; i < end; ++i) out.push_back(i);
+    }
+    return out;
+  }
+  /// The distinct parameter tensors the stage's layers hold now.
+  std::vector<Tensor> params_of(nn::Sequential& model, const Schedule& schedule, int stage) const {
+    std::vector<Tensor> out;
+    std::vector<TensorId> seen;
+    for (int i : layers_of(schedule, stage)) {
+      for (const Tensor& t : model.at(i)->parameters()) {
+        if (std::find(seen.begin(), seen.end(), id_of(t)) != seen.end()) continue;
+        seen.push_back(id_of(t));
+        out.push_back(t);
+      }
+    }
+    return out;
+  }
+};
+
+/// What a step swaps into the model and must put back: tied-weight replicas, dropout generators.
+class Pipeline::Impl::Bindings {
+ public:
+  Bindings(nn::Sequential& model, const Schedule& schedule, Impl& impl) {
+    try {
+      for (const auto& shared : impl.shared) {
+        for (size_t k = 1; k < shared.stages.size(); ++k) {
+          const int stage = shared.stages[k];
+          Replica r{shared.param, make_replica(shared.param, impl.devices[static_cast<size_t>(stage)]), {}};
+          for (int layer : impl.layers_of(schedule, stage)) {
+            for (SlotRef& slot : slots_holding(*model.at(layer), id_of(shared.param))) {
+              slot.module->set_parameter(slot.name, r.replica);
+              r.slots.push_back(std::move(slot));
+            }
+          }
+          replicas_.push_back(std::move(r));
+        }
+      }
+      for (const auto& stage : impl.stages) {
+        for (int layer : impl.layers_of(schedule, stage->index())) {
+          model.at(layer)->apply([&](nn::Module& m) {
+            if (auto* dropout = dynamic_cast<nn::Dropout*>(&m)) {
+              dropouts_.emplace_back(dropout, dropout->generator());
+              dropout->set_generator(&stage->generator());
+            }
+          });
+        }
+      }
+    } catch (...) {
+      restore();
+      throw;
+    }
+  }
+  ~Bindings() { restore(); }
+  Bindings(const Bindings&) = delete;
+  Bindings& operator=(const Bindings&) = delete;
+
+  /// Adds each replica's gradient into its parameter's .grad (the barrier has passed).
+  void merge_gradients() {
+    NoGradGuard no_grad;
+    for (Replica& r : replicas_) {
+      Tensor g = r.replica.grad();
+      if (!g.defined()) continue;
+      if (g.device() != r.param.device()) g = g.to(r.param.device());
+      Tensor current = r.param.grad();
+      if (current.defined()) {
+        kernels::add_(current, g);
+      } else {
+        r.param.set_grad(g);  // the replica's own fresh tensor: nobody else aliases it
+      }
+      r.replica.set_grad(Tensor());
+    }
+  }
+
+  /// Puts the parameters and generators back (idempotent).
+  void restore() {
+    for (Replica& r : replicas_) {
+      for (SlotRef& slot : r.slots) slot.module->set_parameter(slot.name, r.param);
+    }
+    replicas_.clear();
+    for (auto& [dropout, generator] : dropouts_) dropout->set_generator(generator);
+    dropouts_.clear();
+  }
+
+ private:
+  struct Replica {
+    Tensor param, replica;
+    std::vector<SlotRef> slots;
+  };
+  std::vector<Replica> replicas_;
+  std::vector<std::pair<nn::Dropout*, Generator*>> dropouts_;
+};
+
+namespace {
+
+/// Sets the parameters' gradients aside so that the step's gradients start from nothing (exact memory
+/// accounting, and a failed step can put everything back).
+class GradientStash {
+ public:
+  explicit GradientStash(const std::vector<Tensor>& params) : params_(params) {
+    for (Tensor& p : params_) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      stashed_.emplace_back(p, g);
+      p.set_grad(Tensor());
+    }
+  }
+  /// After a good step: .grad = what it was + the step's gradient (as an unpipelined backward adds).
+  void add_back() {
+    NoGradGuard no_grad;
+    for (auto& [p, old] : stashed_) {
+      Tensor fresh = p.grad();
+      if (fresh.defined()) kernels::add_(old, fresh);
+      p.set_grad(old);
+    }
+    stashed_.clear();
+  }
+  /// After a failed step: .grad = what it was.
+  void put_back() {
+    for (Tensor& p : params_) p.set_grad(Tensor());
+    for (auto& [p, old] : stashed_) p.set_grad(old);
+    stashed_.clear();
+  }
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<std::pair<Tensor, Tensor>> stashed_;
+};
+
+struct StageFailure {
+  bool failed = false;  // this stage raised the error (not stopped by another's abort)
+  int order = 0;        // which failed first
+  int step = -1;
+  Action action;
+  std::string message;
+  std::exception_ptr cause;
+};
+
+}  // namespace
+
+Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
+                   std::unique_ptr<Transport> transport)
+    : model_(model), config_(std::move(config)) {
+  config_.validate();
+  schedule_ = make_schedule(config_.schedule, config_.stages, config_.microbatches, config_.virtual_chunks,
+                            config_.recompute);
+  validate(schedule_);
+  transport_ =
+      transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
+  impl_ = std::make_unique<Impl>();
+  impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
+
+  // Layout: model chunk k holds layers [bounds[k].first, bounds[k].second).
+  const int S = config_.stages, v = config_.virtual_chunks, K = S * v;
+  const int L = static_cast<int>(model_.size());
+  BRIGADE_CHECK_VALUE(L >= K, "Pipeline: ", S, " stages x ", v, " virtual chunks = ", K,
+                      " model chunks, but the model has only ", L,
+                      " layers (every chunk needs at least one layer)");
+  std::vector<int> balance = config_.balance;
+  if (balance.empty()) {
+    BRIGADE_CHECK_VALUE(v == 1 || L % K == 0, "Pipeline: ", L, " layers do not divide evenly into ", K,
+                        " model chunks (", S, " stages x ", v,
+                        " virtual chunks); give a balance with one layer count per chunk");
+    for (int k = 0; k < K; ++k) balance.push_back(L / K + (k < L % K ? 1 : 0));
+  }
+  BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == K, "Pipeline: the balance has ", balance.size(),
+                      " entries but there are ", K, " model chunks (", S, " stages x ", v,
+                      " virtual chunks)");
+  int begin = 0;
+  for (int k = 0; k < K; ++k) {
+    BRIGADE_CHECK_VALUE(balance[static_cast<size_t>(k)] >= 1, "Pipeline: balance entry ", k, " is ",
+                        balance[static_cast<size_t>(k)], "; every chunk needs at least one layer");
+    impl_->bounds.emplace_back(begin, begin + balance[static_cast<size_t>(k)]);
+    begin += balance[static_cast<size_t>(k)];
+  }
+  BRIGADE_CHECK_VALUE(begin == L, "Pipeline: the balance sums to ", begin, " layers but the model has ", L);
+
+  // Devices.
+  const auto params = model_.parameters();
+  const Device model_device = params.empty() ? Device::cpu() : params.front().device();
+  for (int s = 0; s < S; ++s) {
+    if (config_.devices.empty()) {
+      impl_->devices.push_back(model_device);
+    } else {
+      impl_->devices.push_back(config_.devices.size() == 1 ? config_.devices[0]
+                                                           : config_.devices[static_cast<size_t>(s)]);
+    }
+  }
+
+  // Which stages use each parameter; the first one owns it (and its device).
+  std::map<TensorId, std::vector<int>> users;
+  std::vector<TensorId> order;
+  for (int s = 0; s < S; ++s) {
+    for (const Tensor& t : impl_->params_of(model_, schedule_, s)) {
+      auto& list = users[id_of(t)];
+      if (list.empty()) order.push_back(id_of(t));
+      if (list.empty() || list.back() != s) list.push_back(s);
+    }
+  }
+  const auto named = model_.named_parameters();
+  auto name_of = [&](TensorId id) -> std::string {
+    for (const auto& [name, t] : named) {
+      if (id_of(t) == id) return name;
+    }
+    return "?";
+  };
+
+  // Move every parameter to its owner's device, updating every slot that holds it.
+  std::map<TensorId, Tensor> moved;
+  for (int s = 0; s < S; ++s) {
+    for (const Tensor& t : impl_->params_of(model_, schedule_, s)) {
+      const Device& device = impl_->devices[static_cast<size_t>(s)];
+      if (users[id_of(t)].front() != s || t.device() == device || moved.count(id_of(t))) continue;
+      Tensor m = t.detach().to(device);
+      m.set_requires_grad(t.requires_grad());
+      if (t.grad().defined()) m.set_grad(t.grad().to(device));
+      moved.emplace(id_of(t), m);
+    }
+  }
+  if (!moved.empty()) {
+    for (int i = 0; i < L; ++i) {
+      for (const auto& [id, tensor] : moved) {
+        for (SlotRef& slot : slots_holding(*model_.at(i), id)) slot.module->set_parameter(slot.name, tensor);
+      }
+    }
+  }
+  for (TensorId id : order) {
+    const std::vector<int>& stages = users[id];
+    if (stages.size() < 2) continue;
+    const Tensor param = moved.count(id) ? moved.at(id) : [&] {
+      for (const auto& [name, t] : named) {
+        if (id_of(t) == id) return t;
+      }
+      return Tensor();
+    }();
+    impl_->shared.push_back({param, name_of(id), stages});
+  }
+
+  for (int s = 0; s < S; ++s) {
+    std::vector<std::pair<int, int>> chunks;
+    for (int c = 0; c < v; ++c)
+      chunks.push_back(impl_->bounds[static_cast<size_t>(schedule_.model_chunk(s, c))]);
+    impl_->stages.push_back(std::make_unique<detail::Stage>(
+        s, schedule_, model_, std::move(chunks), impl_->devices[static_cast<size_t>(s)], impl_->loss,
+        config_.scope_prefix + std::to_string(s), config_.seed + static_cast<uint64_t>(s),
+        config_.threads_per_stage));
+    impl_->threads.push_back(std::make_unique<StageThread>());
+  }
+}
+
+Pipeline::~Pipeline() = default;
+
+std::pair<int, int> Pipeline::chunk_layers(int stage, int chunk) const {
+  BRIGADE_CHECK_VALUE(
+      stage >= 0 && stage < schedule_.stages && chunk >= 0 && chunk < schedule_.virtual_chunks,
+      "Pipeline::chunk_layers: (stage ", stage, ", chunk ", chunk, ") outside ", schedule_.stages,
+      " stages x ", schedule_.virtual_chunks, " chunks");
+  return impl_->bounds[static_cast<size_t>(schedule_.model_chunk(stage, chunk))];
+}
+
+const Device& Pipeline::device(int stage) const {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::device: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
+  return impl_->devices[static_cast<size_t>(stage)];
+}
+
+std::vector<GeneratorState> Pipeline::generator_states() const {
+  std::vector<GeneratorState> states;
+  for (const auto& stage : impl_->stages) states.push_back(stage->generator().state());
+  return states;
+}
+
+void Pipeline::set_generator_states(const std::vector<GeneratorState>& states) {
+  BRIGADE_CHECK_VALUE(states.size() == impl_->stages.size(), "Pipeline::set_generator_states: expected ",
+                      impl_->stages.size(), " states (one per stage), got ", states.size());
+  for (size_t s = 0; s < states.size(); ++s) impl_->stages[s]->generator().set_state(states[s]);
+}
+
+std::vector<std::string> Pipeline::tied_parameter_names() const {
+  std::vector<std::string> out;
+  for (const auto& shared : impl_->shared) out.push_back(shared.name);
+  return out;
+}
+
+void Pipeline::fail_at(int stage, int step) {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages && step >= 0 &&
+                          step < static_cast<int>(schedule_.actions[static_cast<size_t>(stage)].size()),
+                      "Pipeline::fail_at: no action ", step, " on stage ", stage);
+  impl_->faults.push_back({stage, step, std::nullopt, -1});
+}
+
+void Pipeline::fail_at(int stage, ActionKind kind, int microbatch) {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::fail_at: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
+  impl_->faults.push_back({stage, -1, kind, microbatch});
+}
+
+void Pipeline::clear_faults() {
+  impl_->faults.clear();
+}
+
+StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) {
+  Impl& im = *impl_;
+  const int S = schedule_.stages, M = schedule_.microbatches;
+  BRIGADE_CHECK_VALUE(ids.defined() && ids.dim() >= 1, "Pipeline: ids must be a tensor [B, ...]");
+  BRIGADE_CHECK_VALUE(targets.defined() && targets.dim() >= 1 && targets.size(0) == ids.size(0),
+                      "Pipeline: targets must be [B, ...] with the B of ids (", ids.size(0), "), found ",
+                      targets.defined() ? shape_str(targets.shape()) : std::string("an undefined tensor"));
+  const int64_t batch = ids.size(0);
+  BRIGADE_CHECK_VALUE(batch % M == 0, "Pipeline: a batch of ", batch, " samples does not divide into ", M,
+                      " equal microbatches (", batch, " % ", M, " = ", batch % M,
+                      "); use a batch size that is a multiple of the microbatch count");
+
+  detail::StepInputs inputs;
+  const int64_t per = batch / M;
+  for (int i = 0; i < M; ++i) {
+    inputs.ids.push_back(ids.narrow(0, i * per, per));
+    inputs.targets.push_back(targets.narrow(0, i * per, per));
+  }
+  inputs.loss_scale = 1.0 / M;
+  inputs.faults = im.faults;
+  inputs.check_finite = config_.check_finite;
+
+  // Work the caller queued on its own streams (an optimizer step, the batch's upload) must be done before
+  // the stages' streams, which do not wait for the caller's, read the parameters and the inputs.
+  for (const Device& device : im.devices) Stream::current(device).synchronize();
+  Stream::current(ids.device()).synchronize();
+  Stream::current(targets.device()).synchronize();
+
+  GradientStash stash(model_.parameters());
+  Impl::Bindings bindings(model_, schedule_, im);
+  transport_->reset();
+  for (auto& stage : im.stages) stage->begin_step();
+  inputs.origin = std::chrono::steady_clock::now();
+  im.origin = inputs.origin;
+
+  std::vector<StageFailure> failures(static_cast<size_t>(S));
+  std::atomic<int> failure_order{0};
+  // Autocast is per thread: each stage runs under the caller's mixed-precision setting (--dtype bf16).
+  const std::optional<DType> autocast = autograd::autocast_dtype();
+  {
+    for (int s = 0; s < S; ++s) {
+      im.threads[static_cast<size_t>(s)]->start([&, s] {
+        autograd::AutocastGuard autocast_guard(autocast);
+        detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
+        StageFailure& failure = failures[static_cast<size_t>(s)];
+        try {
+          stage.run(inputs, *transport_);
+          return;
+        } catch (const TransportAborted&) {
+          return;  // another stage failed first and stopped this one
+        } catch (const std::exception& e) {
+          failure.message = e.what();
+          failure.cause = std::current_exception();
+        } catch (...) {
+          failure.message = "unknown exception";
+          failure.cause = std::current_exception();
+        }
+        failure.failed = true;
+        failure.order = failure_order.fetch_add(1);
+        failure.step = stage.current_step();
+        const auto& list = schedule_.actions[static_cast<size_t>(s)];
+        std::string where = "stage " + std::to_string(s);
+        if (failure.step >= 0 && failure.step < static_cast<int>(list.size())) {
+          failure.action = list[static_cast<size_t>(failure.step)];
+          where += ", action " + std::to_string(failure.step) + " (" +
+                   to_string(failure.action, schedule_.virtual_chunks > 1) + ")";
+        }
+        failure.message = where + ": " + failure.message;
+        transport_->abort(failure.message);
+      });
+    }
+    for (auto& thread : im.threads) thread->wait();
+  }
+
+  const StageFailure* first = nullptr;
+  for (const StageFailure& f : failures) {
+    if (f.failed && (!first || f.order < first->order)) first = &f;
+  }
+  if (first || transport_->aborted()) {
+    for (auto& stage : im.stages) stage->clear();
+    bindings.restore();
+    stash.put_back();
+    if (!first)
+      throw PipelineError("pipeline step aborted: " + transport_->abort_reason(), -1, -1, Action{}, {});
+    const int stage = static_cast<int>(first - failures.data());
+    throw PipelineError(first->message, stage, first->step, first->action, first->cause);
+  }
+
+  // The barrier has passed: every stage finished its backward. Report, then merge tied gradients.
+  StepResult result;
+  ExecutionTrace& trace = result.trace;
+  trace.schedule = schedule_;
+  for (auto& stage : im.stages) {
+    trace.devices.push_back(stage->device());
+    trace.compute_streams.push_back(stage->compute_stream().id());
+    trace.copy_streams.push_back(stage->copy_stream().id());
+    trace.stages.push_back(stage->trace());
+    trace.peak_bytes.push_back(stage->peak_bytes());
+  }
+  result.step_ms = trace.span_ms();
+  const std::vector<double> busy = trace.busy_ms();
+  const std::vector<double> bubbles = trace.bubbles();
+  result.bubble = trace.bubble();
+  result.traffic = transport_->traffic();
+  for (int s = 0; s < S; ++s) {
+    detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
+    StageReport report;
+    report.stage = s;
+    report.device = stage.device();
+    report.layers = stage.chunks();
+    const std::vector<Tensor> params = im.params_of(model_, schedule_, s);
+    for (const Tensor& p : params) report.parameter_bytes += static_cast<int64_t>(p.nbytes());
+    report.peak_bytes = stage.peak_bytes();
+    report.gradient_bytes = grad_bytes(params);
+    report.activation_peak_bytes = std::max<int64_t>(0, report.peak_bytes - report.gradient_bytes);
+    report.busy_ms = busy[static_cast<size_t>(s)];
+    report.bubble = bubbles[static_cast<size_t>(s)];
+    result.stages.push_back(std::move(report));
+  }
+  result.microbatch_losses = im.stages.back()->losses();
+  result.loss = std::accumulate(result.microbatch_losses.begin(), result.microbatch_losses.end(), 0.0) / M;
+
+  bindings.merge_gradients();
+  bindings.restore();
+  stash.add_back();
+  return result;
+}
+
+StepResult Pipeline::train_step(const Tensor& ids, const Tensor& targets, nn::Optimizer& optimizer) {
+  model_.zero_grad();
+  StepResult result = forward_backward(ids, targets);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<Tensor> params = model_.parameters();
+  const double max_norm =
+      config_.grad_clip > 0.0 ? config_.grad_clip : std::numeric_limits<double>::infinity();
+  result.grad_norm = nn::clip_grad_norm(params, max_norm);
+  BRIGADE_CHECK(std::isfinite(result.grad_norm), "Pipeline::train_step: the gradient norm is ",
+                result.grad_norm, "; the optimizer did not step");
+  optimizer.step();
+  const auto end = std::chrono::steady_clock::now();
+  using Ms = std::chrono::duration<double, std::milli>;
+  result.optimizer_ms = Ms(end - start).count();
+  result.trace.optimizer_start_ms = Ms(start - impl_->origin).count();
+  result.trace.optimizer_end_ms = Ms(end - impl_->origin).count();
+  return result;
+}
+
+}  // namespace brigade::pipeline

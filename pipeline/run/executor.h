@@ -1,0 +1,250 @@
+// The executor: runs one training step of a Sequential as a pipeline, exactly as a Schedule (the IR)
+// says, and reports what happened (loss, per-stage memory, bubble, traffic, a trace).
+//
+// Layout. The model's L layers are cut into S * v consecutive model chunks (PipelineConfig::balance, or
+// as even as possible); model chunk k runs on stage k % S as its local chunk k / S (schedule.h). Each
+// stage's layers live on its device (PipelineConfig::devices); the constructor moves them there.
+//
+// One step (forward_backward):
+//   1. the batch [B, ...] is cut into M microbatches of B / M samples (B must be divisible by M);
+//   2. one host thread per stage (started with the Pipeline and kept from step to step) walks the stage's
+//      action list in order, under MemoryScope("stage<s>"),
+//      with the stage's compute stream current (StreamGuard) and its own Generator for dropout:
+//        F   runs the chunk's layers (Sequential::forward_range) on the microbatch: the ids slice for model
+//            chunk 0, otherwise the received activation, detached into a fresh leaf that requires grad so
+//            that the chunk's backward yields its input gradient. The last model chunk also computes the
+//            microbatch loss (loss_fn on the targets slice). Where the list holds an R for this
+//            (microbatch, chunk), F runs without grad and keeps only its input and the generator state.
+//        R   re-runs that forward with grad, from the kept input and with the generator set back to its
+//            state at F (so dropout draws the same masks), then restores the generator. This is what
+//            autograd::checkpoint + recompute_ahead do, done by the stage itself: the split backward
+//            (Bi/Bw) must walk the recomputed graph, which a checkpoint node keeps hidden inside its own
+//            all-at-once backward.
+//        B   backpropagates from the loss (scaled by 1/M: the step's loss is the mean of the microbatch
+//            means) or from the received output gradient; the input gradient goes upstream.
+//        Bi  the input gradient only, Bw the parameter gradients later (split_backward.h).
+//        send/recv  hand tensors over through the Transport with an Event recorded on the producer's
+//            compute stream; the consumer's stream waits on it before reading. A hand-off between two
+//            devices is copied on the consumer's copy stream (a peer copy between GPUs).
+//        step  the stage synchronises its streams and arrives at the barrier (see "Optimizer" below).
+//   3. after every stage has arrived, gradients of tied weights used on several stages are summed into
+//      the one parameter (see "Tied weights"), and the caller's model holds, in .grad, exactly the
+//      gradients of an unpipelined backward of the mean loss over the whole batch.
+// So a pipelined step equals the unpipelined step on the full batch: the loss is the mean over
+// microbatches of each microbatch's mean loss, which is the batch mean when every microbatch has the same
+// number of counted targets (always, without ignore_index targets).
+//
+// Optimizer. train_step runs one optimizer over all parameters on the calling thread after the barrier
+// (the simplest correct choice: the user's optimizer, its state and its learning-rate schedule stay one
+// object, and no stage can step before every stage has finished its backward). The IR's per-stage step
+// actions are the barrier; the trace draws the optimizer step on every stage's lane.
+//
+// Tied weights. A parameter used by layers on several stages (GPT's embed.wte.weight, used by "embed" on
+// the first stage and by the LM head on the last) must not have two threads accumulate into one .grad. For
+// the duration of a step every stage but the first that uses it gets its own replica: a separate leaf
+// tensor (sharing the storage on the same device, a copy on another device) put into that stage's module
+// slots. After the barrier each replica's gradient is added into the parameter's .grad and the slots get
+// the parameter back. Outside a step the model is exactly as the caller built it.
+//
+// Dropout. Each stage draws from its own Generator (seeded from PipelineConfig::seed and the stage), so
+// recomputation replays the masks exactly and stages never interleave draws. Masks therefore differ from
+// an unpipelined run's (different draw order); the equivalence above is exact without dropout.
+//
+// Failures. An exception in a stage (an injected fault, OOM, a shape error, a non-finite loss) aborts the
+// transport, so every other stage stops at its next action or wakes from its blocked recv; the threads
+// are joined and the caller gets one PipelineError: "stage 2, action 7 (B3): <what went wrong>". Nothing
+// is half-updated: the parameters and the optimizer are untouched (the optimizer only runs after a
+// complete step), and every parameter's .grad is put back to what it was before the step.
+//
+// Memory (StageReport). Each stage's figures come from its memory scope over the step:
+//   peak_bytes            the scope's peak minus its in-use bytes at the start of the step: everything the
+//                         stage allocated and held at once (activations, gradients created in the step,
+//                         backward temporaries, its outputs while the next stage still holds them).
+//   gradient_bytes        bytes of the stage's parameter gradients created during the step.
+//   activation_peak_bytes peak_bytes - gradient_bytes (parameters are allocated outside the scope). It is
+//                         exact when the peak comes after the stage's first backward (which allocates the
+//                         gradients); a peak before that (GPipe's end of the forwards) is under-counted by
+//                         the gradients not yet allocated, so it never over-states activations.
+// A tensor handed to a stage on the same device is not copied: its bytes stay counted by the producing
+// stage until the consumer frees it (the allocator charges the scope that allocated a block).
+//
+// \code
+//   brigade::nn::GPT model(config, /*seed=*/1);
+//   brigade::pipeline::PipelineConfig pc;
+//   pc.schedule = "1f1b"; pc.stages = 4; pc.microbatches = 8;
+//   pc.recompute = brigade::pipeline::Recompute::ExceptLast;
+//   brigade::pipeline::Pipeline pipe(model, pc);
+//   brigade::nn::AdamW opt(brigade::nn::decay_groups(model, 0.1));   // after the Pipeline (it moves layers)
+//   brigade::pipeline::StepResult r = pipe.train_step(ids, targets, opt);
+//   std::printf("loss %.4f, bubble %.1f%%\n", r.loss, 100 * r.bubble);
+//   write_file("trace.json", brigade::pipeline::chrome_trace_json(r.trace));
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/optim.h"
+#include "nn/sequential.h"
+#include "pipeline/run/trace.h"
+#include "pipeline/run/transport.h"
+#include "pipeline/schedule/schedule.h"
+#include "tensor/device.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/tensor.h"
+
+namespace brigade::pipeline {
+
+/// A step failed in a stage. what(): "stage 2, action 7 (B3): <the stage's error>".
+class PipelineError : public Error {
+ public:
+  PipelineError(const std::string& message, int stage, int step, Action action, std::exception_ptr cause)
+      : Error(message), stage_(stage), step_(step), action_(action), cause_(std::move(cause)) {}
+  int stage() const { return stage_; }
+  /// Index of the failed action in the stage's list.
+  int step() const { return step_; }
+  const Action& action() const { return action_; }
+  /// The original exception (rethrow it to inspect its type).
+  const std::exception_ptr& cause() const { return cause_; }
+
+ private:
+  int stage_, step_;
+  Action action_;
+  std::exception_ptr cause_;
+};
+
+/// Thrown by an injected fault (Pipeline::fail_at).
+class InjectedFault : public Error {
+  using Error::Error;
+};
+
+struct PipelineConfig {
+  std::string schedule = "1f1b";  ///< gpipe, 1f1b, interleaved, zb-h1
+  int stages = 1;                 ///< S
+  int microbatches = 1;           ///< M; the batch must be divisible by it
+  int virtual_chunks = 1;         ///< v (interleaved only)
+  Recompute recompute = Recompute::Never;
+  /// Layers per model chunk (S * v entries, each >= 1, summing to the model's layers), e.g. from a
+  /// Partition's balance(). Empty: as even as possible (earlier chunks get the extra layers); with v > 1
+  /// the layers must then divide evenly into S * v chunks.
+  std::vector<int> balance;
+  /// One device per stage, or one device for every stage. Empty: the device of the model's parameters.
+  std::vector<Device> devices;
+  uint64_t seed = 0;  ///< stage s draws dropout masks from Generator(seed + s)
+  /// Clip the global gradient norm to this in train_step (0: no clipping; the norm is still reported).
+  double grad_clip = 0.0;
+  /// Stop the step with an error when a microbatch loss is NaN or infinite (no optimizer step follows).
+  bool check_finite = true;
+  /// A recv waiting longer than this fails the step (0: wait forever). A validated schedule cannot
+  /// deadlock; this is a safety net against bugs, not a tuning knob.
+  double recv_timeout_seconds = 0.0;
+  /// Memory scopes are named "<prefix><stage>".
+  std::string scope_prefix = "stage";
+  /// OpenMP threads for each stage's kernels (0: OpenMP's default). Stages on the CPU run at the same
+  /// time, so S stages x the default thread count oversubscribe the cores; cores / S is a good choice.
+  int threads_per_stage = 0;
+
+  /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, or a devices
+  /// list whose size is neither 0, 1 nor stages.
+  void validate() const;
+};
+
+/// Where an injected fault fires: the action at index `step` of `stage`'s list, or (step < 0) the first
+/// action of `kind` on `stage` for `microbatch` (-1: any microbatch).
+struct Fault {
+  int stage = 0;
+  int step = -1;
+  std::optional<ActionKind> kind;
+  int microbatch = -1;
+};
+
+/// One stage's figures for one step.
+struct StageReport {
+  int stage = 0;
+  Device device = Device::cpu();
+  std::vector<std::pair<int, int>> layers;  ///< [begin, end) per local chunk
+  int64_t parameter_bytes = 0;  ///< its distinct parameters (a tied weight on each stage using it)
+  int64_t peak_bytes = 0;       ///< see "Memory" above
+  int64_t gradient_bytes = 0;
+  int64_t activation_peak_bytes = 0;
+  double busy_ms = 0.0;  ///< time in F, B, Bi, Bw and R
+  double bubble = 0.0;   ///< 1 - busy / step time
+};
+
+/// What one step did.
+struct StepResult {
+  double loss = 0.0;                      ///< mean of the microbatch losses
+  std::vector<double> microbatch_losses;  ///< unscaled, per microbatch
+  double step_ms = 0.0;       ///< first action start to last action end over all stages (no optimizer)
+  double optimizer_ms = 0.0;  ///< train_step's clipping and optimizer step
+  double grad_norm = -1.0;    ///< global gradient norm before clipping (train_step; -1 otherwise)
+  double bubble = 0.0;        ///< mean over stages of their idle fraction of step_ms
+  Traffic traffic;            ///< bytes of activations and gradients sent between stages
+  std::vector<StageReport> stages;
+  ExecutionTrace trace;  ///< every executed action with its times (chrome_trace_json, render_measured_svg)
+};
+
+class Pipeline {
+ public:
+  /// Computes the loss of the last layer's output against the targets (default: GPT::loss, the mean
+  /// cross-entropy of logits [B, T, V] against ids [B, T]).
+  using LossFn = std::function<Tensor(const Tensor& output, const Tensor& targets)>;
+
+  /// Builds the schedule (make_schedule + validate) and the layout, and moves each stage's layers to its
+  /// device. ValueError for an invalid config: an unknown schedule (listing the valid ones), more model
+  /// chunks than layers, a balance of the wrong size or sum, v > 1 with layers not dividing evenly, ...
+  /// @param transport defaults to an InProcessTransport.
+  Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss = {},
+           std::unique_ptr<Transport> transport = nullptr);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  const PipelineConfig& config() const { return config_; }
+  const Schedule& schedule() const { return schedule_; }
+  /// Layers [begin, end) of local chunk `chunk` of `stage`.
+  std::pair<int, int> chunk_layers(int stage, int chunk = 0) const;
+  const Device& device(int stage) const;
+  /// The parameters whose uses sit on more than one stage, with their model-wide names.
+  std::vector<std::string> tied_parameter_names() const;
+
+  /// One forward and backward over the batch: gradients accumulate into the parameters' .grad (added to
+  /// whatever they held before), no optimizer step. ids [B, ...] feeds layer 0, targets [B, ...] the loss.
+  /// ValueError when B is not divisible by the microbatches or the leading sizes differ; PipelineError
+  /// when a stage fails.
+  StepResult forward_backward(const Tensor& ids, const Tensor& targets);
+
+  /// zero_grad, forward_backward, clip (PipelineConfig::grad_clip), optimizer.step(). The optimizer must
+  /// hold the model's parameters (create it after the Pipeline). Throws without stepping when the
+  /// gradient norm is not finite.
+  StepResult train_step(const Tensor& ids, const Tensor& targets, nn::Optimizer& optimizer);
+
+  /// Test hooks: the next steps fail at the given action (until clear_faults()).
+  void fail_at(int stage, int step);
+  void fail_at(int stage, ActionKind kind, int microbatch = -1);
+  void clear_faults();
+
+  /// The stages' dropout generators (stage s at index s): what a checkpoint stores so that a resumed run
+  /// draws the masks the uninterrupted run would have drawn. set_ ValueError unless one state per stage.
+  std::vector<GeneratorState> generator_states() const;
+  void set_generator_states(const std::vector<GeneratorState>& states);
+
+  /// The transport (e.g. to read InProcessTransport::pending()).
+  Transport& transport() { return *transport_; }
+
+ private:
+  struct Impl;
+  nn::Sequential& model_;
+  PipelineConfig config_;
+  Schedule schedule_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Impl> impl_;  // the stages refer to schedule_: destroyed first
+};
+
+}  // namespace brigade::pipeline

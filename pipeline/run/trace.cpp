@@ -1,0 +1,383 @@
+// Measured step figures, the Chrome trace and the measured SVG timeline.
+#include "pipeline/run/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "pipeline/plan/render_timeline.h"
+
+namespace brigade::pipeline {
+namespace {
+
+bool is_work(ActionKind kind) {
+  return is_compute(kind) && kind != ActionKind::OptimizerStep;
+}
+
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double value, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+  return buf;
+}
+
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024.0 && u < 3) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  return fixed(bytes, u == 0 ? 0 : 1) + " " + units[u];
+}
+
+}  // namespace
+
+double ExecutionTrace::span_ms() const {
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const auto& events : stages) {
+    for (const TraceEvent& e : events) {
+      first = std::min(first, e.start_ms);
+      last = std::max(last, e.end_ms);
+    }
+  }
+  return last > first ? last - first : 0.0;
+}
+
+std::vector<double> ExecutionTrace::busy_ms() const {
+  std::vector<double> busy;
+  for (const auto& events : stages) {
+    double sum = 0.0;
+    for (const TraceEvent& e : events) {
+      if (is_work(e.action.kind)) sum += e.end_ms - e.start_ms;
+    }
+    busy.push_back(sum);
+  }
+  return busy;
+}
+
+std::vector<double> ExecutionTrace::bubbles() const {
+  const double span = span_ms();
+  std::vector<double> out;
+  for (double busy : busy_ms()) out.push_back(span > 0.0 ? std::max(0.0, (span - busy) / span) : 0.0);
+  return out;
+}
+
+double ExecutionTrace::bubble() const {
+  const std::vector<double> b = bubbles();
+  if (b.empty()) return 0.0;
+  double sum = 0.0;
+  for (double x : b) sum += x;
+  return sum / static_cast<double>(b.size());
+}
+
+Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time) {
+  const Schedule& schedule = trace.schedule;
+  const int S = schedule.stages, v = schedule.virtual_chunks;
+  Costs costs;
+  costs.per_chunk.assign(static_cast<size_t>(S * v), ChunkCosts{});
+  struct Sums {
+    double f = 0, b = 0, bi = 0, bw = 0, r = 0;
+    int nf = 0, nb = 0, nbi = 0, nbw = 0, nr = 0;
+  };
+  std::vector<Sums> sums(static_cast<size_t>(S * v));
+  for (int s = 0; s < S && s < static_cast<int>(trace.stages.size()); ++s) {
+    for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
+      Sums& x = sums[static_cast<size_t>(schedule.model_chunk(s, e.action.chunk))];
+      const double d = thread_cpu_time && e.cpu_ms >= 0.0 ? e.cpu_ms : e.end_ms - e.start_ms;
+      switch (e.action.kind) {
+        case ActionKind::Forward:
+          x.f += d, ++x.nf;
+          break;
+        case ActionKind::Backward:
+          x.b += d, ++x.nb;
+          break;
+        case ActionKind::BackwardInput:
+          x.bi += d, ++x.nbi;
+          break;
+        case ActionKind::BackwardWeight:
+          x.bw += d, ++x.nbw;
+          break;
+        case ActionKind::Recompute:
+          x.r += d, ++x.nr;
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  double f = 0, b = 0, w = 0, r = 0;
+  for (size_t k = 0; k < sums.size(); ++k) {
+    const Sums& x = sums[k];
+    ChunkCosts& c = costs.per_chunk[k];
+    c.forward = x.nf ? x.f / x.nf : 0.0;
+    const int backwards = x.nb + x.nbi;
+    c.backward = backwards ? (x.b + x.bi + x.bw) / backwards : 0.0;
+    c.weight = x.nbw ? std::min(c.backward, x.bw / x.nbw) : c.backward / 2.0;
+    c.recompute = x.nr ? x.r / x.nr : c.forward;
+    f += c.forward, b += c.backward, w += c.weight, r += c.recompute;
+  }
+  // The uniform fields: per-stage means, shown in captions (per_chunk is what the simulator uses).
+  const double per_stage = static_cast<double>(v) / static_cast<double>(S * v);
+  costs.forward = f * per_stage;
+  costs.backward = b * per_stage;
+  costs.weight = w * per_stage;
+  costs.recompute = r * per_stage;
+  return costs;
+}
+
+Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
+  return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
+}
+
+std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated) {
+  const Schedule& schedule = trace.schedule;
+  const bool show_chunk = schedule.virtual_chunks > 1;
+  const int S = static_cast<int>(trace.stages.size());
+  std::ostringstream out;
+  out.precision(3);
+  out << std::fixed;
+  bool first = true;
+  auto next = [&]() -> std::ostringstream& {
+    out << (first ? "\n" : ",\n");
+    first = false;
+    return out;
+  };
+  auto compute_tid = [](int stage) { return 2 * stage; };
+  auto copy_tid = [](int stage) { return 2 * stage + 1; };
+  // Slices of zero length would hide their flow arrows: give each at least a microsecond.
+  auto duration_us = [](const TraceEvent& e) { return std::max(1.0, 1000.0 * (e.end_ms - e.start_ms)); };
+
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  next() << R"({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "measured"}})";
+  next() << R"({"name": "process_sort_index", "ph": "M", "pid": 1, "args": {"sort_index": 1}})";
+  for (int s = 0; s < S; ++s) {
+    const std::string device = s < static_cast<int>(trace.devices.size()) ? trace.devices[s].str() : "?";
+    const int cs = s < static_cast<int>(trace.compute_streams.size()) ? trace.compute_streams[s] : 0;
+    const int ps = s < static_cast<int>(trace.copy_streams.size()) ? trace.copy_streams[s] : 0;
+    next() << R"({"name": "thread_name", "ph": "M", "pid": 1, "tid": )" << compute_tid(s)
+           << R"(, "args": {"name": "stage )" << s << " compute (" << json_escape(device) << " stream " << cs
+           << ")\"}}";
+    next() << R"({"name": "thread_name", "ph": "M", "pid": 1, "tid": )" << copy_tid(s)
+           << R"(, "args": {"name": "stage )" << s << " copy (" << json_escape(device) << " stream " << ps
+           << ")\"}}";
+    next() << R"({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": )" << compute_tid(s)
+           << R"(, "args": {"sort_index": )" << compute_tid(s) << "}}";
+    next() << R"({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": )" << copy_tid(s)
+           << R"(, "args": {"sort_index": )" << copy_tid(s) << "}}";
+    for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
+      if (e.action.kind == ActionKind::OptimizerStep) continue;  // the barrier; the optimizer is drawn below
+      const bool transfer = is_transfer(e.action.kind);
+      next() << R"({"name": ")" << json_escape(to_string(e.action, show_chunk)) << R"(", "cat": ")"
+             << kind_name(e.action.kind) << R"(", "ph": "X", "pid": 1, "tid": )"
+             << (transfer ? copy_tid(s) : compute_tid(s)) << ", \"ts\": " << 1000.0 * e.start_ms
+             << ", \"dur\": " << duration_us(e) << R"(, "args": {"step": )" << e.step
+             << ", \"microbatch\": " << e.action.microbatch << ", \"chunk\": " << e.action.chunk
+             << ", \"bytes\": " << e.bytes << ", \"scope_bytes\": " << e.scope_bytes << "}}";
+    }
+    if (trace.optimizer_start_ms >= 0.0) {
+      next() << R"({"name": "optimizer step", "cat": "step", "ph": "X", "pid": 1, "tid": )" << compute_tid(s)
+             << ", \"ts\": " << 1000.0 * trace.optimizer_start_ms
+             << ", \"dur\": " << std::max(1.0, 1000.0 * (trace.optimizer_end_ms - trace.optimizer_start_ms))
+             << "}";
+    }
+  }
+  // Flow arrows: each Send to the Recv with the same tag.
+  int flow = 0;
+  for (int s = 0; s < S; ++s) {
+    for (const TraceEvent& send : trace.stages[static_cast<size_t>(s)]) {
+      const ActionKind k = send.action.kind;
+      if (k != ActionKind::SendActivation && k != ActionKind::SendGrad) continue;
+      const TransferTag tag = transfer_tag(schedule, s, send.action);
+      const int peer = send.action.peer;
+      if (peer < 0 || peer >= S) continue;
+      for (const TraceEvent& recv : trace.stages[static_cast<size_t>(peer)]) {
+        const ActionKind rk = recv.action.kind;
+        if (rk != ActionKind::RecvActivation && rk != ActionKind::RecvGrad) continue;
+        if (!(transfer_tag(schedule, peer, recv.action) == tag)) continue;
+        const char* name = tag.gradient ? "gradient" : "activation";
+        next() << R"({"name": ")" << name << R"(", "cat": "transfer", "ph": "s", "id": )" << flow
+               << R"(, "pid": 1, "tid": )" << copy_tid(s)
+               << ", \"ts\": " << 1000.0 * send.start_ms + duration_us(send) / 2 << "}";
+        next() << R"({"name": ")" << name << R"(", "cat": "transfer", "ph": "f", "bp": "e", "id": )" << flow
+               << R"(, "pid": 1, "tid": )" << copy_tid(peer)
+               << ", \"ts\": " << 1000.0 * recv.start_ms + duration_us(recv) / 2 << "}";
+        ++flow;
+        break;
+      }
+    }
+  }
+  if (simulated) {
+    next() << R"({"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "simulated"}})";
+    next() << R"({"name": "process_sort_index", "ph": "M", "pid": 2, "args": {"sort_index": 2}})";
+    const bool sim_chunk = simulated->schedule.virtual_chunks > 1;
+    for (size_t s = 0; s < simulated->stages.size(); ++s) {
+      next() << R"({"name": "thread_name", "ph": "M", "pid": 2, "tid": )" << s
+             << R"(, "args": {"name": "stage )" << s << "\"}}";
+      for (const TimedAction& t : simulated->stages[s]) {
+        if (!is_compute(t.action.kind) || t.end <= t.start) continue;
+        next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
+               << kind_name(t.action.kind) << R"(", "ph": "X", "pid": 2, "tid": )" << s
+               << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
+      }
+    }
+  }
+  out << "\n]}\n";
+  return out.str();
+}
+
+std::string render_measured_svg(const ExecutionTrace& trace) {
+  const Schedule& schedule = trace.schedule;
+  const bool show_chunk = schedule.virtual_chunks > 1;
+  const int S = static_cast<int>(trace.stages.size());
+  double origin = std::numeric_limits<double>::infinity(), end = 0.0;
+  for (const auto& events : trace.stages) {
+    for (const TraceEvent& e : events) {
+      origin = std::min(origin, e.start_ms);
+      end = std::max(end, e.end_ms);
+    }
+  }
+  if (!std::isfinite(origin)) origin = 0.0;
+  if (trace.optimizer_end_ms > end) end = trace.optimizer_end_ms;
+  const double T = std::max(end - origin, 1e-9);
+  const double left = 64, plot = 960, right = 230, top = 52, lane = 28, wire = 8, gap = 12;
+  const double scale = plot / T;
+  const double lanes_bottom = top + S * (lane + wire + gap);
+  const double width = left + plot + right, height = lanes_bottom + 84;
+  const std::vector<double> bubbles = trace.bubbles();
+
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << " " << height
+      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+  svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
+      << xml_escape(schedule.describe() + " (measured)") << "</text>\n";
+  std::string caption =
+      "step " + fixed(trace.span_ms(), 2) + " ms, bubble " + fixed(100 * trace.bubble(), 1) + "%";
+  if (trace.optimizer_start_ms >= 0.0) {
+    caption += ", optimizer " + fixed(trace.optimizer_end_ms - trace.optimizer_start_ms, 2) + " ms";
+  }
+  caption += "   (thin lane: time in send/recv)";
+  svg << "<text x=\"" << left << "\" y=\"40\" fill=\"#444\">" << xml_escape(caption) << "</text>\n";
+
+  for (int s = 0; s < S; ++s) {
+    const double y = top + s * (lane + wire + gap);
+    svg << "<text x=\"" << left - 8 << "\" y=\"" << y + lane / 2 + 4 << "\" text-anchor=\"end\">stage " << s
+        << "</text>\n";
+    svg << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << plot << "\" height=\"" << lane
+        << "\" fill=\"#f2f2f2\" stroke=\"#dddddd\"/>\n";
+    for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
+      const double x = left + (e.start_ms - origin) * scale,
+                   w = std::max(0.5, (e.end_ms - e.start_ms) * scale);
+      const std::string label = to_string(e.action, show_chunk);
+      if (is_transfer(e.action.kind)) {
+        svg << "<g><title>" << xml_escape(label) << ": " << fixed(e.end_ms - e.start_ms, 3) << " ms, "
+            << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\""
+            << y + lane + 1 << "\" width=\"" << w << "\" height=\"" << wire - 2
+            << "\" fill=\"#777777\"/></g>\n";
+        continue;
+      }
+      if (!is_work(e.action.kind)) continue;
+      const double shade = show_chunk ? 1.0 - 0.45 * e.action.chunk / (schedule.virtual_chunks - 1) : 1.0;
+      svg << "<g><title>" << xml_escape(label) << " on stage " << s << ": " << fixed(e.start_ms - origin, 3)
+          << " .. " << fixed(e.end_ms - origin, 3) << " ms</title><rect x=\"" << x << "\" y=\"" << y
+          << "\" width=\"" << w << "\" height=\"" << lane << "\" fill=\"" << svg_color(e.action.kind)
+          << "\" fill-opacity=\"" << shade << "\" stroke=\"white\" stroke-width=\"1\"/>";
+      if (w >= 7.0 * label.size() + 4) {
+        svg << "<text x=\"" << x + w / 2 << "\" y=\"" << y + lane / 2 + 4
+            << "\" text-anchor=\"middle\" fill=\"white\" font-size=\"11\">" << xml_escape(label) << "</text>";
+      }
+      svg << "</g>\n";
+    }
+    if (trace.optimizer_start_ms >= 0.0) {
+      const double x = left + (trace.optimizer_start_ms - origin) * scale;
+      const double w = std::max(0.5, (trace.optimizer_end_ms - trace.optimizer_start_ms) * scale);
+      svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << lane
+          << "\" fill=\"" << svg_color(ActionKind::OptimizerStep)
+          << "\"><title>optimizer step</title></rect>\n";
+    }
+    std::string right_text =
+        "idle " + fixed(100 * (s < static_cast<int>(bubbles.size()) ? bubbles[s] : 0.0), 1) + "%";
+    if (s < static_cast<int>(trace.peak_bytes.size())) {
+      right_text += ", peak " + bytes_text(static_cast<double>(trace.peak_bytes[s]));
+    }
+    svg << "<text x=\"" << left + plot + 10 << "\" y=\"" << y + lane / 2 + 4 << "\" fill=\"#444\">"
+        << xml_escape(right_text) << "</text>\n";
+  }
+
+  const double step = tick_step(T, 10);
+  svg << "<line x1=\"" << left << "\" y1=\"" << lanes_bottom << "\" x2=\"" << left + plot << "\" y2=\""
+      << lanes_bottom << "\" stroke=\"#333\"/>\n";
+  for (double tick = 0; tick <= T + 1e-9 * T; tick += step) {
+    const double x = left + tick * scale;
+    svg << "<line x1=\"" << x << "\" y1=\"" << lanes_bottom << "\" x2=\"" << x << "\" y2=\""
+        << lanes_bottom + 5 << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << lanes_bottom + 18
+        << "\" text-anchor=\"middle\">" << fixed(tick, step < 1 ? 2 : 0) << "</text>\n";
+  }
+  svg << "<text x=\"" << left + plot << "\" y=\"" << lanes_bottom + 34
+      << "\" text-anchor=\"end\" fill=\"#444\">ms</text>\n";
+  struct Entry {
+    const char* name;
+    const char* color;
+  };
+  const Entry legend[] = {{"F forward", svg_color(ActionKind::Forward)},
+                          {"B backward", svg_color(ActionKind::Backward)},
+                          {"Bi input-grad", svg_color(ActionKind::BackwardInput)},
+                          {"Bw weight-grad", svg_color(ActionKind::BackwardWeight)},
+                          {"R recompute", svg_color(ActionKind::Recompute)},
+                          {"optimizer", svg_color(ActionKind::OptimizerStep)},
+                          {"send/recv", "#777777"},
+                          {"idle (bubble)", "#f2f2f2"}};
+  double x = left;
+  const double y = lanes_bottom + 52;
+  for (const Entry& e : legend) {
+    svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << e.color
+        << "\" stroke=\"#bbbbbb\"/><text x=\"" << x + 19 << "\" y=\"" << y + 11 << "\">" << e.name
+        << "</text>\n";
+    x += 30 + 7.0 * std::string(e.name).size();
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+}  // namespace brigade::pipeline

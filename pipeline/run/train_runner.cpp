@@ -1,0 +1,404 @@
+// The pipeline as nn::train's step engine; what it does and reports is described in train_runner.h.
+#include "pipeline/run/train_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipeline/run/trace.h"
+#include "pipeline/schedule/generators.h"
+
+namespace brigade::pipeline {
+namespace {
+
+using Json = nlohmann::json;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) items.push_back(item);
+  if (!text.empty() && text.back() == ',') items.emplace_back();
+  return items;
+}
+
+// Rethrows a ValueError from the pipeline's parsers with the flag in front, so that the CLI's usage error
+// names the flag the user typed.
+template <typename F>
+auto with_flag(const char* flag, const std::string& value, F&& f) {
+  try {
+    return f();
+  } catch (const ValueError& e) {
+    BRIGADE_THROW(ValueError, flag, " '", value, "': ", e.what());
+  }
+}
+
+PartitionMethod method_of(const nn::TrainOptions& o) {
+  return o.balance.empty() ? parse_partition_method(o.partition) : PartitionMethod::Balance;
+}
+
+// Dropout masks of the stages: a seed of their own, so they do not replay the weights' stream.
+uint64_t stage_seed(uint64_t seed) {
+  uint64_t z = seed + 4 * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// ---- checking the flags -----------------------------------------------------------------------------------
+
+std::vector<Device> stage_devices(const nn::TrainOptions& options) {
+  std::vector<Device> devices;
+  if (options.devices.empty()) {
+    devices.assign(static_cast<size_t>(options.stages), Device::parse(options.device));
+    return devices;
+  }
+  for (const std::string& item : split_commas(options.devices)) {
+    try {
+      devices.push_back(Device::parse(item));
+    } catch (const DeviceError&) {
+      BRIGADE_THROW(ValueError, "--devices '", options.devices, "': '", item,
+                    "' is not a device (expected cpu, cuda or cuda:N, one per stage or one for all)");
+    }
+  }
+  BRIGADE_CHECK_VALUE(devices.size() == 1 || static_cast<int64_t>(devices.size()) == options.stages,
+                      "--devices '", options.devices, "' names ", devices.size(), " devices; expected 1 or ",
+                      options.stages, " (one per stage of --stages ", options.stages, ")");
+  if (devices.size() == 1) devices.assign(static_cast<size_t>(options.stages), devices.front());
+  return devices;
+}
+
+void check_train_options(const nn::TrainOptions& o) {
+  o.validate();
+  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches),
+            v = static_cast<int>(o.virtual_chunks);
+  const int layers = static_cast<int>(o.layers) + 2;
+  const std::vector<std::string>& names = schedule_names();
+  if (std::find(names.begin(), names.end(), o.schedule) == names.end()) {
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+    BRIGADE_THROW(ValueError, "--schedule '", o.schedule, "' is not a schedule; expected one of: ", list);
+  }
+  const Recompute recompute =
+      with_flag("--recompute", o.recompute, [&] { return parse_recompute(o.recompute); });
+  const PartitionMethod method =
+      with_flag("--partition", o.partition, [&] { return parse_partition_method(o.partition); });
+  BRIGADE_CHECK_VALUE(method != PartitionMethod::Balance || !o.balance.empty(),
+                      "--partition balance needs --balance (the layers per stage, e.g. 2,2)");
+  BRIGADE_CHECK_VALUE(v == 1 || o.schedule == "interleaved", "--virtual ", v,
+                      " needs --schedule interleaved (", o.schedule, " runs one chunk per stage)");
+  if (!o.balance.empty()) {
+    const std::vector<int> balance =
+        with_flag("--balance", o.balance, [&] { return parse_balance(o.balance); });
+    BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == S * v, "--balance '", o.balance, "' has ",
+                        balance.size(), " entries, expected ", S * v, " (one per model chunk: --stages ", S,
+                        v > 1 ? " x --virtual " + std::to_string(v) : std::string(), ")");
+    int sum = 0;
+    for (int count : balance) sum += count;
+    BRIGADE_CHECK_VALUE(sum == layers, "--balance '", o.balance, "' sums to ", sum, " layers, the model has ",
+                        layers, " (embed, ", o.layers, " blocks, head)");
+  } else {
+    BRIGADE_CHECK_VALUE(v == 1 || layers % (S * v) == 0, "--virtual ", v, " with --stages ", S,
+                        " cuts the model into ", S * v, " chunks, which does not divide its ", layers,
+                        " layers (embed, ", o.layers,
+                        " blocks, head) evenly; change --layers, --stages or "
+                        "--virtual, or give the layers per chunk with --balance");
+  }
+  // The schedule's own checks (e.g. interleaved needs M to be a multiple of S).
+  with_flag("--schedule", o.schedule, [&] { (void)make_schedule(o.schedule, S, M, v, recompute); });
+  const std::vector<Device> devices = stage_devices(o);
+  for (const Device& d : devices) {
+    BRIGADE_CHECK_VALUE(
+        d == devices.front(), "--devices '", o.devices, "' puts stages on ", devices.front().str(), " and ",
+        d.str(),
+        ": brigade train runs every stage on one device (CPU threads, or streams of one GPU), "
+        "because evaluation and sampling run the whole model on one device");
+  }
+  if (!o.memory_budget.empty()) {
+    const int64_t budget =
+        with_flag("--memory-budget", o.memory_budget, [&] { return parse_bytes(o.memory_budget); });
+    BRIGADE_CHECK_VALUE(budget > 0, "--memory-budget '", o.memory_budget, "' must be a positive byte count");
+  }
+}
+
+// ---- the runner -------------------------------------------------------------------------------------------
+
+PipelineRunner::PipelineRunner(const nn::TrainOptions& options) : options_(options) {}
+
+PipelineRunner::~PipelineRunner() = default;
+
+void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
+  check_train_options(options_);
+  const nn::TrainOptions& o = options_;
+  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches),
+            v = static_cast<int>(o.virtual_chunks);
+  const Recompute recompute = parse_recompute(o.recompute);
+  const std::vector<Device> devices = stage_devices(o);
+
+  // 1. Per-layer profile at the run's microbatch size, on the model's device.
+  const int64_t per = o.batch / M;
+  const Tensor ids = sample.x.narrow(0, 0, per), targets = sample.y.narrow(0, 0, per);
+  ProfileOptions po;
+  po.repeats = 3;
+  po.warmup = 1;
+  po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
+  po.seed = o.seed;
+  // The thread's CPU clock ignores the time the thread waits for a core on a busy machine (exact with one
+  // OpenMP thread per stage, the default).
+  po.thread_cpu_time = ids.device().is_cpu() && o.threads == 1;
+  profile_ = profile_layers(model, ids, po);
+
+  // 2. The cut.
+  PartitionOptions part;
+  part.method = method_of(o);
+  part.stages = S;
+  part.virtual_chunks = v;
+  if (!o.balance.empty()) part.balance = parse_balance(o.balance);
+  partition_ = make_partition(*profile_, part);
+
+  // 3. Memory: predicted for the plan, certified against the budget before anything runs.
+  MemoryPlan plan;
+  plan.schedule = o.schedule;
+  plan.stages = S;
+  plan.microbatches = M;
+  plan.virtual_chunks = v;
+  plan.recompute = recompute;
+  plan.batch_size = o.batch;
+  plan.partition = part.method;
+  plan.balance = part.balance;
+  plan.optimizer_state_tensors = 2;  // AdamW: m and v
+  if (!o.memory_budget.empty()) {
+    try {
+      prediction_ = certify(*profile_, plan, parse_bytes(o.memory_budget));
+    } catch (const OutOfMemoryError& e) {
+      std::string message = e.what();
+      const size_t where = message.rfind(" [");  // the library's " [file.cpp:123]" suffix
+      if (where != std::string::npos && message.back() == ']') message.erase(where);
+      throw MemoryBudgetExceeded("--memory-budget " + o.memory_budget + ": " + message);
+    }
+  } else {
+    prediction_ = predict_memory(*profile_, plan);
+  }
+
+  // 4. The pipeline.
+  config_.schedule = o.schedule;
+  config_.stages = S;
+  config_.microbatches = M;
+  config_.virtual_chunks = v;
+  config_.recompute = recompute;
+  config_.balance = partition_->layer_counts();
+  config_.devices = devices;
+  config_.seed = stage_seed(o.seed);
+  config_.grad_clip = 0.0;       // nn::train clips, as in the plain loop
+  config_.check_finite = false;  // nn::train stops on a non-finite loss, as in the plain loop
+  config_.threads_per_stage = o.threads;
+  pipeline_ = std::make_unique<Pipeline>(model, config_);
+
+  // The prediction of the step from the layer profile (partition.h: profile_costs).
+  const Costs costs = profile_costs(*profile_, *partition_);
+  simulated_ = simulate(pipeline_->schedule(), costs);
+  peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
+  peak_step_bytes_.assign(static_cast<size_t>(S), 0);
+}
+
+double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) {
+  (void)model;  // the pipeline holds it
+  require_prepared("forward_backward");
+  StepResult result = pipeline_->forward_backward(batch.x, batch.y);
+  bubbles_.push_back(result.bubble);
+  for (const StageReport& stage : result.stages) {
+    const auto s = static_cast<size_t>(stage.stage);
+    peak_activation_bytes_[s] = std::max(peak_activation_bytes_[s], stage.activation_peak_bytes);
+    peak_step_bytes_[s] = std::max(peak_step_bytes_[s], stage.peak_bytes);
+  }
+  const double loss = result.loss;
+  last_ = std::move(result);
+  return loss;
+}
+
+std::string PipelineRunner::partition_json(const nn::GPT& model) const {
+  (void)model;
+  require_prepared("partition_json");
+  Json balance = Json::array();
+  for (int count : partition_->layer_counts()) balance.push_back(count);
+  Json j = {{"stages", options_.stages},
+            {"virtual", options_.virtual_chunks},
+            {"balance", balance},
+            {"method", to_string(partition_->method)},
+            {"schedule", options_.schedule},
+            {"microbatches", options_.microbatches},
+            {"recompute", options_.recompute}};
+  return j.dump();
+}
+
+std::string PipelineRunner::state_json() const {
+  require_prepared("state_json");
+  Json generators = Json::array();
+  for (const GeneratorState& state : pipeline_->generator_states()) {
+    generators.push_back({{"seed", state.seed}, {"offset", state.offset}});
+  }
+  return Json{{"stage_generators", generators}}.dump();
+}
+
+void PipelineRunner::restore_state(const std::string& json) {
+  require_prepared("restore_state");
+  const Json state = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!state.is_object() || !state.contains("stage_generators")) return;  // another engine's state
+  const Json& saved = state["stage_generators"];
+  // Saved with another number of stages: those masks cannot be reproduced, the stages keep their seeds.
+  if (!saved.is_array() || saved.size() != static_cast<size_t>(options_.stages)) return;
+  std::vector<GeneratorState> states;
+  for (const Json& entry : saved) {
+    BRIGADE_CHECK_VALUE(entry.is_object() && entry.contains("seed") && entry.contains("offset") &&
+                            entry["seed"].is_number_unsigned() && entry["offset"].is_number_unsigned(),
+                        "PipelineRunner::restore_state: each stage generator must be {\"seed\": uint, "
+                        "\"offset\": uint}, found ",
+                        entry.dump());
+    states.push_back({entry["seed"].get<uint64_t>(), entry["offset"].get<uint64_t>()});
+  }
+  pipeline_->set_generator_states(states);
+}
+
+std::string PipelineRunner::describe() const {
+  require_prepared("describe");
+  std::ostringstream out;
+  out << "pipeline: " << options_.schedule << ", " << options_.stages << " stages x " << options_.microbatches
+      << " microbatches of " << options_.batch / options_.microbatches;
+  if (options_.virtual_chunks > 1) out << ", " << options_.virtual_chunks << " chunks per stage";
+  out << ", recompute " << options_.recompute << ", partition by " << to_string(partition_->method)
+      << " (balance " << partition_->balance() << ") on " << pipeline_->device(0).str();
+  if (options_.stages > 1) out << " (" << options_.stages << " stage threads)";
+  return out.str();
+}
+
+void PipelineRunner::require_prepared(const char* what) const {
+  BRIGADE_CHECK(pipeline_ != nullptr, "PipelineRunner::", what, ": prepare() has not run");
+}
+
+void PipelineRunner::require_step(const char* what) const {
+  require_prepared(what);
+  BRIGADE_CHECK(last_.has_value(), "PipelineRunner::", what, ": no step has run");
+}
+
+const ModelProfile& PipelineRunner::profile() const {
+  require_prepared("profile");
+  return *profile_;
+}
+const Partition& PipelineRunner::partition() const {
+  require_prepared("partition");
+  return *partition_;
+}
+const MemoryPrediction& PipelineRunner::prediction() const {
+  require_prepared("prediction");
+  return *prediction_;
+}
+const Timeline& PipelineRunner::simulated() const {
+  require_prepared("simulated");
+  return *simulated_;
+}
+const Pipeline& PipelineRunner::pipeline() const {
+  require_prepared("pipeline");
+  return *pipeline_;
+}
+const StepResult& PipelineRunner::last_step() const {
+  require_step("last_step");
+  return *last_;
+}
+
+double PipelineRunner::bubble_measured() const {
+  require_step("bubble_measured");
+  // Steady state: the first steps pay for allocator warm-up and first-touch page faults (as ms_per_step).
+  const size_t skip = std::min<size_t>(3, bubbles_.size() / 2);
+  return median(std::vector<double>(bubbles_.begin() + static_cast<std::ptrdiff_t>(skip), bubbles_.end()));
+}
+
+double PipelineRunner::bubble_simulated() const {
+  return simulated().bubble;
+}
+
+double PipelineRunner::bubble_simulated_from_trace() const {
+  return simulate_measured(last_step().trace).bubble;
+}
+
+std::string PipelineRunner::summary() const {
+  std::ostringstream out;
+  out << partition().table();
+  if (last_) {
+    out << "\n" << prediction().table(peak_step_bytes_);
+    const Traffic& t = last_->traffic;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "\nbubble: measured %.1f%% (median over steady steps; simulated %.1f%% from the layer "
+                  "profile, %.1f%% from this run's action times)\n",
+                  100.0 * bubble_measured(), 100.0 * bubble_simulated(),
+                  100.0 * bubble_simulated_from_trace());
+    out << line;
+    out << "traffic per step: " << format_bytes(static_cast<double>(t.activation_bytes))
+        << " of activations in " << t.activation_messages << " messages, "
+        << format_bytes(static_cast<double>(t.gradient_bytes)) << " of gradients in " << t.gradient_messages
+        << " messages\n";
+  } else {
+    out << "\n" << prediction().table();
+  }
+  return out.str();
+}
+
+std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
+  Json j = Json::parse(metrics_json);
+  const MemoryPrediction& p = prediction();
+  Json predicted_total = Json::array(), predicted_step = Json::array();
+  for (const StageMemory& s : p.stages) {
+    predicted_total.push_back(s.total_bytes());
+    predicted_step.push_back(s.step_peak_bytes());
+  }
+  Json balance = Json::array();
+  for (int count : partition().layer_counts()) balance.push_back(count);
+  j["schedule"] = options_.schedule;
+  j["stages"] = options_.stages;
+  j["microbatches"] = options_.microbatches;
+  j["virtual"] = options_.virtual_chunks;
+  j["recompute"] = options_.recompute;
+  j["partition"] = {{"method", to_string(partition().method)}, {"balance", balance}};
+  j["bubble_simulated"] = bubble_simulated();
+  j["predicted_peak_bytes"] = predicted_total;
+  j["predicted_step_peak_bytes"] = predicted_step;
+  if (last_) {
+    const Traffic& t = last_->traffic;
+    j["bubble_measured"] = bubble_measured();
+    j["bubble_simulated_from_trace"] = bubble_simulated_from_trace();
+    j["peak_activation_bytes"] = peak_activation_bytes_;
+    j["peak_step_bytes"] = peak_step_bytes_;
+    j["traffic_bytes_per_step"] = t.total_bytes();
+    j["traffic"] = {{"activation_bytes", t.activation_bytes},
+                    {"gradient_bytes", t.gradient_bytes},
+                    {"activation_messages", t.activation_messages},
+                    {"gradient_messages", t.gradient_messages}};
+  } else {
+    j["bubble_measured"] = nullptr;
+    j["bubble_simulated_from_trace"] = nullptr;
+    j["peak_activation_bytes"] = nullptr;
+    j["peak_step_bytes"] = nullptr;
+    j["traffic_bytes_per_step"] = nullptr;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string PipelineRunner::trace_json() const {
+  return chrome_trace_json(last_step().trace, &simulated());
+}
+
+std::string PipelineRunner::timeline_svg() const {
+  return render_measured_svg(last_step().trace);
+}
+
+}  // namespace brigade::pipeline

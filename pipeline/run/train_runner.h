@@ -1,0 +1,150 @@
+// The pipeline as the step engine of nn::train: what `brigade train --stages S --microbatches M ...` runs.
+//
+// PipelineRunner implements nn::StepRunner. Before the first step (prepare) it
+//   1. profiles every layer of the model on its device with one microbatch of a sample batch
+//      (profile_layers: per-layer forward/backward time and activation bytes),
+//   2. cuts the model (make_partition: --balance, or by params, time or memory),
+//   3. predicts every stage's peak memory (predict_memory) and, with a --memory-budget, certifies it:
+//      a plan over the budget is refused with certify's message (MemoryBudgetExceeded) before any step,
+//   4. builds the Pipeline (executor.h) with that balance, the schedule, the recompute policy, one
+//      OpenMP thread pool of --threads per stage, and the stages' devices.
+// Each step is then Pipeline::forward_backward on the batch: the gradients of the batch's mean loss
+// accumulate into .grad exactly as the unpipelined backward would put them (executor.h), and nn::train
+// clips, checks and steps as for the plain loop. The executor's own finite check is off: a NaN loss comes
+// back to nn::train, which stops with the same message as the plain loop.
+//
+// What it reports after the run (summary(), add_metrics()):
+//   bubble measured    the median over steady steps (the first min(3, steps / 2) excluded) of
+//                      StepResult::bubble: the mean over stages of their idle fraction of the step;
+//   bubble simulated   two predictions from the same IR: simulate() fed with the per-layer profile's
+//                      costs summed per model chunk ("from the layer profile", known before the run), and
+//                      simulate_measured() of the last step's trace ("from this run's action times": the
+//                      schedule's bubble with the executor's own measured costs);
+//   memory             per stage, the largest measured step peak (StageReport::peak_bytes) and activation
+//                      peak over the run, beside the memory model's prediction (MemoryPrediction::table);
+//   traffic            bytes of activations and gradients sent between stages in one step.
+// trace_json() and timeline_svg() draw the last step (a steady one): the Chrome trace with the profile's
+// simulated timeline beside it, and the SVG of the executed schedule.
+//
+// Devices. Every stage may run on one device (CPU threads, or streams of one GPU). Stages on different
+// devices are refused by check_train_options: evaluation and sampling run the whole model on one device.
+//
+// Dropout. The stages draw their masks from their own generators (executor.h), seeded from --seed, and
+// checkpoints store their states ("brigade.engine_state"), so a resumed pipelined run is bit-exact with
+// dropout too, as long as it resumes with the same number of stages (with another, the masks after the
+// resume differ from the uninterrupted run's).
+//
+// \code
+//   brigade::nn::TrainOptions options;
+//   options.stages = 2; options.microbatches = 4;
+//   brigade::pipeline::check_train_options(options);      // ValueError naming the flag
+//   brigade::pipeline::PipelineRunner runner(options);
+//   brigade::nn::TrainResult result = brigade::nn::train(options, {}, &runner);
+//   std::cout << runner.summary();
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/trainer.h"
+#include "pipeline/plan/memory_model.h"
+#include "pipeline/plan/partition.h"
+#include "pipeline/plan/profile.h"
+#include "pipeline/plan/simulator.h"
+#include "pipeline/run/executor.h"
+
+namespace brigade::pipeline {
+
+/// A --memory-budget refused before any step: what() is certify()'s message (the stage, its predicted
+/// peak and the cheapest change that fits).
+class MemoryBudgetExceeded : public OutOfMemoryError {
+  using OutOfMemoryError::OutOfMemoryError;
+};
+
+/// ValueError naming the flag for a pipeline setting that cannot work: an unknown --schedule (listing the
+/// valid ones), --recompute or --partition; --virtual v > 1 with another schedule, or with the model's
+/// layers not dividing into stages x v chunks (without --balance); microbatches not a multiple of the
+/// stages for interleaved; a --balance that is not a list of stages x v positive counts summing to the
+/// model's layers; a --devices entry that is not a device, a list of the wrong length, or stages on
+/// different devices; a --memory-budget that is not a byte count. Also runs TrainOptions::validate().
+/// Touches no file or device.
+void check_train_options(const nn::TrainOptions& options);
+
+/// The devices of the stages (--devices, else --device), one entry per stage.
+std::vector<Device> stage_devices(const nn::TrainOptions& options);
+
+class PipelineRunner : public nn::StepRunner {
+ public:
+  /// Keeps the options (checked again in prepare with check_train_options).
+  explicit PipelineRunner(const nn::TrainOptions& options);
+  ~PipelineRunner() override;
+
+  void prepare(nn::GPT& model, const nn::Batch& sample) override;
+  double forward_backward(nn::GPT& model, const nn::Batch& batch) override;
+  /// {"stages": S, "virtual": v, "balance": [...], "schedule": ..., "microbatches": M, "method": ...}
+  std::string partition_json(const nn::GPT& model) const override;
+  /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
+  /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
+  std::string state_json() const override;
+  /// Restores the stage generators saved by state_json() with the same number of stages (otherwise the
+  /// stages keep their fresh seeds: masks from another stage count cannot be reproduced).
+  void restore_state(const std::string& json) override;
+  std::string describe() const override;
+
+  // After prepare():
+  const ModelProfile& profile() const;
+  const Partition& partition() const;
+  const MemoryPrediction& prediction() const;
+  /// The simulated step from the layer profile's costs.
+  const Timeline& simulated() const;
+  const Pipeline& pipeline() const;
+
+  // After at least one step:
+  int steps_run() const { return static_cast<int>(bubbles_.size()); }
+  /// Median of StepResult::bubble over the steady steps.
+  double bubble_measured() const;
+  /// simulated().bubble.
+  double bubble_simulated() const;
+  /// simulate_measured(last step's trace).bubble.
+  double bubble_simulated_from_trace() const;
+  /// Per stage, the largest over the run of StageReport::activation_peak_bytes / peak_bytes.
+  const std::vector<int64_t>& peak_activation_bytes() const { return peak_activation_bytes_; }
+  const std::vector<int64_t>& peak_step_bytes() const { return peak_step_bytes_; }
+  /// The last step's result (its trace, traffic and stage reports).
+  const StepResult& last_step() const;
+
+  /// The partition table, the memory table (predicted beside measured), the bubble line and the traffic.
+  std::string summary() const;
+  /// Adds the pipeline's figures to a metrics JSON object (TrainResult::metrics_json's text): schedule,
+  /// stages, microbatches, virtual, recompute, partition {method, balance}, bubble_measured,
+  /// bubble_simulated, bubble_simulated_from_trace, peak_activation_bytes and peak_step_bytes (measured,
+  /// per stage), predicted_peak_bytes (total: parameters + optimizer state + step peak) and
+  /// predicted_step_peak_bytes (per stage), traffic_bytes_per_step and traffic {activation_bytes,
+  /// gradient_bytes, messages}.
+  std::string add_metrics(const std::string& metrics_json) const;
+  /// Chrome trace JSON of the last step with the profile's simulated timeline beside it.
+  std::string trace_json() const;
+  /// SVG timeline of the last step.
+  std::string timeline_svg() const;
+
+ private:
+  void require_prepared(const char* what) const;
+  void require_step(const char* what) const;
+
+  nn::TrainOptions options_;
+  PipelineConfig config_;
+  std::optional<ModelProfile> profile_;
+  std::optional<Partition> partition_;
+  std::optional<MemoryPrediction> prediction_;
+  std::optional<Timeline> simulated_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::vector<double> bubbles_;
+  std::vector<int64_t> peak_activation_bytes_, peak_step_bytes_;
+  std::optional<StepResult> last_;
+};
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,303 @@
+// The schedule validator (see validate.h for the list of checks).
+#include "pipeline/schedule/validate.h"
+
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "pipeline/schedule/dependencies.h"
+#include "pipeline/schedule/render_schedule.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+constexpr int kKinds = static_cast<int>(ActionKind::OptimizerStep) + 1;
+
+std::string at(int stage, int step) {
+  return "stage " + std::to_string(stage) + " step " + std::to_string(step);
+}
+
+ScheduleIssue issue(std::string message, std::vector<std::pair<int, int>> marks = {}) {
+  return ScheduleIssue{std::move(message), std::move(marks)};
+}
+
+// Where each (kind, chunk, microbatch) sits in one stage's list (-1: absent).
+class Positions {
+ public:
+  Positions(const Schedule& schedule)
+      : v_(schedule.virtual_chunks),
+        m_(schedule.microbatches),
+        pos_(static_cast<size_t>(kKinds) * v_ * m_, -1) {}
+  int& operator()(ActionKind kind, int chunk, int microbatch) {
+    return pos_[(static_cast<size_t>(kind) * v_ + chunk) * m_ + microbatch];
+  }
+  int get(ActionKind kind, int chunk, int microbatch) const {
+    return pos_[(static_cast<size_t>(kind) * v_ + chunk) * m_ + microbatch];
+  }
+
+ private:
+  int v_, m_;
+  std::vector<int> pos_;
+};
+
+// 1. sizes and ranges.
+std::optional<ScheduleIssue> check_ranges(const Schedule& s) {
+  if (s.stages < 1 || s.microbatches < 1 || s.virtual_chunks < 1) {
+    return issue("needs stages, microbatches and virtual chunks >= 1 (found S=" + std::to_string(s.stages) +
+                 ", M=" + std::to_string(s.microbatches) + ", v=" + std::to_string(s.virtual_chunks) + ")");
+  }
+  if (static_cast<int>(s.actions.size()) != s.stages) {
+    return issue("has " + std::to_string(s.actions.size()) + " instruction lists for " +
+                 std::to_string(s.stages) + " stages");
+  }
+  for (int st = 0; st < s.stages; ++st) {
+    for (int i = 0; i < static_cast<int>(s.actions[st].size()); ++i) {
+      const Action& a = s.actions[st][i];
+      if (a.kind == ActionKind::OptimizerStep) continue;
+      const std::string where = at(st, i) + ": " + to_string(a) + " ";
+      if (a.microbatch < 0 || a.microbatch >= s.microbatches) {
+        return issue(where + "has microbatch " + std::to_string(a.microbatch) + ", outside 0.." +
+                         std::to_string(s.microbatches - 1),
+                     {{st, i}});
+      }
+      if (a.chunk < 0 || a.chunk >= s.virtual_chunks) {
+        return issue(where + "has chunk " + std::to_string(a.chunk) + ", outside 0.." +
+                         std::to_string(s.virtual_chunks - 1),
+                     {{st, i}});
+      }
+      if (!is_transfer(a.kind)) continue;
+      const int k = s.model_chunk(st, a.chunk);
+      const bool forward = a.kind == ActionKind::SendActivation || a.kind == ActionKind::RecvGrad;
+      const int other = forward ? k + 1 : k - 1;
+      if (other < 0 || other >= s.model_chunks()) {
+        return issue(where + "has no peer: model chunk " + std::to_string(k) + " is the " +
+                         (forward ? "last" : "first") + " of the model",
+                     {{st, i}});
+      }
+      if (s.stage_of(other) == st) {
+        return issue(where + "crosses no stage: model chunk " + std::to_string(other) +
+                         " is on this stage (local hand-offs need no Send/Recv)",
+                     {{st, i}});
+      }
+      if (a.peer != s.stage_of(other)) {
+        return issue(where + "names peer stage " + std::to_string(a.peer) + ", but model chunk " +
+                         std::to_string(other) + " is on stage " + std::to_string(s.stage_of(other)),
+                     {{st, i}});
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// 2-4 on one stage: counts, order, required transfers. Fills `pos` for the matching check.
+std::optional<ScheduleIssue> check_stage(const Schedule& s, int st, Positions& pos) {
+  const auto& list = s.actions[st];
+  int steps = 0;
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    const Action& a = list[i];
+    if (a.kind == ActionKind::OptimizerStep) {
+      if (++steps > 1) return issue(at(st, i) + ": a second optimizer step", {{st, i}});
+      if (i + 1 != static_cast<int>(list.size())) {
+        return issue(at(st, i) + ": the optimizer step must end the list (" +
+                         std::to_string(list.size() - i - 1) + " actions follow it)",
+                     {{st, i}});
+      }
+      continue;
+    }
+    int& p = pos(a.kind, a.chunk, a.microbatch);
+    if (p >= 0) {
+      return issue(at(st, i) + ": " + to_string(a) + " appears twice (steps " + std::to_string(p) + " and " +
+                       std::to_string(i) + ")",
+                   {{st, p}, {st, i}});
+    }
+    p = i;
+  }
+  if (steps == 0)
+    return issue("stage " + std::to_string(st) + " has no optimizer step at the end of its list");
+
+  const int last = s.model_chunks() - 1;
+  for (int c = 0; c < s.virtual_chunks; ++c) {
+    const int k = s.model_chunk(st, c);
+    const bool prev_remote = k > 0 && s.stage_of(k - 1) != st;
+    const bool next_remote = k < last && s.stage_of(k + 1) != st;
+    const int prev_stage = s.stage_of(k + s.model_chunks() - 1), next_stage = s.stage_of(k + 1);
+    for (int m = 0; m < s.microbatches; ++m) {
+      const int f = pos.get(ActionKind::Forward, c, m), b = pos.get(ActionKind::Backward, c, m);
+      const int bi = pos.get(ActionKind::BackwardInput, c, m), bw = pos.get(ActionKind::BackwardWeight, c, m);
+      const int r = pos.get(ActionKind::Recompute, c, m);
+      const std::string name = to_string(F(m, c)).substr(1);  // "3" or "3.c1"
+      const std::string here = "stage " + std::to_string(st) + ": ";
+      auto mark = [&](int step) { return std::vector<std::pair<int, int>>{{st, step}}; };
+      if (b >= 0 && (bi >= 0 || bw >= 0)) {
+        return issue(here + "runs both B" + name + " and the split Bi" + name + "/Bw" + name, mark(b));
+      }
+      const int back = b >= 0 ? b : bi;  // the action that produces the input-gradient
+      if (f < 0) {
+        return issue(here + "has no F" + name + (back >= 0 ? " for its backward" : ""),
+                     back >= 0 ? mark(back) : std::vector<std::pair<int, int>>{});
+      }
+      if (back < 0 && bw < 0) {
+        return issue(
+            here + "has F" + name + " but no backward (B" + name + ", or Bi" + name + " and Bw" + name + ")",
+            mark(f));
+      }
+      if (bi >= 0 && bw < 0) return issue(here + "has Bi" + name + " but no Bw" + name, mark(bi));
+      if (bw >= 0 && bi < 0) return issue(here + "has Bw" + name + " but no Bi" + name, mark(bw));
+      if (back < f) {
+        return issue(at(st, back) + ": " + to_string(list[back]) + " comes before its F" + name + " (step " +
+                         std::to_string(f) + ")",
+                     mark(back));
+      }
+      if (bw >= 0 && bw < bi) {
+        return issue(
+            at(st, bw) + ": Bw" + name + " comes before its Bi" + name + " (step " + std::to_string(bi) + ")",
+            mark(bw));
+      }
+      const bool wants_r = recomputes(s.recompute, m, s.microbatches);
+      if (wants_r && r < 0) {
+        return issue(here + "recompute " + to_string(s.recompute) + " needs R" + name + " before " +
+                         to_string(list[back]) + ", and there is none",
+                     mark(back));
+      }
+      if (!wants_r && r >= 0) {
+        return issue(at(st, r) + ": R" + name + " but recompute " + to_string(s.recompute) +
+                         " keeps microbatch " + std::to_string(m) + "'s activations",
+                     mark(r));
+      }
+      if (r >= 0 && (r < f || r > back)) {
+        return issue(at(st, r) + ": R" + name + " must come after F" + name + " (step " + std::to_string(f) +
+                         ") and before " + to_string(list[back]) + " (step " + std::to_string(back) + ")",
+                     mark(r));
+      }
+      // Transfers: present where the neighbour chunk is on another stage, on the right side of their action,
+      // and nowhere else.
+      struct Need {
+        ActionKind kind;
+        bool wanted;
+        int anchor;   // the consuming (Recv) or producing (Send) action
+        bool before;  // Recv comes before the anchor, Send after
+        Action expected;
+      };
+      const Need needs[] = {
+          {ActionKind::RecvActivation, prev_remote, f, true, recv_activation(m, c, prev_stage)},
+          {ActionKind::SendActivation, next_remote, f, false, send_activation(m, c, next_stage)},
+          {ActionKind::RecvGrad, next_remote, back, true, recv_grad(m, c, next_stage)},
+          {ActionKind::SendGrad, prev_remote, back, false, send_grad(m, c, prev_stage)},
+      };
+      for (const Need& n : needs) {
+        const int t = pos.get(n.kind, c, m);
+        if (!n.wanted) continue;  // check_ranges already refused transfers that cross no stage
+        const std::string expected = std::string("`") + to_string(n.expected) + "`";
+        if (t < 0) {
+          return issue(at(st, n.anchor) + ": " + to_string(list[n.anchor]) +
+                           (n.before ? " needs its input from stage " : " feeds stage ") +
+                           std::to_string(n.expected.peer) + ", but there is no " + expected +
+                           (n.before ? " before it" : " after it"),
+                       mark(n.anchor));
+        }
+        if (n.before ? t > n.anchor : t < n.anchor) {
+          return issue(at(st, t) + ": " + expected + " must come " + (n.before ? "before " : "after ") +
+                           to_string(list[n.anchor]) + " (step " + std::to_string(n.anchor) + ")",
+                       {{st, t}, {st, n.anchor}});
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// 4 across stages: every Send has its Recv on the peer and vice versa.
+std::optional<ScheduleIssue> check_matching(const Schedule& s, const std::vector<Positions>& pos) {
+  for (int st = 0; st < s.stages; ++st) {
+    for (int i = 0; i < static_cast<int>(s.actions[st].size()); ++i) {
+      const Action& a = s.actions[st][i];
+      if (!is_transfer(a.kind)) continue;
+      const TransferTag tag = transfer_tag(s, st, a);
+      const bool send = a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad;
+      const int other_stage = send ? tag.to_stage : tag.from_stage;
+      const int other_chunk = send ? tag.to_chunk : tag.from_chunk;
+      ActionKind other_kind;
+      switch (a.kind) {
+        case ActionKind::SendActivation:
+          other_kind = ActionKind::RecvActivation;
+          break;
+        case ActionKind::RecvActivation:
+          other_kind = ActionKind::SendActivation;
+          break;
+        case ActionKind::SendGrad:
+          other_kind = ActionKind::RecvGrad;
+          break;
+        default:
+          other_kind = ActionKind::SendGrad;
+          break;
+      }
+      if (pos[other_stage].get(other_kind, other_chunk, a.microbatch) < 0) {
+        Action expected{other_kind, a.microbatch, other_chunk, st};
+        return issue(at(st, i) + ": " + to_string(a) + " has no matching `" + to_string(expected) +
+                         "` on stage " + std::to_string(other_stage),
+                     {{st, i}});
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// 5. the deadlock dry run.
+std::optional<ScheduleIssue> dry_run(const Schedule& s) {
+  Progress progress(s);
+  std::vector<size_t> next(s.stages, 0);
+  for (;;) {
+    bool moved = false, finished = true;
+    for (int st = 0; st < s.stages; ++st) {
+      const auto& list = s.actions[st];
+      while (next[st] < list.size() && progress.ready_at(st, list[next[st]])) {
+        progress.complete(st, list[next[st]], 0.0);
+        ++next[st];
+        moved = true;
+      }
+      finished = finished && next[st] == list.size();
+    }
+    if (finished) return std::nullopt;
+    if (moved) continue;
+    std::ostringstream message;
+    message << "deadlock: no stage can move;";
+    std::vector<std::pair<int, int>> marks;
+    for (int st = 0; st < s.stages; ++st) {
+      if (next[st] == s.actions[st].size()) continue;
+      std::string waiting;
+      progress.ready_at(st, s.actions[st][next[st]], &waiting);
+      message << " stage " << st << " waits at step " << next[st] << " ("
+              << to_string(s.actions[st][next[st]]) << ") for " << waiting << ";";
+      marks.emplace_back(st, static_cast<int>(next[st]));
+    }
+    std::string text = message.str();
+    text.pop_back();
+    return issue(text, marks);
+  }
+}
+
+}  // namespace
+
+std::optional<ScheduleIssue> find_issue(const Schedule& schedule) {
+  if (auto found = check_ranges(schedule)) return found;
+  std::vector<Positions> pos(schedule.stages, Positions(schedule));
+  for (int st = 0; st < schedule.stages; ++st) {
+    if (auto found = check_stage(schedule, st, pos[st])) return found;
+  }
+  if (auto found = check_matching(schedule, pos)) return found;
+  return dry_run(schedule);
+}
+
+void validate(const Schedule& schedule) {
+  auto found = find_issue(schedule);
+  if (!found) return;
+  std::ostringstream out;
+  out << "validate " << schedule.describe() << ": " << found->message;
+  if (schedule.stages >= 1 && static_cast<int>(schedule.actions.size()) == schedule.stages) {
+    out << "\n" << render_order_grid(schedule, found->marks, 16);
+  }
+  throw ScheduleError(out.str());
+}
+
+}  // namespace brigade::pipeline
