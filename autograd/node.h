@@ -93,11 +93,14 @@ class FunctionNode : public Node {
   void release_saved() override { backward_ = nullptr; }
   bool released() const override { return !backward_; }
 
- private:
+  /// The shape and dtype of each input as recorded, in next_edges order (graph pictures label edges with it).
   struct InputMeta {
     Shape shape;
     DType dtype;
   };
+  const std::vector<InputMeta>& recorded_inputs() const { return inputs_; }
+
+ private:
   const char* name_;
   BackwardFn backward_;
   std::vector<InputMeta> inputs_;
