@@ -65,6 +65,7 @@
 #include "nn/data.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "nn/statistics.h"
 #include "nn/trainer.h"
 #include "pipeline/plan/partition.h"
 #include "pipeline/plan/profile.h"
@@ -99,13 +100,6 @@ struct Flags {
   int rounds = 5;              // profile + predict + measure this many times; report the median difference
   std::string device = "cpu";  // cpu, or cuda[:N]: every stage on that device (a stream pair per stage)
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Only the first round prints its details (print); every round prints its summary line (std::printf).
 bool g_verbose = true;
@@ -175,7 +169,7 @@ double measure_hand_off_ms(int rounds) {
   }
   peer.join();
   if (pinned) sched_setaffinity(0, sizeof(previous), &previous);
-  return median(round_trip) / 2;
+  return nn::median(round_trip) / 2;
 }
 
 // Where a measured step's time between actions went.
@@ -374,11 +368,11 @@ double run(const Flags& f) {
   for (int s = 0; s < S; ++s) {
     const pl::ChunkCosts& p = predicted_costs.per_chunk[static_cast<size_t>(s)];
     print("%6d %12.3f %12.3f %12.3f %12.3f %14.2f %14.2f %10.2f\n", s, p.forward,
-          median(fwd[static_cast<size_t>(s)]), p.backward, median(bwd[static_cast<size_t>(s)]),
-          predicted.stats[static_cast<size_t>(s)].busy, median(busy[static_cast<size_t>(s)]),
-          median(share[static_cast<size_t>(s)]));
+          nn::median(fwd[static_cast<size_t>(s)]), p.backward, nn::median(bwd[static_cast<size_t>(s)]),
+          predicted.stats[static_cast<size_t>(s)].busy, nn::median(busy[static_cast<size_t>(s)]),
+          nn::median(share[static_cast<size_t>(s)]));
   }
-  const double measured = median(span), simulated = predicted.step_time, replayed = median(replay);
+  const double measured = nn::median(span), simulated = predicted.step_time, replayed = nn::median(replay);
   print("\nstep (pipeline span, no optimizer), median of %d after %d warm-up:\n", f.steps, f.warmup);
   print("  measured                          %9.2f ms\n", measured);
   print(
@@ -386,7 +380,7 @@ double run(const Flags& f) {
       "apart; %.2f ms with free hand-offs)\n",
       simulated, 100.0 * predicted.bubble, hand_off, compute_only.step_time);
   print("  replay of the measured actions    %9.2f ms   (simulate_measured; in thread CPU time %.2f ms)\n",
-        replayed, median(replay_cpu));
+        replayed, nn::median(replay_cpu));
   print("  relative difference |measured - simulated| / measured: %.1f%%\n",
         100.0 * std::abs(measured - simulated) / measured);
   print("  gap split: actions vs profile %+.2f ms, scheduling/hand-off overhead %+.2f ms\n",
@@ -395,13 +389,13 @@ double run(const Flags& f) {
       "hand-offs: %.0f recvs waited for their message, %.3f ms in all from send to recv's return "
       "(longest %.3f ms); %.3f ms between actions on all stages; the first stage started %.3f ms after "
       "the earliest (medians per step)\n",
-      median(waited), median(wake), median(max_wake), median(gaps), median(late));
+      nn::median(waited), nn::median(wake), nn::median(max_wake), nn::median(gaps), nn::median(late));
   print("whole train_step (span + clip + AdamW + bookkeeping): %.2f ms, of which optimizer %.2f ms\n",
-        median(whole), median(optimizer_ms));
-  print("per step: %.0f minor page faults, %.0f involuntary context switches (medians)\n", median(faults),
-        median(switches));
+        nn::median(whole), nn::median(optimizer_ms));
+  print("per step: %.0f minor page faults, %.0f involuntary context switches (medians)\n", nn::median(faults),
+        nn::median(switches));
   double lowest_share = 1.0;
-  for (const auto& v : share) lowest_share = std::min(lowest_share, median(v));
+  for (const auto& v : share) lowest_share = std::min(lowest_share, nn::median(v));
   if (lowest_share < 0.95)
     print(
         "warning: a stage ran only %.0f%% of the wall time of its compute actions: it waited for a "
@@ -474,7 +468,7 @@ int main(int argc, char** argv) {
     }
     std::printf("relative difference |measured - simulated| / measured over %d rounds:", f.rounds);
     for (double d : differences) std::printf(" %.1f%%", 100.0 * d);
-    std::printf("; median %.1f%%\n", 100.0 * median(differences));
+    std::printf("; median %.1f%%\n", 100.0 * nn::median(differences));
     return 0;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "pipeline_predict_bench: %s\n", e.what());

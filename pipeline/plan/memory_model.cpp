@@ -9,11 +9,38 @@
 #include <functional>
 #include <sstream>
 
+#include "pipeline/plan/activation_ledger.h"
+#include "pipeline/plan/key_values.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/schedule/generators.h"
 #include "tensor/error.h"
 
 namespace brigade::pipeline {
+
+MemoryModel MemoryModel::parse(const std::string& text) {
+  MemoryModel model;
+  for (const auto& [key, value] : parse_key_values(text, "memory", "full, boundary")) {
+    if (key == "full") {
+      model.uniform.full = value;
+    } else if (key == "boundary") {
+      model.uniform.boundary = value;
+    } else {
+      BRIGADE_THROW(ValueError, "memory: unknown key '", key, "' (valid: full, boundary)");
+    }
+  }
+  BRIGADE_CHECK_VALUE(model.uniform.full >= 0 && model.uniform.boundary >= 0, "memory: sizes must be >= 0");
+  return model;
+}
+
+ActivationSizes MemoryModel::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
+  if (!per_chunk.empty()) {
+    BRIGADE_CHECK_VALUE(static_cast<int>(per_chunk.size()) == stages * virtual_chunks, "memory: sizes for ",
+                        per_chunk.size(), " chunks, the schedule has ", stages, " stages x ", virtual_chunks,
+                        " chunks");
+    return per_chunk[static_cast<size_t>(chunk) * stages + stage];
+  }
+  return ActivationSizes{uniform.full / virtual_chunks, uniform.boundary};
+}
 
 std::string MemoryPlan::describe() const {
   std::ostringstream out;
@@ -61,104 +88,106 @@ int64_t microbatch_size_of(const ModelProfile& profile, const MemoryPlan& plan) 
 
 namespace {
 
-// Walks stage s's list as memory_model.h describes and returns the activation peak and the step peak
-// with its parts (resident figures and simulator counts are filled in by the caller).
-StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, const Schedule& schedule,
-                       const MemoryModel& sizes, int s, double r) {
-  const int S = schedule.stages, M = schedule.microbatches;
-  auto layer = [&](int i) -> const LayerProfile& { return profile.layers[static_cast<size_t>(i)]; };
-  auto scaled = [&](int64_t bytes) { return r * static_cast<double>(bytes); };
+// The gradients a stage's backwards create, by parameter name: a tensor used by two chunks of the stage
+// (or two layers of one) is created once, by the first backward that reaches it.
+class GradientLedger {
+ public:
+  explicit GradientLedger(const ModelProfile& profile) : profile_(profile) {}
 
-  // Gradients: created per parameter name (a tensor used by two chunks of the stage is created once).
-  std::vector<std::string> created;
-  double gradients = 0.0;
-  auto uncreated_bytes = [&](int begin, int end) {
+  /// Bytes of the gradients of layers [begin, end) that do not exist yet.
+  double uncreated_bytes(int begin, int end) const {
     std::vector<std::string> counted;
     double bytes = 0.0;
     for (int i = begin; i < end; ++i) {
-      for (const ParameterInfo& p : layer(i).parameter_list) {
-        if (std::find(created.begin(), created.end(), p.name) != created.end()) continue;
-        if (std::find(counted.begin(), counted.end(), p.name) != counted.end()) continue;
+      for (const ParameterInfo& p : profile_.layers[static_cast<size_t>(i)].parameter_list) {
+        if (created(p.name) || std::find(counted.begin(), counted.end(), p.name) != counted.end()) continue;
         counted.push_back(p.name);
         bytes += static_cast<double>(p.bytes);
       }
     }
     return bytes;
-  };
-  auto create = [&](int begin, int end) {
+  }
+  /// The gradients of layers [begin, end) exist from now on.
+  void create(int begin, int end) {
     for (int i = begin; i < end; ++i) {
-      for (const ParameterInfo& p : layer(i).parameter_list) {
-        if (std::find(created.begin(), created.end(), p.name) != created.end()) continue;
-        created.push_back(p.name);
-        gradients += static_cast<double>(p.bytes);
+      for (const ParameterInfo& p : profile_.layers[static_cast<size_t>(i)].parameter_list) {
+        if (created(p.name)) continue;
+        created_.push_back(p.name);
+        bytes_ += static_cast<double>(p.bytes);
       }
     }
-  };
+  }
+  /// Bytes of the gradients that exist.
+  double bytes() const { return bytes_; }
 
-  // Pending: after Bi, before Bw (ActivationSizes::pending: what the weight gradients still need).
-  enum class Held { None, Boundary, Full, Pending };
-  std::vector<Held> held(static_cast<size_t>(schedule.virtual_chunks) * M, Held::None);
-  double live = 0.0, activation_peak = 0.0, in_transit = 0.0, best = -1.0;
+ private:
+  bool created(const std::string& name) const {
+    return std::find(created_.begin(), created_.end(), name) != created_.end();
+  }
+  const ModelProfile& profile_;
+  std::vector<std::string> created_;
+  double bytes_ = 0.0;
+};
+
+// The running action's own term (memory_model.h, "the action itself"): its layers' workspaces, walked
+// from the chunk's last layer down, net of the activations of the layers after each one, plus, for a B or
+// Bw, the gradients it creates. `r` scales the profiled bytes to the planned microbatch.
+double action_term(const ModelProfile& profile, const ChunkPlan& c, const Action& a, bool boundary_only,
+                   double r, const GradientLedger& gradients) {
+  const bool backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput ||
+                        a.kind == ActionKind::BackwardWeight;
+  double term = 0.0, after = 0.0;  // after: activations of the layers after i in the chunk
+  for (int i = c.end - 1; i >= c.begin; --i) {
+    const LayerProfile& l = profile.layers[static_cast<size_t>(i)];
+    double t = 0.0;
+    if (a.kind == ActionKind::Forward && boundary_only)
+      t = r * static_cast<double>(l.forward_workspace_bytes);
+    else if (!backward)
+      t = r * static_cast<double>(l.forward_workspace_bytes) - after;
+    else
+      t = r * static_cast<double>(l.backward_workspace_bytes) - after +
+          (a.kind == ActionKind::BackwardInput ? 0.0 : gradients.uncreated_bytes(i, c.end));
+    term = std::max(term, t);
+    after += r * static_cast<double>(l.activation_bytes);
+  }
+  return term;
+}
+
+// Walks stage s's list as memory_model.h describes and returns the activation peak and the step peak
+// with its parts (resident figures and simulator counts are filled in by the caller).
+StageMemory walk_stage(const ModelProfile& profile, const Partition& partition, const Schedule& schedule,
+                       const MemoryModel& sizes, int s, double r) {
+  ActivationLedger activations(schedule, s, sizes);
+  GradientLedger gradients(profile);
+  double activation_peak = 0.0, in_transit = 0.0, best = -1.0;
   StageMemory m;
   m.stage = s;
   const auto& list = schedule.actions[static_cast<size_t>(s)];
   for (size_t step = 0; step < list.size(); ++step) {
     const Action& a = list[step];
-    if (a.kind == ActionKind::OptimizerStep || is_transfer(a.kind)) continue;
+    if (!ActivationLedger::tracks(a.kind)) continue;
     const int k = schedule.model_chunk(s, a.chunk);
     const ChunkPlan& c = partition.chunks[static_cast<size_t>(k)];
-    const ActivationSizes size = sizes.chunk(s, a.chunk, S, schedule.virtual_chunks);
-    Held& h = held[static_cast<size_t>(a.chunk) * M + a.microbatch];
-    bool boundary_only = false;
-    if (a.kind == ActionKind::Forward) {
-      boundary_only = recomputes(schedule.recompute, a.microbatch, M);
-      h = boundary_only ? Held::Boundary : Held::Full;
-      live += boundary_only ? size.boundary : size.full;
-    } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
-      h = Held::Full;
-      live += size.full - size.boundary;
-    }
-    activation_peak = std::max(activation_peak, live);
-
-    // The action's own term, walking its layers.
-    double term = 0.0, after = 0.0;  // after: activations of the layers after i in the chunk
-    const bool backward = a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput ||
-                          a.kind == ActionKind::BackwardWeight;
-    for (int i = c.end - 1; i >= c.begin; --i) {
-      const LayerProfile& l = layer(i);
-      double t = 0.0;
-      if (a.kind == ActionKind::Forward && boundary_only)
-        t = scaled(l.forward_workspace_bytes);
-      else if (!backward)
-        t = scaled(l.forward_workspace_bytes) - after;
-      else
-        t = scaled(l.backward_workspace_bytes) - after +
-            (a.kind == ActionKind::BackwardInput ? 0.0 : uncreated_bytes(i, c.end));
-      term = std::max(term, t);
-      after += scaled(l.activation_bytes);
-    }
-    const double candidate = live + gradients + in_transit + term;
+    activations.begin(a);
+    activation_peak = std::max(activation_peak, activations.live());
+    const bool boundary_only =
+        a.kind == ActionKind::Forward && activations.held(a.chunk, a.microbatch) == Held::Boundary;
+    const double term = action_term(profile, c, a, boundary_only, r, gradients);
+    const double candidate = activations.live() + gradients.bytes() + in_transit + term;
     if (candidate > best) {
       best = candidate;
       m.peak_step = static_cast<int>(step);
       m.peak_action = a;
-      m.peak_activations = std::llround(live);
-      m.peak_gradients = std::llround(gradients);
+      m.peak_activations = std::llround(activations.live());
+      m.peak_gradients = std::llround(gradients.bytes());
       m.peak_workspace = std::llround(in_transit + term);
     }
-
     // Releases and creations when the action ends.
-    if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
-      live += size.kept_for_weights() - size.full;
-      h = Held::Pending;
-    }
-    if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-      live -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
-      h = Held::None;
-    }
-    if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) create(c.begin, c.end);
+    activations.end(a);
+    if (a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight)
+      gradients.create(c.begin, c.end);
     if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardInput) && k > 0)
-      in_transit = std::max(in_transit, scaled(c.input_bytes));
+      in_transit = std::max(in_transit, r * static_cast<double>(c.input_bytes));
   }
   m.activation_bytes = std::llround(activation_peak);
   return m;
@@ -212,7 +241,7 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
     const StagePlan& st = partition.stage_plans[static_cast<size_t>(s)];
     const StageStats& stats = timeline.stats[static_cast<size_t>(s)];
     StageMemory m = walk_stage(profile, partition, schedule, model, s, r);
-    // The walk repeats the simulator's activation accounting; they must agree.
+    // The walk and the simulator step through the same activation ledger; they must agree.
     BRIGADE_CHECK(std::abs(static_cast<double>(m.activation_bytes) - stats.peak_memory) <=
                       1.0 + 1e-9 * stats.peak_memory,
                   "memory model: stage ", s, " walk peak ", m.activation_bytes, " != simulator peak ",

@@ -23,12 +23,12 @@
 //                it; 0 for the last chunk, whose output only feeds the loss).
 //
 // The step peak is found by walking the stage's action list, as the executor runs it:
-//   live activations  exactly the simulator's accounting (simulator.h): F adds full_c (boundary_c when
-//                the policy recomputes that microbatch), R adds full_c - boundary_c, B or Bw frees the
-//                (chunk, microbatch)'s bytes when it ends; Bi frees all but pending_c, what the chunk's
-//                layers keep for Bw (LayerProfile::split_pending_bytes, measured with SplitBackward). Its
-//                maximum is the "activations" column, and one recompute buffer is counted exactly where the
-//                schedule holds it.
+//   live activations  the activation ledger (activation_ledger.h), the very walk the simulator makes:
+//                F adds full_c (boundary_c when the policy recomputes that microbatch), R adds
+//                full_c - boundary_c, B or Bw frees the (chunk, microbatch)'s bytes when it ends; Bi frees
+//                all but pending_c, what the chunk's layers keep for Bw (LayerProfile::split_pending_bytes,
+//                measured with SplitBackward). Its maximum is the "activations" column, and one recompute
+//                buffer is counted exactly where the schedule holds it.
 //   gradients G       the bytes of the gradients that exist when the action starts: a chunk's parameter
 //                gradients are created by its first B (or Bw) of the step and live to the end.
 //   in transit        after the stage's first B/Bi of a chunk that has an upstream stage, one input
@@ -71,6 +71,31 @@
 #include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
+
+// ---- Activation sizes in any unit (the simulator's, or bytes): what the activation ledger counts --------
+
+/// Activation sizes of one model chunk for one microbatch.
+struct ActivationSizes {
+  double full = 1.0;      ///< everything the backward needs
+  double boundary = 0.0;  ///< the chunk's input, all that is kept between F and R when recomputing
+  /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
+  /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
+  double pending = -1.0;
+  double kept_for_weights() const { return pending < 0.0 ? full : pending; }
+};
+
+/// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
+/// full / v), `boundary` is one chunk's input (not divided: a cut carries the same hidden state wherever
+/// it is). per_chunk (size S * v, index chunk * S + stage) overrides, e.g. with measured bytes.
+struct MemoryModel {
+  ActivationSizes uniform;
+  std::vector<ActivationSizes> per_chunk;
+  /// Parses "full=1,boundary=0.1"; ValueError otherwise.
+  static MemoryModel parse(const std::string& text);
+  ActivationSizes chunk(int stage, int chunk, int stages, int virtual_chunks) const;
+};
+
+// ---- The prediction, in bytes ---------------------------------------------------------------------------
 
 /// What the memory model predicts for: a partition, a schedule and a batch.
 struct MemoryPlan {

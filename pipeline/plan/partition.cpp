@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "pipeline/plan/simulator.h"
 #include "tensor/error.h"
 
 namespace brigade::pipeline {
@@ -77,6 +78,32 @@ void check_costs(const std::vector<double>& costs, int parts) {
 }
 
 }  // namespace
+
+std::vector<int> chunk_bounds(const std::vector<int>& balance, int stages, int virtual_chunks, int layers,
+                              const std::string& what) {
+  const int K = stages * virtual_chunks;
+  const std::string chunks =
+      std::to_string(stages) + " stages" +
+      (virtual_chunks > 1 ? " x " + std::to_string(virtual_chunks) + " virtual chunks" : "");
+  std::vector<int> counts = balance;
+  if (counts.empty()) {
+    BRIGADE_CHECK_VALUE(virtual_chunks == 1 || layers % K == 0, what, " is empty, and ", layers,
+                        " layers do not divide evenly into ", K, " model chunks (", chunks,
+                        "); give one layer count per chunk");
+    for (int k = 0; k < K; ++k) counts.push_back(layers / K + (k < layers % K ? 1 : 0));
+  }
+  BRIGADE_CHECK_VALUE(static_cast<int>(counts.size()) == K, what, " has ", counts.size(),
+                      " entries, expected ", K, " (one per model chunk: ", chunks, ")");
+  std::vector<int> bounds{0};
+  for (size_t k = 0; k < counts.size(); ++k) {
+    BRIGADE_CHECK_VALUE(counts[k] >= 1, what, " entry ", k, " is ", counts[k],
+                        "; every chunk needs at least one layer");
+    bounds.push_back(bounds.back() + counts[k]);
+  }
+  BRIGADE_CHECK_VALUE(bounds.back() == layers, what, " sums to ", bounds.back(), " layers, the model has ",
+                      layers);
+  return bounds;
+}
 
 std::vector<int> min_max_cut(const std::vector<double>& costs, int parts) {
   check_costs(costs, parts);
@@ -220,19 +247,10 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
   const std::vector<double> costs = layer_costs(profile, options.method);
   std::vector<int> bounds;
   if (options.method == PartitionMethod::Balance) {
-    const std::vector<int>& balance = options.balance;
-    BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == K, "partition: balance has ", balance.size(),
-                        " entries, expected ", K, " (", S, " stages",
-                        v > 1 ? " x " + std::to_string(v) + " chunks" : "", ")");
-    int sum = 0;
-    bounds.push_back(0);
-    for (size_t k = 0; k < balance.size(); ++k) {
-      BRIGADE_CHECK_VALUE(balance[k] >= 1, "partition: balance entry ", k, " is ", balance[k],
-                          "; every chunk needs at least one layer");
-      sum += balance[k];
-      bounds.push_back(sum);
-    }
-    BRIGADE_CHECK_VALUE(sum == L, "partition: balance sums to ", sum, " layers, the model has ", L);
+    // An empty balance would mean "as even as possible" to chunk_bounds; the balance method wants one.
+    BRIGADE_CHECK_VALUE(!options.balance.empty(), "partition: balance has 0 entries, expected ", K,
+                        " (one per model chunk)");
+    bounds = chunk_bounds(options.balance, S, v, L, "partition: balance");
   } else {
     bounds = min_max_cut(costs, K);
   }

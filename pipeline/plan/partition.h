@@ -31,9 +31,10 @@
 #include <vector>
 
 #include "pipeline/plan/profile.h"
-#include "pipeline/plan/simulator.h"
 
 namespace brigade::pipeline {
+
+struct Costs;  // simulator.h (which includes this header through memory_model.h)
 
 enum class PartitionMethod { Balance, Parameters, Time, Memory };
 /// "balance", "params", "time", "memory".
@@ -44,6 +45,17 @@ PartitionMethod parse_partition_method(const std::string& name);
 /// Parses "3,3,2" into {3, 3, 2}. ValueError naming the offending item for anything but a comma-separated
 /// list of positive integers.
 std::vector<int> parse_balance(const std::string& text);
+
+/// The one check of a layout by hand: the cut points of `balance`, the layers per model chunk (what
+/// --balance, PartitionOptions::balance and PipelineConfig::balance hold), for K = stages x virtual_chunks
+/// chunks of a model of `layers` layers. bounds[0] = 0 < bounds[1] < ... < bounds[K] = layers; model
+/// chunk k holds layers [bounds[k], bounds[k + 1]). An empty balance is as even as possible (earlier
+/// chunks take the extra layers), which with virtual_chunks > 1 needs the layers to divide evenly.
+/// ValueError, with `what` ("--balance '3,3'", "partition: balance") as its subject, for an even split
+/// that does not divide, or a balance with other than K entries, an entry below 1 or a sum other than
+/// `layers` (so also for more chunks than layers, which callers usually refuse first in their own words).
+std::vector<int> chunk_bounds(const std::vector<int>& balance, int stages, int virtual_chunks, int layers,
+                              const std::string& what);
 
 /// The exact min-max contiguous cut of `costs` into `parts` non-empty parts (see above). Returns the
 /// parts + 1 cut points 0 = b_0 < b_1 < ... < b_parts = costs.size(); part p is [b_p, b_{p+1}).

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "nn/statistics.h"
 #include "pipeline/backward/split_backward.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
@@ -27,13 +28,6 @@ void fill_parameters(const nn::Sequential& model, int64_t i, LayerProfile& layer
     layer.parameters += tensor.numel();
     layer.parameter_bytes += bytes;
   }
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 // Scope tags are process-wide; the prefix keeps them apart from the executor's stage tags. A layer's
@@ -298,8 +292,8 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
     }
   }
   for (size_t i = 0; i < L; ++i) {
-    profile.layers[i].forward_ms = median(fwd_ms[i]);
-    profile.layers[i].backward_ms = median(bwd_ms[i]);
+    profile.layers[i].forward_ms = nn::median(fwd_ms[i]);
+    profile.layers[i].backward_ms = nn::median(bwd_ms[i]);
   }
   measure_split_pending(model, input, options, device, generator, profile);
   return profile;

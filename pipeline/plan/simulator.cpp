@@ -6,40 +6,13 @@
 #include <map>
 #include <sstream>
 
+#include "pipeline/plan/activation_ledger.h"
+#include "pipeline/plan/key_values.h"
 #include "pipeline/schedule/dependencies.h"
 #include "pipeline/schedule/validate.h"
 #include "tensor/error.h"
 
 namespace brigade::pipeline {
-
-namespace {
-
-// Splits "a=1,b=2" into (key, value) pairs; `what` names the flag in errors.
-std::vector<std::pair<std::string, double>> parse_pairs(const std::string& text, const std::string& what,
-                                                        const std::string& keys) {
-  std::vector<std::pair<std::string, double>> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    BRIGADE_CHECK_VALUE(eq != std::string::npos, what, ": '", item, "' is not key=value (keys: ", keys, ")");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    size_t used = 0;
-    double number = 0.0;
-    try {
-      number = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    BRIGADE_CHECK_VALUE(used == value.size() && used > 0, what, ": '", value, "' in '", item,
-                        "' is not a number");
-    out.emplace_back(key, number);
-  }
-  return out;
-}
-
-}  // namespace
 
 Costs Costs::parse(const std::string& text) {
   const std::string keys = "f|forward, b|backward, w|weight, r|recompute, step, t|transfer";
@@ -51,7 +24,7 @@ Costs Costs::parse(const std::string& text) {
       {"r", &costs.recompute},      {"recompute", &costs.recompute},
       {"step", &costs.step},        {"t", &costs.transfer},
       {"transfer", &costs.transfer}};
-  for (const auto& [key, value] : parse_pairs(text, "costs", keys)) {
+  for (const auto& [key, value] : parse_key_values(text, "costs", keys)) {
     auto it = fields.find(key);
     BRIGADE_CHECK_VALUE(it != fields.end(), "costs: unknown key '", key, "' (valid: ", keys, ")");
     *it->second = value;
@@ -83,31 +56,6 @@ ChunkCosts Costs::chunk(int stage, int chunk, int stages, int virtual_chunks) co
   return ChunkCosts{forward / v, backward / v, weight / v, (recompute < 0 ? forward : recompute) / v};
 }
 
-MemoryModel MemoryModel::parse(const std::string& text) {
-  MemoryModel model;
-  for (const auto& [key, value] : parse_pairs(text, "memory", "full, boundary")) {
-    if (key == "full") {
-      model.uniform.full = value;
-    } else if (key == "boundary") {
-      model.uniform.boundary = value;
-    } else {
-      BRIGADE_THROW(ValueError, "memory: unknown key '", key, "' (valid: full, boundary)");
-    }
-  }
-  BRIGADE_CHECK_VALUE(model.uniform.full >= 0 && model.uniform.boundary >= 0, "memory: sizes must be >= 0");
-  return model;
-}
-
-ActivationSizes MemoryModel::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
-  if (!per_chunk.empty()) {
-    BRIGADE_CHECK_VALUE(static_cast<int>(per_chunk.size()) == stages * virtual_chunks, "memory: sizes for ",
-                        per_chunk.size(), " chunks, the schedule has ", stages, " stages x ", virtual_chunks,
-                        " chunks");
-    return per_chunk[static_cast<size_t>(chunk) * stages + stage];
-  }
-  return ActivationSizes{uniform.full / virtual_chunks, uniform.boundary};
-}
-
 namespace {
 
 double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
@@ -129,45 +77,17 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
   }
 }
 
-// Walks one stage's simulated actions in order and tracks its live activations (simulator.h).
+// Walks one stage's simulated actions in order through the activation ledger (activation_ledger.h).
 void account_memory(const Schedule& s, int stage, const MemoryModel& memory,
                     const std::vector<TimedAction>& actions, StageStats& stats) {
-  // Pending: after Bi, before Bw (ActivationSizes::pending).
-  enum class Held { None, Boundary, Full, Pending };
-  std::vector<Held> held(static_cast<size_t>(s.virtual_chunks) * s.microbatches, Held::None);
-  double live = 0.0;
-  int in_flight = 0, full = 0;
+  ActivationLedger ledger(s, stage, memory);
   for (const TimedAction& t : actions) {
-    const Action& a = t.action;
-    if (a.kind == ActionKind::OptimizerStep || is_transfer(a.kind)) continue;
-    Held& h = held[static_cast<size_t>(a.chunk) * s.microbatches + a.microbatch];
-    const ActivationSizes size = memory.chunk(stage, a.chunk, s.stages, s.virtual_chunks);
-    // Allocation when the action starts ...
-    if (a.kind == ActionKind::Forward) {
-      const bool recompute = recomputes(s.recompute, a.microbatch, s.microbatches);
-      h = recompute ? Held::Boundary : Held::Full;
-      live += recompute ? size.boundary : size.full;
-      ++in_flight;
-      if (!recompute) ++full;
-    } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
-      h = Held::Full;
-      live += size.full - size.boundary;
-      ++full;
-    }
-    stats.peak_memory = std::max(stats.peak_memory, live);
-    stats.peak_in_flight = std::max(stats.peak_in_flight, in_flight);
-    stats.peak_full = std::max(stats.peak_full, full);
-    // ... release when the action that last needs them ends.
-    if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
-      live += size.kept_for_weights() - size.full;
-      h = Held::Pending;
-    }
-    if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-      live -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
-      --in_flight;
-      if (h == Held::Full || h == Held::Pending) --full;
-      h = Held::None;
-    }
+    if (!ActivationLedger::tracks(t.action.kind)) continue;
+    ledger.begin(t.action);
+    stats.peak_memory = std::max(stats.peak_memory, ledger.live());
+    stats.peak_in_flight = std::max(stats.peak_in_flight, ledger.in_flight());
+    stats.peak_full = std::max(stats.peak_full, ledger.full());
+    ledger.end(t.action);
   }
 }
 

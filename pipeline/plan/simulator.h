@@ -17,16 +17,15 @@
 //   zb-h1:        with Bi = b - w = w = f (the paper's F = B = W), T = 3 M f + (S - 1) f, bubble
 //                 (S - 1)/(3 M + S - 1): a third of 1F1B's (S - 1) 3f idle time.
 //
-// Memory model, per stage, in the units of MemoryModel (one stage's full activations of one microbatch
-// by default). F allocates the chunk's activations when it starts: its full activations, or, when the
-// policy recomputes that microbatch, only the chunk's input (the boundary). R brings the full activations
-// back when it starts. B, or Bw for the split backward, frees them when it ends (Bi frees nothing: Bw
-// still needs the layer inputs). The peak includes the action that is running.
+// Memory, per stage, in the units of MemoryModel (memory_model.h; one stage's full activations of one
+// microbatch by default): the activation ledger (activation_ledger.h) walked over the stage's list, the
+// same walk the memory model makes in bytes. The peak includes the action that is running.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "pipeline/plan/memory_model.h"
 #include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
@@ -60,27 +59,6 @@ struct Costs {
   ChunkCosts chunk(int stage, int chunk, int stages, int virtual_chunks) const;
   /// Throws ValueError when a cost is negative, weight > backward, or per_chunk has the wrong size.
   void check(int stages, int virtual_chunks) const;
-};
-
-/// Activation sizes of one model chunk for one microbatch.
-struct ActivationSizes {
-  double full = 1.0;      ///< everything the backward needs
-  double boundary = 0.0;  ///< the chunk's input, all that is kept between F and R when recomputing
-  /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
-  /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
-  double pending = -1.0;
-  double kept_for_weights() const { return pending < 0.0 ? full : pending; }
-};
-
-/// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
-/// full / v), `boundary` is one chunk's input (not divided: a cut carries the same hidden state wherever
-/// it is). per_chunk (size S * v, index chunk * S + stage) overrides, e.g. with measured bytes.
-struct MemoryModel {
-  ActivationSizes uniform;
-  std::vector<ActivationSizes> per_chunk;
-  /// Parses "full=1,boundary=0.1"; ValueError otherwise.
-  static MemoryModel parse(const std::string& text);
-  ActivationSizes chunk(int stage, int chunk, int stages, int virtual_chunks) const;
 };
 
 /// One executed action with its simulated start and end.

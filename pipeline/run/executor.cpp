@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "nn/gpt.h"
 #include "nn/layers.h"
+#include "pipeline/plan/partition.h"
 #include "pipeline/run/stage.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/validate.h"
@@ -319,24 +320,9 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
   BRIGADE_CHECK_VALUE(L >= K, "Pipeline: ", S, " stages x ", v, " virtual chunks = ", K,
                       " model chunks, but the model has only ", L,
                       " layers (every chunk needs at least one layer)");
-  std::vector<int> balance = config_.balance;
-  if (balance.empty()) {
-    BRIGADE_CHECK_VALUE(v == 1 || L % K == 0, "Pipeline: ", L, " layers do not divide evenly into ", K,
-                        " model chunks (", S, " stages x ", v,
-                        " virtual chunks); give a balance with one layer count per chunk");
-    for (int k = 0; k < K; ++k) balance.push_back(L / K + (k < L % K ? 1 : 0));
-  }
-  BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == K, "Pipeline: the balance has ", balance.size(),
-                      " entries but there are ", K, " model chunks (", S, " stages x ", v,
-                      " virtual chunks)");
-  int begin = 0;
-  for (int k = 0; k < K; ++k) {
-    BRIGADE_CHECK_VALUE(balance[static_cast<size_t>(k)] >= 1, "Pipeline: balance entry ", k, " is ",
-                        balance[static_cast<size_t>(k)], "; every chunk needs at least one layer");
-    impl_->bounds.emplace_back(begin, begin + balance[static_cast<size_t>(k)]);
-    begin += balance[static_cast<size_t>(k)];
-  }
-  BRIGADE_CHECK_VALUE(begin == L, "Pipeline: the balance sums to ", begin, " layers but the model has ", L);
+  const std::vector<int> cuts = chunk_bounds(config_.balance, S, v, L, "Pipeline: the balance");
+  for (int k = 0; k < K; ++k)
+    impl_->bounds.emplace_back(cuts[static_cast<size_t>(k)], cuts[static_cast<size_t>(k) + 1]);
 
   // Devices.
   const auto params = model_.parameters();

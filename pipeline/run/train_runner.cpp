@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "nn/statistics.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/schedule/generators.h"
 
@@ -13,13 +14,6 @@ namespace brigade::pipeline {
 namespace {
 
 using Json = nlohmann::json;
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> items;
@@ -97,22 +91,22 @@ void check_train_options(const nn::TrainOptions& o) {
                       "--partition balance needs --balance (the layers per stage, e.g. 2,2)");
   BRIGADE_CHECK_VALUE(v == 1 || o.schedule == "interleaved", "--virtual ", v,
                       " needs --schedule interleaved (", o.schedule, " runs one chunk per stage)");
+  // The layout, checked by chunk_bounds (the one check of a balance). Without --balance it can fail only
+  // for an even split that does not divide (TrainOptions::validate has checked there is a layer per
+  // chunk), which is said in terms of the flags that change it.
   if (!o.balance.empty()) {
     const std::vector<int> balance =
         with_flag("--balance", o.balance, [&] { return parse_balance(o.balance); });
-    BRIGADE_CHECK_VALUE(static_cast<int>(balance.size()) == S * v, "--balance '", o.balance, "' has ",
-                        balance.size(), " entries, expected ", S * v, " (one per model chunk: --stages ", S,
-                        v > 1 ? " x --virtual " + std::to_string(v) : std::string(), ")");
-    int sum = 0;
-    for (int count : balance) sum += count;
-    BRIGADE_CHECK_VALUE(sum == layers, "--balance '", o.balance, "' sums to ", sum, " layers, the model has ",
-                        layers, " (embed, ", o.layers, " blocks, head)");
+    (void)chunk_bounds(balance, S, v, layers, "--balance '" + o.balance + "'");
   } else {
-    BRIGADE_CHECK_VALUE(v == 1 || layers % (S * v) == 0, "--virtual ", v, " with --stages ", S,
-                        " cuts the model into ", S * v, " chunks, which does not divide its ", layers,
-                        " layers (embed, ", o.layers,
-                        " blocks, head) evenly; change --layers, --stages or "
-                        "--virtual, or give the layers per chunk with --balance");
+    try {
+      (void)chunk_bounds({}, S, v, layers, "--balance");
+    } catch (const ValueError&) {
+      BRIGADE_THROW(ValueError, "--virtual ", v, " with --stages ", S, " cuts the model into ", S * v,
+                    " chunks, which does not divide its ", layers, " layers (embed, ", o.layers,
+                    " blocks, head) evenly; change --layers, --stages or --virtual, or give the layers per "
+                    "chunk with --balance");
+    }
   }
   // The schedule's own checks (e.g. interleaved needs M to be a multiple of S).
   with_flag("--schedule", o.schedule, [&] { (void)make_schedule(o.schedule, S, M, v, recompute); });
@@ -318,8 +312,7 @@ const StepResult& PipelineRunner::last_step() const {
 double PipelineRunner::bubble_measured() const {
   require_step("bubble_measured");
   // Steady state: the first steps pay for allocator warm-up and first-touch page faults (as ms_per_step).
-  const size_t skip = std::min<size_t>(3, bubbles_.size() / 2);
-  return median(std::vector<double>(bubbles_.begin() + static_cast<std::ptrdiff_t>(skip), bubbles_.end()));
+  return nn::steady_state_median(bubbles_);
 }
 
 double PipelineRunner::bubble_simulated() const {

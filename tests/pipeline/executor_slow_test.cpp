@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "nn/block.h"
 #include "nn/gpt.h"
+#include "nn/statistics.h"
 #include "pipeline/backward/split_backward.h"
 #include "pipeline/run/executor.h"
 #include "pipeline/run/trace.h"
@@ -26,11 +27,6 @@ using testing::expect_same_parameters;
 using testing::make_batch;
 using testing::reference_backward;
 using testing::relative_error;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Process CPU time in ms: on a shared machine the wall clock measures the neighbours as much as the code.
 double cpu_ms() {
@@ -79,7 +75,7 @@ TEST(SplitBackwardSlow, CostOfTheSplitAgainstTheFullBackward) {
   }
   // The first repetition warms caches and workspaces.
   full.erase(full.begin()), input.erase(input.begin()), weight.erase(weight.begin());
-  const double B = median(full), Bi = median(input), Bw = median(weight);
+  const double B = nn::median(full), Bi = nn::median(input), Bw = nn::median(weight);
   std::printf(
       "2 blocks, embd 128, [8, 64] tokens, %d OpenMP threads, CPU time: B %.2f ms; Bi %.2f ms + Bw %.2f ms "
       "= %.2f ms (%+.1f%% against B)\n",

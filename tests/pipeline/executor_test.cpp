@@ -431,12 +431,12 @@ TEST(PipelineConfigErrors, InvalidConfigurationsAreRefusedWithClearMessages) {
   PipelineConfig bad_balance = make_config("1f1b", 2, 4, Recompute::Never);
   bad_balance.balance = {3, 2};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }),
-              HasSubstr("sums to 5 layers but the model has 6"));
+              HasSubstr("sums to 5 layers, the model has 6"));
   bad_balance.balance = {6, 0};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }), HasSubstr("at least one layer"));
   bad_balance.balance = {2, 2, 2};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_balance); }),
-              HasSubstr("3 entries but there are 2 model chunks"));
+              HasSubstr("has 3 entries, expected 2 (one per model chunk"));
   PipelineConfig bad_devices = make_config("1f1b", 2, 4, Recompute::Never);
   bad_devices.devices = {Device::cpu(), Device::cpu(), Device::cpu()};
   EXPECT_THAT(error_of([&] { Pipeline(model, bad_devices); }), HasSubstr("3 devices for 2 stages"));

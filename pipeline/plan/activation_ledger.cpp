@@ -1,0 +1,57 @@
+// The activation ledger (see activation_ledger.h for the states and their transitions).
+#include "pipeline/plan/activation_ledger.h"
+
+namespace brigade::pipeline {
+
+ActivationLedger::ActivationLedger(const Schedule& schedule, int stage, const MemoryModel& sizes)
+    : schedule_(schedule),
+      stage_(stage),
+      sizes_(sizes),
+      held_(static_cast<size_t>(schedule.virtual_chunks) * schedule.microbatches, Held::None) {}
+
+bool ActivationLedger::tracks(ActionKind kind) {
+  return kind != ActionKind::OptimizerStep && !is_transfer(kind);
+}
+
+Held& ActivationLedger::slot(const Action& action) {
+  return held_[static_cast<size_t>(action.chunk) * schedule_.microbatches + action.microbatch];
+}
+
+Held ActivationLedger::held(int chunk, int microbatch) const {
+  return held_[static_cast<size_t>(chunk) * schedule_.microbatches + microbatch];
+}
+
+void ActivationLedger::begin(const Action& a) {
+  if (!tracks(a.kind)) return;
+  Held& h = slot(a);
+  const ActivationSizes size = sizes_.chunk(stage_, a.chunk, schedule_.stages, schedule_.virtual_chunks);
+  if (a.kind == ActionKind::Forward) {
+    const bool recompute = recomputes(schedule_.recompute, a.microbatch, schedule_.microbatches);
+    h = recompute ? Held::Boundary : Held::Full;
+    live_ += recompute ? size.boundary : size.full;
+    ++in_flight_;
+    if (!recompute) ++full_;
+  } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
+    h = Held::Full;
+    live_ += size.full - size.boundary;
+    ++full_;
+  }
+}
+
+void ActivationLedger::end(const Action& a) {
+  if (!tracks(a.kind)) return;
+  Held& h = slot(a);
+  const ActivationSizes size = sizes_.chunk(stage_, a.chunk, schedule_.stages, schedule_.virtual_chunks);
+  if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
+    live_ += size.kept_for_weights() - size.full;
+    h = Held::Pending;
+  }
+  if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
+    live_ -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
+    --in_flight_;
+    if (h == Held::Full || h == Held::Pending) --full_;
+    h = Held::None;
+  }
+}
+
+}  // namespace brigade::pipeline
