@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "pipeline/plan/svg_timeline.h"
 #include "pipeline/schedule/render_schedule.h"
 
 namespace brigade::pipeline {
@@ -33,29 +34,6 @@ std::string percent(double fraction) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f%%", 100.0 * fraction);
   return buffer;
-}
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::string json_string(const std::string& text) {
@@ -123,129 +101,46 @@ std::string render_time_grid(const Timeline& timeline, int max_columns) {
   return out.str();
 }
 
-const char* svg_color(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::Forward:
-      return "#4c78a8";
-    case ActionKind::Backward:
-      return "#54a24b";
-    case ActionKind::BackwardInput:
-      return "#72b7b2";
-    case ActionKind::BackwardWeight:
-      return "#f58518";
-    case ActionKind::Recompute:
-      return "#b279a2";
-    default:
-      return "#9d9d9d";
-  }
-}
-
-double tick_step(double span, int target) {
-  const double raw = span / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * magnitude >= raw) return m * magnitude;
-  }
-  return 10.0 * magnitude;
-}
-
 std::string render_svg(const Timeline& timeline) {
   const Schedule& schedule = timeline.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
-  const double T = std::max(timeline.step_time, 1e-12);
+  SvgTimeline::Geometry g;
+  g.stages = schedule.stages;
+  g.span = std::max(timeline.step_time, 1e-12);
   // Wide enough that the shortest action gets ~26 px for its label (960 to 2400 px of plot).
-  double shortest = T;
+  double shortest = g.span;
   for (const auto& stage : timeline.stages) {
     for (const TimedAction& t : stage) {
       if (is_compute(t.action.kind) && t.end > t.start) shortest = std::min(shortest, t.end - t.start);
     }
   }
-  const double plot = std::clamp(26.0 * T / shortest, 960.0, 2400.0);
-  const double left = 56, right = 190, top = 52, lane = 30, gap = 8;
-  const double scale = plot / T;
-  const double lanes_bottom = top + schedule.stages * (lane + gap);
-  const double width = left + plot + right, height = lanes_bottom + 84;
-  std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << " " << height
-      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-  svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
-      << xml_escape(schedule.describe()) << "</text>\n";
+  g.plot = std::clamp(26.0 * g.span / shortest, 960.0, 2400.0);
   std::ostringstream costs;
   costs << "step time " << format_number(timeline.step_time) << ", bubble " << percent(timeline.bubble)
         << "  |  costs per stage and microbatch: F=" << format_number(timeline.costs.forward)
         << ", B=" << format_number(timeline.costs.backward)
         << " of which Bw=" << format_number(timeline.costs.weight);
   if (timeline.costs.transfer > 0) costs << ", transfer=" << format_number(timeline.costs.transfer);
-  svg << "<text x=\"" << left << "\" y=\"40\" fill=\"#444\">" << xml_escape(costs.str()) << "</text>\n";
+  SvgTimeline svg(g, schedule.describe(), costs.str());
 
   for (int st = 0; st < schedule.stages; ++st) {
-    const double y = top + st * (lane + gap);
-    svg << "<text x=\"" << left - 8 << "\" y=\"" << y + lane / 2 + 4 << "\" text-anchor=\"end\">stage " << st
-        << "</text>\n";
-    svg << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << plot << "\" height=\"" << lane
-        << "\" fill=\"#f2f2f2\" stroke=\"#dddddd\"/>\n";
+    const double y = svg.lane(st);
     for (const TimedAction& t : timeline.stages[st]) {
       if (!is_compute(t.action.kind) || t.end <= t.start) continue;
-      const double x = left + t.start * scale, w = (t.end - t.start) * scale;
-      const double shade = show_chunk ? 1.0 - 0.45 * t.action.chunk / (schedule.virtual_chunks - 1) : 1.0;
-      const std::string full = to_string(t.action, show_chunk);
-      const std::string label = time_label(t.action, show_chunk);  // "F3b" = F3 of chunk 1
-      svg << "<g><title>" << xml_escape(full) << " on stage " << st << ": " << format_number(t.start)
-          << " .. " << format_number(t.end) << "</title><rect x=\"" << x << "\" y=\"" << y << "\" width=\""
-          << w << "\" height=\"" << lane << "\" fill=\"" << svg_color(t.action.kind) << "\" fill-opacity=\""
-          << shade << "\" stroke=\"white\" stroke-width=\"1\"/>";
-      if (w >= 7.0 * label.size() + 4) {
-        svg << "<text x=\"" << x + w / 2 << "\" y=\"" << y + lane / 2 + 4
-            << "\" text-anchor=\"middle\" fill=\"white\" font-size=\"11\">" << xml_escape(label) << "</text>";
-      }
-      svg << "</g>\n";
+      const std::string tooltip = to_string(t.action, show_chunk) + " on stage " + std::to_string(st) + ": " +
+                                  format_number(t.start) + " .. " + format_number(t.end);
+      svg.action(t.action.kind, svg.x(t.start), y, (t.end - t.start) * g.scale(), g.lane,
+                 chunk_shade(t.action.chunk, schedule.virtual_chunks), tooltip,
+                 time_label(t.action, show_chunk));  // "F3b" = F3 of chunk 1
     }
     const StageStats& stats = timeline.stats[st];
-    svg << "<text x=\"" << left + plot + 10 << "\" y=\"" << y + lane / 2 + 4 << "\" fill=\"#444\">idle "
-        << percent(stats.bubble) << ", peak " << stats.peak_in_flight << " in flight</text>\n";
+    svg.lane_note(
+        y, "idle " + percent(stats.bubble) + ", peak " + std::to_string(stats.peak_in_flight) + " in flight");
   }
-
-  // Time axis.
-  const double step = tick_step(T, 10);
-  svg << "<line x1=\"" << left << "\" y1=\"" << lanes_bottom << "\" x2=\"" << left + plot << "\" y2=\""
-      << lanes_bottom << "\" stroke=\"#333\"/>\n";
-  for (double tick = 0; tick <= T + 1e-9 * T; tick += step) {
-    const double x = left + tick * scale;
-    svg << "<line x1=\"" << x << "\" y1=\"" << lanes_bottom << "\" x2=\"" << x << "\" y2=\""
-        << lanes_bottom + 5 << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << lanes_bottom + 18
-        << "\" text-anchor=\"middle\">" << format_number(tick) << "</text>\n";
-  }
-  svg << "<text x=\"" << left + plot << "\" y=\"" << lanes_bottom + 34
-      << "\" text-anchor=\"end\" fill=\"#444\">time</text>\n";
-
-  // Legend.
-  struct Entry {
-    const char* name;
-    const char* color;
-  };
-  const Entry legend[] = {{"F forward", svg_color(ActionKind::Forward)},
-                          {"B backward", svg_color(ActionKind::Backward)},
-                          {"Bi input-grad", svg_color(ActionKind::BackwardInput)},
-                          {"Bw weight-grad", svg_color(ActionKind::BackwardWeight)},
-                          {"R recompute", svg_color(ActionKind::Recompute)},
-                          {"step optimizer", svg_color(ActionKind::OptimizerStep)},
-                          {"idle (bubble)", "#f2f2f2"}};
-  double x = left;
-  const double y = lanes_bottom + 52;
-  for (const Entry& e : legend) {
-    svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << e.color
-        << "\" stroke=\"#bbbbbb\"/><text x=\"" << x + 19 << "\" y=\"" << y + 11 << "\">" << e.name
-        << "</text>\n";
-    x += 30 + 7.0 * std::string(e.name).size();
-  }
-  if (show_chunk) {
-    svg << "<text x=\"" << x << "\" y=\"" << y + 11
-        << "\" fill=\"#444\">lighter = later chunk (F3b: F3 on chunk 1)</text>\n";
-  }
-  svg << "</svg>\n";
-  return svg.str();
+  svg.time_axis("time", [](double tick, double) { return format_number(tick); });
+  svg.legend({{"step optimizer", svg_color(ActionKind::OptimizerStep)}},
+             show_chunk ? "lighter = later chunk (F3b: F3 on chunk 1)" : "");
+  return svg.finish();
 }
 
 std::string render_json(const Timeline& timeline) {

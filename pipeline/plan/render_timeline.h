@@ -19,13 +19,8 @@ std::string render_time_grid(const Timeline& timeline, int max_columns = 200);
 /// A self-contained SVG picture of the timeline: one lane per stage, a colored box per compute action
 /// (labelled where it fits, chunks as letters: "F3b" is F3 of chunk 1, in a lighter shade), idle time as the
 /// bare lane, a time axis, a legend, and each stage's bubble and peak activations at the end of its lane.
+/// Drawn with svg_timeline.h, as the measured step's picture (run/trace.h) is.
 std::string render_svg(const Timeline& timeline);
-
-/// The SVG fill colour of an action kind, shared by the simulated (render_svg) and measured (trace.h)
-/// pictures so that they read alike.
-const char* svg_color(ActionKind kind);
-/// A round axis tick spacing (1, 2 or 5 times a power of ten) giving about `target` ticks over [0, span].
-double tick_step(double span, int target);
 
 /// The timeline as JSON: the schedule's parameters, costs, step time, bubble, per-stage statistics and
 /// every action with its stage, step, kind, label, microbatch, chunk, peer, start and end.

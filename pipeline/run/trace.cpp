@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "pipeline/plan/render_timeline.h"
+#include "pipeline/plan/svg_timeline.h"
 
 namespace brigade::pipeline {
 namespace {
@@ -27,29 +27,6 @@ std::string json_escape(const std::string& text) {
       continue;
     }
     out += c;
-  }
-  return out;
-}
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
   }
   return out;
 }
@@ -278,106 +255,56 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
   }
   if (!std::isfinite(origin)) origin = 0.0;
   if (trace.optimizer_end_ms > end) end = trace.optimizer_end_ms;
-  const double T = std::max(end - origin, 1e-9);
-  const double left = 64, plot = 960, right = 230, top = 52, lane = 28, wire = 8, gap = 12;
-  const double scale = plot / T;
-  const double lanes_bottom = top + S * (lane + wire + gap);
-  const double width = left + plot + right, height = lanes_bottom + 84;
-  const std::vector<double> bubbles = trace.bubbles();
-
-  std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-      << "\" viewBox=\"0 0 " << width << " " << height
-      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-  svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg << "<text x=\"" << left << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">"
-      << xml_escape(schedule.describe() + " (measured)") << "</text>\n";
+  // Below each stage's compute lane a thin wire lane shows the time its Send/Recv took.
+  const double wire = 8;
+  SvgTimeline::Geometry g;
+  g.stages = S;
+  g.span = std::max(end - origin, 1e-9);
+  g.left = 64, g.plot = 960, g.right = 230, g.lane = 28, g.lane_pitch = g.lane + wire + 12;
   std::string caption =
       "step " + fixed(trace.span_ms(), 2) + " ms, bubble " + fixed(100 * trace.bubble(), 1) + "%";
   if (trace.optimizer_start_ms >= 0.0) {
     caption += ", optimizer " + fixed(trace.optimizer_end_ms - trace.optimizer_start_ms, 2) + " ms";
   }
   caption += "   (thin lane: time in send/recv)";
-  svg << "<text x=\"" << left << "\" y=\"40\" fill=\"#444\">" << xml_escape(caption) << "</text>\n";
+  SvgTimeline svg(g, schedule.describe() + " (measured)", caption);
+  const std::vector<double> bubbles = trace.bubbles();
 
   for (int s = 0; s < S; ++s) {
-    const double y = top + s * (lane + wire + gap);
-    svg << "<text x=\"" << left - 8 << "\" y=\"" << y + lane / 2 + 4 << "\" text-anchor=\"end\">stage " << s
-        << "</text>\n";
-    svg << "<rect x=\"" << left << "\" y=\"" << y << "\" width=\"" << plot << "\" height=\"" << lane
-        << "\" fill=\"#f2f2f2\" stroke=\"#dddddd\"/>\n";
+    const double y = svg.lane(s);
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
-      const double x = left + (e.start_ms - origin) * scale,
-                   w = std::max(0.5, (e.end_ms - e.start_ms) * scale);
+      const double x = svg.x(e.start_ms - origin), w = std::max(0.5, (e.end_ms - e.start_ms) * g.scale());
       const std::string label = to_string(e.action, show_chunk);
       if (is_transfer(e.action.kind)) {
-        svg << "<g><title>" << xml_escape(label) << ": " << fixed(e.end_ms - e.start_ms, 3) << " ms, "
-            << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\""
-            << y + lane + 1 << "\" width=\"" << w << "\" height=\"" << wire - 2
-            << "\" fill=\"#777777\"/></g>\n";
+        svg.raw() << "<g><title>" << xml_escape(label) << ": " << fixed(e.end_ms - e.start_ms, 3) << " ms, "
+                  << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\""
+                  << y + g.lane + 1 << "\" width=\"" << w << "\" height=\"" << wire - 2
+                  << "\" fill=\"#777777\"/></g>\n";
         continue;
       }
       if (!is_work(e.action.kind)) continue;
-      const double shade = show_chunk ? 1.0 - 0.45 * e.action.chunk / (schedule.virtual_chunks - 1) : 1.0;
-      svg << "<g><title>" << xml_escape(label) << " on stage " << s << ": " << fixed(e.start_ms - origin, 3)
-          << " .. " << fixed(e.end_ms - origin, 3) << " ms</title><rect x=\"" << x << "\" y=\"" << y
-          << "\" width=\"" << w << "\" height=\"" << lane << "\" fill=\"" << svg_color(e.action.kind)
-          << "\" fill-opacity=\"" << shade << "\" stroke=\"white\" stroke-width=\"1\"/>";
-      if (w >= 7.0 * label.size() + 4) {
-        svg << "<text x=\"" << x + w / 2 << "\" y=\"" << y + lane / 2 + 4
-            << "\" text-anchor=\"middle\" fill=\"white\" font-size=\"11\">" << xml_escape(label) << "</text>";
-      }
-      svg << "</g>\n";
+      svg.action(e.action.kind, x, y, w, g.lane, chunk_shade(e.action.chunk, schedule.virtual_chunks),
+                 label + " on stage " + std::to_string(s) + ": " + fixed(e.start_ms - origin, 3) + " .. " +
+                     fixed(e.end_ms - origin, 3) + " ms",
+                 label);
     }
     if (trace.optimizer_start_ms >= 0.0) {
-      const double x = left + (trace.optimizer_start_ms - origin) * scale;
-      const double w = std::max(0.5, (trace.optimizer_end_ms - trace.optimizer_start_ms) * scale);
-      svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << lane
-          << "\" fill=\"" << svg_color(ActionKind::OptimizerStep)
-          << "\"><title>optimizer step</title></rect>\n";
+      const double x = svg.x(trace.optimizer_start_ms - origin);
+      const double w = std::max(0.5, (trace.optimizer_end_ms - trace.optimizer_start_ms) * g.scale());
+      svg.raw() << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << g.lane
+                << "\" fill=\"" << svg_color(ActionKind::OptimizerStep)
+                << "\"><title>optimizer step</title></rect>\n";
     }
-    std::string right_text =
+    std::string note =
         "idle " + fixed(100 * (s < static_cast<int>(bubbles.size()) ? bubbles[s] : 0.0), 1) + "%";
     if (s < static_cast<int>(trace.peak_bytes.size())) {
-      right_text += ", peak " + bytes_text(static_cast<double>(trace.peak_bytes[s]));
+      note += ", peak " + bytes_text(static_cast<double>(trace.peak_bytes[s]));
     }
-    svg << "<text x=\"" << left + plot + 10 << "\" y=\"" << y + lane / 2 + 4 << "\" fill=\"#444\">"
-        << xml_escape(right_text) << "</text>\n";
+    svg.lane_note(y, note);
   }
-
-  const double step = tick_step(T, 10);
-  svg << "<line x1=\"" << left << "\" y1=\"" << lanes_bottom << "\" x2=\"" << left + plot << "\" y2=\""
-      << lanes_bottom << "\" stroke=\"#333\"/>\n";
-  for (double tick = 0; tick <= T + 1e-9 * T; tick += step) {
-    const double x = left + tick * scale;
-    svg << "<line x1=\"" << x << "\" y1=\"" << lanes_bottom << "\" x2=\"" << x << "\" y2=\""
-        << lanes_bottom + 5 << "\" stroke=\"#333\"/><text x=\"" << x << "\" y=\"" << lanes_bottom + 18
-        << "\" text-anchor=\"middle\">" << fixed(tick, step < 1 ? 2 : 0) << "</text>\n";
-  }
-  svg << "<text x=\"" << left + plot << "\" y=\"" << lanes_bottom + 34
-      << "\" text-anchor=\"end\" fill=\"#444\">ms</text>\n";
-  struct Entry {
-    const char* name;
-    const char* color;
-  };
-  const Entry legend[] = {{"F forward", svg_color(ActionKind::Forward)},
-                          {"B backward", svg_color(ActionKind::Backward)},
-                          {"Bi input-grad", svg_color(ActionKind::BackwardInput)},
-                          {"Bw weight-grad", svg_color(ActionKind::BackwardWeight)},
-                          {"R recompute", svg_color(ActionKind::Recompute)},
-                          {"optimizer", svg_color(ActionKind::OptimizerStep)},
-                          {"send/recv", "#777777"},
-                          {"idle (bubble)", "#f2f2f2"}};
-  double x = left;
-  const double y = lanes_bottom + 52;
-  for (const Entry& e : legend) {
-    svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << e.color
-        << "\" stroke=\"#bbbbbb\"/><text x=\"" << x + 19 << "\" y=\"" << y + 11 << "\">" << e.name
-        << "</text>\n";
-    x += 30 + 7.0 * std::string(e.name).size();
-  }
-  svg << "</svg>\n";
-  return svg.str();
+  svg.time_axis("ms", [](double tick, double step) { return fixed(tick, step < 1 ? 2 : 0); });
+  svg.legend({{"optimizer", svg_color(ActionKind::OptimizerStep)}, {"send/recv", "#777777"}});
+  return svg.finish();
 }
 
 }  // namespace brigade::pipeline
