@@ -14,9 +14,10 @@
 // step k on the same device and thread count therefore computes bit-for-bit the losses the uninterrupted run
 // computed from step k on.
 //
-// The step's forward and backward are a StepRunner's (below): the model's own by default, a pipeline's with
-// pipeline/run/train_runner.h (a pipelined step equals the unpipelined step on the full batch); the rest of
-// the step is the same for every engine.
+// The loop is a TrainSession (below) in named parts: setup (its constructor), step, save, evaluate and
+// finish; nn::train runs one from start to end. The step's forward and backward are a StepRunner's (below):
+// the model's own by default, a pipeline's with pipeline/run/train_runner.h (a pipelined step equals the
+// unpipelined step on the full batch); the rest of the step is the same for every engine.
 //
 // A non-finite loss or gradient norm stops the run with a NonFiniteLossError naming the step, before the
 // optimizer touches the weights; checkpoints are only ever written after good steps, so the last one on disk
@@ -27,9 +28,14 @@
 //   options.steps = 500;
 //   brigade::nn::TrainResult result = brigade::nn::train(options);
 //   std::printf("loss %.3f accuracy %.1f%%\n", result.final_loss, 100 * *result.accuracy);
+//
+//   brigade::nn::TrainSession session(options);  // or step by step
+//   while (!session.done()) session.step();
+//   result = session.finish();
 // \endcode
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,79 +43,18 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "nn/checkpoint.h"
-#include "nn/corpus.h"
 #include "nn/data.h"
 #include "nn/gpt.h"
-#include "nn/tokenizer.h"
+#include "nn/optim.h"
+#include "nn/train_data.h"
+#include "nn/train_options.h"
+#include "tensor/device.h"
 #include "tensor/error.h"
+#include "tensor/generator.h"
 
 namespace brigade::nn {
-
-/// The settings of a training run. Field names mirror the `brigade train` flags (--min-lr is min_lr, ...).
-struct TrainOptions {
-  std::string data;  ///< UTF-8 text file; empty: the embedded addition corpus (nn/corpus.h)
-  int64_t layers = 2;
-  int64_t heads = 4;
-  int64_t embd = 64;
-  int64_t block = 0;  ///< context length; 0: automatic (one line of the default corpus, 64 with data)
-  int64_t batch = 128;
-  int64_t steps = 3000;
-  double lr = 3e-3;
-  double min_lr = 3e-4;
-  int64_t warmup = 100;
-  double weight_decay = 0.1;
-  double dropout = 0.0;
-  double grad_clip = 1.0;    ///< 0: no clipping (the norm is still computed and checked)
-  int64_t eval_every = 250;  ///< 0: only at the end
-  int64_t eval_iters = 20;
-  std::string device = "cpu";
-  /// fp32, or bf16: mixed precision through autocast (autograd/autocast.h): bf16 GEMM inputs with fp32
-  /// accumulation, fp32 norms, softmax and loss, fp32 master weights, gradients and AdamW state.
-  std::string dtype = "fp32";
-  /// OpenMP threads for the CPU kernels; 0: leave OpenMP's setting (OMP_NUM_THREADS, or every core).
-  /// The default is 1: the default model's ops are too small to gain from a second thread, and OpenMP
-  /// threads that spin at barriers make a run many times slower as soon as another process wants a core
-  /// (measured on 2 cores: 21 ms/step with 1 thread, 316 ms/step with 2 while a compiler ran).
-  int threads = 1;
-  uint64_t seed = 1337;
-  std::string save;        ///< checkpoint path; empty: no checkpoint
-  int64_t save_every = 0;  ///< also save every N steps (0: only at the end)
-  std::string resume;      ///< checkpoint to resume from; empty: a fresh model
-  std::string metrics;     ///< JSON file for the final figures; empty: none
-
-  // Pipeline parallelism (DESIGN.md, pipeline/). Plain data here, so that nn can validate the numbers, save
-  // them in checkpoints' train_args and inherit them on --resume; the pipeline layer
-  // (pipeline/run/train_runner.h) checks the names and runs them. nn::train alone runs only the plain loop
-  // (see uses_pipeline()). The library's defaults are the plain loop; `brigade train` defaults to
-  // --stages 2 --microbatches 4.
-  int64_t stages = 1;                ///< pipeline stages S
-  int64_t microbatches = 1;          ///< M: the batch is cut into M microbatches (batch % M == 0)
-  std::string schedule = "1f1b";     ///< gpipe, 1f1b, interleaved, zb-h1
-  int64_t virtual_chunks = 1;        ///< --virtual v: model chunks per stage (interleaved only)
-  std::string recompute = "never";   ///< never, always, except-last
-  std::string partition = "params";  ///< params, time, memory (or balance, with --balance)
-  std::string balance;               ///< layers per model chunk, "3,3,2"; empty: cut by `partition`
-  std::string devices;               ///< one device per stage or one for all, "cuda:0,cuda:0"; empty: device
-  std::string memory_budget;         ///< per-stage budget ("512MiB"), certified before any step; empty: none
-  std::string trace;                 ///< Chrome trace JSON of one steady step; empty: none
-  std::string timeline;              ///< SVG timeline of that step; empty: none
-
-  /// ValueError naming the flag and the value for the first invalid setting (negative or zero sizes,
-  /// heads not dividing embd, learning rates, dropout outside [0, 1), an unknown device string, ...).
-  /// Does not touch files or devices.
-  void validate() const;
-  /// block, or its automatic value.
-  int64_t resolved_block() const;
-  /// Whether the run needs the pipeline engine: more than one stage, microbatch or chunk, or any pipeline
-  /// setting away from what the plain loop does (recompute, balance, devices, budget, trace, timeline).
-  bool uses_pipeline() const;
-  /// Every field as one JSON object (stored in checkpoints as "brigade.train_args").
-  std::string to_json() const;
-  /// Parses to_json()'s output; missing fields keep their defaults, unknown ones are ignored (a newer
-  /// brigade may add some); wrong types are ValueErrors naming the field.
-  static TrainOptions from_json(const std::string& text);
-};
 
 /// What the loop reports after each step.
 struct StepReport {
@@ -210,36 +155,105 @@ class NonFiniteLossError : public Error {
   using Error::Error;
 };
 
-/// The tokenized training and validation text of a run.
-struct TrainData {
-  CharTokenizer tokenizer;
-  std::vector<int64_t> train, val;
-  std::vector<int64_t> train_starts, val_starts;  ///< window starts (line starts); empty: any position
-  std::shared_ptr<const AdditionTask> task;       ///< the default corpus, or null with --data
-  std::string description;
-};
-
-/// Reads options.data (IOError naming the path when missing, empty, unreadable or not UTF-8) or builds
-/// the default corpus, tokenizes it (with `tokenizer` when given, e.g. a resumed checkpoint's: a character
-/// outside its vocabulary is a ValueError) and splits it 90/10 (the default corpus validates on its
-/// held-out problems). Windows of `block` tokens must fit in both parts (ValueError otherwise).
-TrainData load_train_data(const TrainOptions& options, int64_t block,
-                          const CharTokenizer* tokenizer = nullptr);
-
 /// ValueError when the explicit model flags of `options` disagree with the checkpoint's model (a resumed
 /// run keeps the checkpoint's layers, heads, embd and block).
 void check_resume_compatible(const TrainOptions& options, const Checkpoint& checkpoint);
 
-/// Runs the whole loop (see the header comment) with `runner` as the step engine (nullptr: the plain
-/// loop, UnpipelinedRunner). Throws ValueError for invalid options (and for options that use the pipeline
-/// without a runner: see pipeline/run/train_runner.h), IOError for unreadable data or checkpoints,
-/// DeviceError for an unavailable device, NonFiniteLossError on divergence, and whatever runner->prepare()
-/// refuses.
-TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {}, StepRunner* runner = nullptr);
+/// One training run, in the parts a training loop is made of. nn::train is exactly
+///
+///   TrainSession session(options, hooks, runner);   // setup
+///   while (!session.done()) {
+///     session.step();
+///     if (session.save_due()) session.save();
+///     if (session.evaluation_due()) session.evaluate();
+///   }
+///   return session.finish();                        // final evaluation and checkpoint, the figures
+///
+/// so a program that wants another rhythm (its own evaluations, a stop of its own) drives the parts itself:
+/// evaluations and checkpoints do not touch the training stream, so the losses and the resume guarantee of
+/// the header comment do not depend on when they run. The session holds --dtype's autocast
+/// and the OpenMP thread count from setup to its end: run it on one thread, and end sessions in the
+/// reverse order of their start.
+class TrainSession {
+ public:
+  /// Setup: validates the options, sets the threads, checks the device, builds the model (or restores it,
+  /// the optimizer and the generator from options.resume), loads the data, lets `runner` (nullptr: the
+  /// plain loop, UnpipelinedRunner) prepare, and logs the run's first lines. Throws ValueError for invalid
+  /// options (and for options that use the pipeline without a runner: see pipeline/run/train_runner.h),
+  /// IOError for unreadable data or checkpoints, DeviceError for an unavailable device, and whatever
+  /// runner->prepare() refuses.
+  explicit TrainSession(const TrainOptions& options, const TrainHooks& hooks = {},
+                        StepRunner* runner = nullptr);
+  TrainSession(const TrainSession&) = delete;
+  TrainSession& operator=(const TrainSession&) = delete;
 
-/// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each.
-std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokenizer,
-                                         const std::vector<std::string>& prompts, int64_t max_new_tokens,
-                                         const Device& device);
+  /// Every step up to options.steps has run (at once for a run resumed at or past it).
+  bool done() const { return step_ >= options_.steps; }
+  /// Steps completed: the resumed step plus the steps run here.
+  int64_t steps_completed() const { return step_; }
+
+  /// One optimizer step: the learning rate of the schedule, a batch, the runner's forward and backward,
+  /// the clipped gradient norm, AdamW, zero_grad. Throws NonFiniteLossError, before the optimizer touches
+  /// the weights, when the loss or the norm is not finite.
+  StepReport step();
+  /// Whether --save-every asks for a checkpoint of the step just completed.
+  bool save_due() const;
+  /// Writes the checkpoint of the steps completed so far to options.save (which must be set): the
+  /// weights, AdamW's moments, the generator, the step, the options and the runner's state.
+  void save();
+  /// Whether --eval-every asks for an evaluation after the step just completed (never after the last: the
+  /// final evaluation is finish()'s).
+  bool evaluation_due() const;
+  /// The validation loss, the mean training loss since the previous evaluation and, on the default corpus,
+  /// the accuracy over the first 200 held-out problems.
+  EvalReport evaluate();
+  /// The end of the run: the final evaluation (every held-out problem), the final checkpoint (with --save,
+  /// unless the last step was just saved) and the figures of the run. Call it once, last.
+  TrainResult finish();
+
+  /// The options of the run, with the automatic block resolved.
+  const TrainOptions& options() const { return options_; }
+  GPT& model() { return *model_; }
+  const TrainData& data() const { return data_; }
+
+ private:
+  // The parts of setup, in the order the constructor runs them.
+  static TrainOptions checked(const TrainOptions& options, const StepRunner* runner);
+  void build_model(const std::optional<Checkpoint>& checkpoint);
+  void prepare_runner(const std::optional<Checkpoint>& checkpoint);
+  void make_optimizer(const std::optional<Checkpoint>& checkpoint);
+  void log_setup(bool resumed) const;
+
+  void message(const std::string& text) const;
+  EvalReport run_evaluation(bool final);  // final: every held-out problem, and the figures into result_
+  [[noreturn]] void stop_non_finite(const char* what, double value) const;
+
+  std::chrono::steady_clock::time_point started_;  // for TrainResult::wall_s
+  TrainOptions options_;                           // as given, block resolved
+  TrainHooks hooks_;
+  UnpipelinedRunner plain_;
+  StepRunner* runner_;  // the caller's, or &plain_
+  autograd::AutocastGuard autocast_;
+  Device device_;
+  TrainData data_;
+  GPTConfig config_;
+  std::unique_ptr<GPT> model_;
+  Generator generator_;  // the training batches and dropout masks (saved in checkpoints)
+  std::unique_ptr<AdamW> optimizer_;
+  CosineSchedule schedule_;
+
+  int64_t step_ = 0;             // steps completed (the next step's 0-based index)
+  int64_t last_saved_ = -1;      // the step of the last checkpoint written here; -1: none
+  int64_t last_evaluated_ = -1;  // the step of the last evaluation; -1: none
+  bool finished_ = false;
+  std::vector<double> step_ms_;
+  double loss_since_eval_ = 0.0;
+  int64_t steps_since_eval_ = 0;
+  TrainResult result_;  // filled as the run goes
+};
+
+/// Runs a whole TrainSession (see its comment): the one-call form of the loop. Throws what the session's
+/// setup throws, and NonFiniteLossError on divergence.
+TrainResult train(const TrainOptions& options, const TrainHooks& hooks = {}, StepRunner* runner = nullptr);
 
 }  // namespace brigade::nn

@@ -11,11 +11,14 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <variant>
 #include <vector>
 
 #include "nn/trainer.h"
 #include "tensor/grad_mode.h"
 #include "test_support.h"
+#include "tiny_train_options.h"
 
 namespace {
 
@@ -27,21 +30,8 @@ using brigade::testing::read_file_bytes;
 
 class TrainTest : public brigade::testing::TempDirTest {};
 
-// A model small enough that a step takes a few milliseconds.
 TrainOptions tiny(int64_t steps) {
-  TrainOptions o;
-  o.layers = 1;
-  o.heads = 2;
-  o.embd = 32;
-  o.batch = 16;
-  o.steps = steps;
-  o.lr = 1e-2;
-  o.min_lr = 1e-3;
-  o.warmup = 5;
-  o.eval_every = 0;
-  o.eval_iters = 2;
-  o.threads = 1;  // a model this small gains nothing from threads, and a busy machine makes them costly
-  return o;
+  return brigade::testing::tiny_train_options(steps);
 }
 
 double mean(const std::vector<double>& v, size_t begin, size_t end) {
@@ -128,6 +118,72 @@ TEST_F(TrainTest, NanStopsTheRunNamingTheStepAndKeepsTheLastCheckpoint) {
   EXPECT_EQ(read_file_bytes(options.save), saved_bytes);
   Checkpoint ck = load_checkpoint(options.save);  // still valid: checksum, step 3
   EXPECT_EQ(ck.info.step, 3);
+}
+
+TEST_F(TrainTest, ASessionDrivenPartByPartIsTheOneCallRun) {
+  TrainOptions options = tiny(8);
+  options.eval_every = 3;
+  options.save = file("run.safetensors");
+  options.save_every = 4;
+  std::vector<int64_t> evaluated;
+  TrainHooks hooks;
+  hooks.on_eval = [&](const EvalReport& r) { evaluated.push_back(r.step); };
+  const TrainResult whole = train(options, hooks);
+  EXPECT_EQ(evaluated, (std::vector<int64_t>{3, 6, 8}));  // every 3 steps, and the final one
+
+  options.save = file("session.safetensors");
+  TrainSession session(options);
+  EXPECT_EQ(session.steps_completed(), 0);
+  EXPECT_FALSE(session.save_due());
+  EXPECT_FALSE(session.evaluation_due());
+  std::vector<int64_t> saved, evaluations;
+  while (!session.done()) {
+    const StepReport report = session.step();
+    EXPECT_EQ(report.step, session.steps_completed());
+    if (session.save_due()) {
+      session.save();
+      saved.push_back(report.step);
+      EXPECT_FALSE(session.save_due());  // once per step
+    }
+    if (session.evaluation_due()) {
+      evaluations.push_back(session.evaluate().step);
+      EXPECT_FALSE(session.evaluation_due());
+    }
+  }
+  EXPECT_EQ(saved, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(evaluations, (std::vector<int64_t>{3, 6}));
+  std::string message = message_of<ValueError>([&] { session.step(); });
+  EXPECT_NE(message.find("steps are done"), std::string::npos) << message;
+  const TrainResult parts = session.finish();
+  EXPECT_EQ(parts.losses, whole.losses);  // bit for bit: evaluations and saves leave the stream alone
+  EXPECT_EQ(parts.val_loss, whole.val_loss);
+  EXPECT_EQ(parts.steps, 8);
+  EXPECT_EQ(parts.accuracy, whole.accuracy);
+  message = message_of<ValueError>([&] { session.finish(); });
+  EXPECT_NE(message.find("finished already"), std::string::npos) << message;
+  EXPECT_EQ(load_checkpoint(file("session.safetensors")).info.step, 8);
+}
+
+TEST(TrainOptions, TheTableNamesEverySettingOnceAndSaysWhatResumeInherits) {
+  std::set<std::string> names, per_invocation;
+  for_each_train_option([&](const auto& option) {
+    EXPECT_TRUE(names.insert(option.name).second) << option.name << " twice";
+    EXPECT_NE(std::string(option.help), "") << option.name;
+    if (option.on_resume == OnResume::PerInvocation) per_invocation.insert(option.flag());
+  });
+  // to_json writes exactly the table's names.
+  std::set<std::string> keys;
+  const nlohmann::json json = nlohmann::json::parse(TrainOptions().to_json());
+  for (const auto& [key, value] : json.items()) keys.insert(key);
+  EXPECT_EQ(keys, names);
+  EXPECT_EQ(names.size(), 34u);  // every member of TrainOptions
+  // Where and how this process runs, and what it writes besides the checkpoint.
+  EXPECT_EQ(per_invocation, (std::set<std::string>{"--device", "--threads", "--resume", "--metrics",
+                                                   "--devices", "--memory-budget", "--trace", "--timeline"}));
+  // The flag is the name with dashes.
+  const auto& min_lr = std::get<TrainOption<double>>(train_option_table()[8]);
+  EXPECT_STREQ(min_lr.name, "min_lr");
+  EXPECT_EQ(min_lr.flag(), "--min-lr");
 }
 
 TEST(TrainOptions, ValidationNamesTheFlag) {

@@ -1,0 +1,219 @@
+// TrainOptions and its table; what they are for is described in nn/train_options.h.
+#include "nn/train_options.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "nn/corpus.h"
+#include "tensor/device.h"
+#include "tensor/error.h"
+
+namespace brigade::nn {
+namespace {
+
+using Json = nlohmann::json;
+using O = TrainOptions;
+
+// ---- the checks of the rows ---------------------------------------------------------------------------
+
+void positive(const std::string& flag, const int64_t& value, const O&) {
+  BRIGADE_CHECK_VALUE(value > 0, flag, " must be a positive integer, found ", value);
+}
+void non_negative(const std::string& flag, const int64_t& value, const O&) {
+  BRIGADE_CHECK_VALUE(value >= 0, flag, " must be >= 0, found ", value);
+}
+
+void check_embd(const std::string& flag, const int64_t& embd, const O& o) {
+  positive(flag, embd, o);
+  BRIGADE_CHECK_VALUE(embd % o.heads == 0, "--heads ", o.heads, " does not divide ", flag, " ", embd,
+                      " (each head gets embd / heads channels)");
+}
+void check_block(const std::string& flag, const int64_t& block, const O&) {
+  BRIGADE_CHECK_VALUE(block >= 0, flag, " must be a positive integer (or 0 for automatic), found ", block);
+}
+void check_lr(const std::string& flag, const double& lr, const O&) {
+  BRIGADE_CHECK_VALUE(std::isfinite(lr) && lr > 0.0, flag, " must be a positive number, found ", lr);
+}
+void check_min_lr(const std::string& flag, const double& min_lr, const O& o) {
+  BRIGADE_CHECK_VALUE(std::isfinite(min_lr) && min_lr >= 0.0 && min_lr <= o.lr, flag,
+                      " must be in [0, --lr = ", o.lr, "], found ", min_lr);
+}
+void check_weight_decay(const std::string& flag, const double& decay, const O&) {
+  BRIGADE_CHECK_VALUE(std::isfinite(decay) && decay >= 0.0, flag, " must be >= 0, found ", decay);
+}
+void check_dropout(const std::string& flag, const double& p, const O&) {
+  BRIGADE_CHECK_VALUE(p >= 0.0 && p < 1.0, flag, " must be in [0, 1), found ", p);
+}
+void check_grad_clip(const std::string& flag, const double& clip, const O&) {
+  BRIGADE_CHECK_VALUE(std::isfinite(clip) && clip >= 0.0, flag, " must be >= 0 (0: off), found ", clip);
+}
+void check_device(const std::string& flag, const std::string& device, const O&) {
+  try {
+    (void)Device::parse(device);  // whether it exists is checked when the run starts
+  } catch (const DeviceError&) {
+    BRIGADE_THROW(ValueError, flag, " '", device, "' is not a device: expected cpu, cuda or cuda:N");
+  }
+}
+void check_threads(const std::string& flag, const int& threads, const O&) {
+  BRIGADE_CHECK_VALUE(threads >= 0, flag, " must be >= 0 (0: OpenMP's default), found ", threads);
+}
+void check_dtype(const std::string& flag, const std::string& dtype, const O&) {
+  BRIGADE_CHECK_VALUE(dtype == "fp32" || dtype == "bf16", flag, " must be fp32 or bf16, found '", dtype, "'");
+}
+void check_save_every(const std::string& flag, const int64_t& every, const O& o) {
+  non_negative(flag, every, o);
+  BRIGADE_CHECK_VALUE(every == 0 || !o.save.empty(), flag, " ", every, " needs --save FILE");
+}
+void check_microbatches(const std::string& flag, const int64_t& microbatches, const O& o) {
+  positive(flag, microbatches, o);
+  BRIGADE_CHECK_VALUE(o.batch % microbatches == 0, "--batch ", o.batch, " is not divisible by ", flag, " ",
+                      microbatches, " (every microbatch must have batch / microbatches sequences)");
+}
+// The pipeline cuts the model's layers (embed, the blocks, head) into stages x virtual chunks.
+void check_virtual(const std::string& flag, const int64_t& chunks, const O& o) {
+  positive(flag, chunks, o);
+  const int64_t model_layers = o.layers + 2;
+  BRIGADE_CHECK_VALUE(o.stages * chunks <= model_layers, "--stages ", o.stages,
+                      chunks > 1 ? " x " + flag + " " + std::to_string(chunks) : std::string(), " needs ",
+                      o.stages * chunks, " model chunks of at least one layer, but the model has ",
+                      model_layers, " layers (embed, ", o.layers, o.layers == 1 ? " block" : " blocks",
+                      ", head): use fewer stages or more --layers");
+}
+
+// A row, with T deduced from the member alone (the check may be nullptr).
+template <typename T>
+using Check = void (*)(const std::string& flag, const T& value, const O& all);
+template <typename T>
+AnyTrainOption row(const char* name, T O::*member, OnResume on_resume, HelpDefault help_default,
+                   std::type_identity_t<Check<T>> check, const char* help) {
+  return TrainOption<T>{name, member, help, on_resume, help_default, check};
+}
+
+constexpr OnResume kInherit = OnResume::Inherit, kPerInvocation = OnResume::PerInvocation;
+constexpr HelpDefault kShown = HelpDefault::Shown, kHidden = HelpDefault::Hidden;
+
+}  // namespace
+
+// ---- the table --------------------------------------------------------------------------------------------
+
+const std::vector<AnyTrainOption>& train_option_table() {
+  static const std::vector<AnyTrainOption> table = {
+      // name  member  --resume  --help default  check  help
+      row("data", &O::data, kInherit, kHidden, nullptr,
+          "UTF-8 text file to train on (default: the built-in 3-digit addition task)"),
+      row("layers", &O::layers, kInherit, kShown, positive, "transformer blocks"),
+      row("heads", &O::heads, kInherit, kShown, positive, "attention heads (must divide --embd)"),
+      row("embd", &O::embd, kInherit, kShown, check_embd, "embedding width"),
+      row("block", &O::block, kInherit, kHidden, check_block,
+          "context length in characters (default: one line, 13, of the addition task; 64 with --data)"),
+      row("batch", &O::batch, kInherit, kShown, positive, "sequences per step"),
+      row("steps", &O::steps, kInherit, kShown, non_negative,
+          "total optimizer steps (a resumed run continues up to this step)"),
+      row("lr", &O::lr, kInherit, kShown, check_lr, "peak learning rate (AdamW)"),
+      row("min_lr", &O::min_lr, kInherit, kShown, check_min_lr,
+          "learning rate at the end of the cosine decay"),
+      row("warmup", &O::warmup, kInherit, kShown, non_negative, "linear warmup steps"),
+      row("weight_decay", &O::weight_decay, kInherit, kShown, check_weight_decay,
+          "AdamW weight decay (matrices only)"),
+      row("dropout", &O::dropout, kInherit, kShown, check_dropout, "dropout probability"),
+      row("grad_clip", &O::grad_clip, kInherit, kShown, check_grad_clip,
+          "clip the global gradient norm to this (0: off)"),
+      row("eval_every", &O::eval_every, kInherit, kShown, non_negative,
+          "evaluate every N steps (0: only at the end)"),
+      row("eval_iters", &O::eval_iters, kInherit, kShown, positive, "validation batches per evaluation"),
+      row("device", &O::device, kPerInvocation, kShown, check_device, "cpu, cuda or cuda:N"),
+      row("threads", &O::threads, kPerInvocation, kShown, check_threads,
+          "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)"),
+      row("seed", &O::seed, kInherit, kShown, nullptr, "seed of the weights, batches and dropout"),
+      row("dtype", &O::dtype, kInherit, kShown, check_dtype,
+          "fp32, or bf16: mixed precision (bf16 GEMM inputs, fp32 accumulation, norms, loss and master "
+          "weights)"),
+      row("save", &O::save, kInherit, kHidden, nullptr, "write a checkpoint (safetensors) here at the end"),
+      row("save_every", &O::save_every, kInherit, kHidden, check_save_every,
+          "also checkpoint every N steps (needs --save)"),
+      row("resume", &O::resume, kPerInvocation, kHidden, nullptr,
+          "continue the run saved in this checkpoint"),
+      row("metrics", &O::metrics, kPerInvocation, kHidden, nullptr,
+          "write the run's final figures to this JSON file"),
+      // The pipeline (pipeline/run/train_runner.h checks the names).
+      row("stages", &O::stages, kInherit, kShown, positive,
+          "pipeline stages (one thread, or one GPU stream, each); --stages 1 --microbatches 1: no pipeline"),
+      row("microbatches", &O::microbatches, kInherit, kShown, check_microbatches,
+          "microbatches per step (must divide --batch)"),
+      row("schedule", &O::schedule, kInherit, kShown, nullptr, "gpipe, 1f1b, interleaved or zb-h1"),
+      row("virtual", &O::virtual_chunks, kInherit, kShown, check_virtual,
+          "model chunks per stage (--schedule interleaved)"),
+      row("recompute", &O::recompute, kInherit, kShown, nullptr,
+          "activation recomputation: never, always or except-last"),
+      row("partition", &O::partition, kInherit, kShown, nullptr,
+          "cut the layers into stages by params, time (profiled) or memory (profiled)"),
+      row("balance", &O::balance, kInherit, kHidden, nullptr,
+          "layers per stage (per chunk with --virtual), e.g. 2,2"),
+      row("devices", &O::devices, kPerInvocation, kHidden, nullptr,
+          "the stages' device: one for all (cpu, cuda:0) or one per stage, all the same"),
+      row("memory_budget", &O::memory_budget, kPerInvocation, kHidden, nullptr,
+          "refuse, before any step, a plan whose predicted peak on a stage exceeds this (512MiB, 2GiB)"),
+      row("trace", &O::trace, kPerInvocation, kHidden, nullptr,
+          "write a Chrome trace (JSON) of one steady step, simulated beside it"),
+      row("timeline", &O::timeline, kPerInvocation, kHidden, nullptr,
+          "write an SVG timeline of one steady step"),
+  };
+  return table;
+}
+
+// ---- TrainOptions -----------------------------------------------------------------------------------------
+
+void TrainOptions::validate() const {
+  for_each_train_option([&](const auto& option) {
+    if (option.check != nullptr) option.check(option.flag(), this->*option.member, *this);
+  });
+}
+
+bool TrainOptions::uses_pipeline() const {
+  return stages > 1 || microbatches > 1 || virtual_chunks > 1 || recompute != "never" || !balance.empty() ||
+         !devices.empty() || !memory_budget.empty() || !trace.empty() || !timeline.empty();
+}
+
+int64_t TrainOptions::resolved_block() const {
+  if (block > 0) return block;
+  return data.empty() ? AdditionTask().line_length() : 64;
+}
+
+std::string TrainOptions::to_json() const {
+  Json j = Json::object();
+  for_each_train_option([&](const auto& option) { j[option.name] = this->*option.member; });
+  return j.dump();
+}
+
+TrainOptions TrainOptions::from_json(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    BRIGADE_THROW(ValueError, "TrainOptions.from_json: not valid JSON (", e.what(), ")");
+  }
+  BRIGADE_CHECK_VALUE(j.is_object(), "TrainOptions.from_json: expected a JSON object, found ", j.type_name());
+  TrainOptions o;
+  for_each_train_option([&](const auto& option) {
+    if (!j.contains(option.name)) return;
+    using T = std::decay_t<decltype(o.*option.member)>;
+    const Json& v = j[option.name];
+    bool ok = false;
+    if constexpr (std::is_same_v<T, std::string>) {
+      ok = v.is_string();
+    } else if constexpr (std::is_same_v<T, double>) {
+      ok = v.is_number();
+    } else if constexpr (std::is_unsigned_v<T>) {
+      ok = v.is_number_unsigned();
+    } else {
+      ok = v.is_number_integer();
+    }
+    BRIGADE_CHECK_VALUE(ok, "TrainOptions.from_json: field '", option.name,
+                        "' has the wrong type: ", v.dump());
+    o.*option.member = v.get<T>();
+  });
+  return o;
+}
+
+}  // namespace brigade::nn
