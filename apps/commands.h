@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "tensor/device.h"
+
 namespace brigade::apps {
 
 /// A registered subcommand and what to run when it is chosen (returns the exit status).
@@ -36,6 +38,15 @@ inline int usage_error(const CLI::App& command, std::string message) {
   std::fprintf(stderr, "brigade %s: %s\n%s\n", command.get_name().c_str(), message.c_str(),
                usage_line(command).c_str());
   return kUsageExit;
+}
+
+/// "" when `device` exists on this machine; otherwise the usage message for the --device flag
+/// of value `flag_value`: "--device cuda:3 is not available (1 CUDA device)", with the reason when none is.
+inline std::string unavailable_device(const Device& device, const std::string& flag_value) {
+  const int count = cuda_device_count();
+  if (!device.is_cuda() || device.index < count) return "";
+  return "--device " + flag_value + " is not available (" + std::to_string(count) + " CUDA device" +
+         (count == 1 ? "" : "s") + (count == 0 ? ": " + cuda_unavailable_reason() : std::string()) + ")";
 }
 
 /// `brigade info`: build configuration, devices, memory.

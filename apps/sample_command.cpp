@@ -48,10 +48,8 @@ Command add_sample_command(CLI::App& app) {
             } catch (const DeviceError& e) {
               return usage_error(*cmd, std::string("--device: ") + e.what());
             }
-            if (device.is_cuda() && device.index >= cuda_device_count()) {
-              return usage_error(*cmd, "--device " + o->device + " is not available (" +
-                                           std::to_string(cuda_device_count()) + " CUDA devices)");
-            }
+            const std::string unavailable = unavailable_device(device, o->device);
+            if (!unavailable.empty()) return usage_error(*cmd, unavailable);
             const nn::Checkpoint checkpoint = nn::load_checkpoint(o->checkpoint);
             const nn::CharTokenizer& tokenizer = checkpoint.info.tokenizer;
             // An empty prompt starts a fresh line (or from token 0 for a vocabulary without newlines).

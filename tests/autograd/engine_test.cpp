@@ -21,6 +21,7 @@ namespace brigade {
 namespace {
 
 using testing::allclose;
+using testing::message_of;
 
 constexpr double kTol = 1e-12;
 
@@ -35,16 +36,6 @@ Tensor leaf(const std::vector<double>& v, const Shape& shape) {
 Tensor random_leaf(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   return randn(shape, kFloat64, &gen).set_requires_grad();
-}
-
-template <typename E>
-std::string error_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
 }
 
 // ---- accumulation and graph shapes ------------------------------------------------------------------------
@@ -174,7 +165,7 @@ TEST(Engine, SecondBackwardWithoutRetainGraphThrows) {
   Tensor x = leaf({1, 2}, {2});
   Tensor y = sum(exp(x));
   y.backward();
-  std::string message = error_message<AutogradError>([&] { y.backward(); });
+  std::string message = message_of<AutogradError>([&] { y.backward(); });
   EXPECT_NE(message.find("retain_graph=true"), std::string::npos) << message;
   EXPECT_NE(message.find("'sum'"), std::string::npos) << message;  // names the node
 }
@@ -182,7 +173,7 @@ TEST(Engine, SecondBackwardWithoutRetainGraphThrows) {
 TEST(Engine, NonScalarWithoutGradientThrowsNamingTheShape) {
   Tensor x = random_leaf({2, 3}, 1);
   Tensor y = x * 2.0;
-  std::string message = error_message<AutogradError>([&] { y.backward(); });
+  std::string message = message_of<AutogradError>([&] { y.backward(); });
   EXPECT_NE(message.find("[2, 3]"), std::string::npos) << message;
   EXPECT_NE(message.find("scalar"), std::string::npos) << message;
 }
@@ -190,7 +181,7 @@ TEST(Engine, NonScalarWithoutGradientThrowsNamingTheShape) {
 TEST(Engine, GradientOfTheWrongShapeThrows) {
   Tensor x = random_leaf({2, 3}, 1);
   Tensor y = x * 2.0;
-  std::string message = error_message<AutogradError>([&] { y.backward(zeros({3, 2}, kFloat64)); });
+  std::string message = message_of<AutogradError>([&] { y.backward(zeros({3, 2}, kFloat64)); });
   EXPECT_NE(message.find("[3, 2]"), std::string::npos) << message;
   EXPECT_NE(message.find("[2, 3]"), std::string::npos) << message;
 }
@@ -446,7 +437,7 @@ TEST(Checkpoint, SecondBackwardWithoutRetainGraphThrows) {
   y.backward(ones({2}, kFloat64), /*retain_graph=*/true);
   y.backward(ones({2}, kFloat64));  // retained: recomputes again
   EXPECT_TRUE(allclose(a.grad(), values({2 * std::exp(1.0), 2 * std::exp(2.0)}, {2}), 0, kTol));
-  std::string message = error_message<AutogradError>([&] { y.backward(ones({2}, kFloat64)); });
+  std::string message = message_of<AutogradError>([&] { y.backward(ones({2}, kFloat64)); });
   EXPECT_NE(message.find("checkpoint"), std::string::npos) << message;
   EXPECT_NE(message.find("retain_graph=true"), std::string::npos) << message;
 }

@@ -1,52 +1,40 @@
 // Tokenizer, text files, splits, batches and the addition corpus with its exact-match scorer.
+#include "nn/data.h"
+
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <functional>
-#include <fstream>
 #include <set>
 
 #include "nn/corpus.h"
-#include "nn/data.h"
 #include "nn/tokenizer.h"
+#include "test_support.h"
 
-namespace fs = std::filesystem;
 using brigade::nn::AdditionTask;
 using brigade::nn::AdditionTaskOptions;
 using brigade::nn::CharTokenizer;
+using brigade::testing::message_of;
 
 namespace {
-
-template <typename E>
-std::string expect_throw_message(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
-}
 
 // The first three lines of the default corpus (digits 3, seed 20240601).
 const std::string kDefaultCorpusPrefix = "430+586=6101\n439+204=3460\n410+569=9790\n";
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
-std::string temp_file(const std::string& name, const std::string& bytes) {
-  fs::path path = fs::path(::testing::TempDir()) / ("brigade_data_" + std::to_string(::getpid()) + "_" + name);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return path.string();
-}
+// A scratch directory per test (test_support.h): file("x") is a path in it.
+class ReadTextFile : public brigade::testing::TempDirTest {
+ protected:
+  std::string temp_file(const std::string& name, const std::string& bytes) const {
+    brigade::testing::write_file_bytes(file(name), bytes);
+    return file(name);
+  }
+};
 
 }  // namespace
 
-// ---- tokenizer ---------------------------------------------------------------------------------------------
+// ---- tokenizer
+// ---------------------------------------------------------------------------------------------
 
 TEST(CharTokenizer, VocabularyIsTheSortedCodePointsAndRoundTripsMultiByteUtf8) {
   // 1-, 2-, 3- and 4-byte characters: 'a', 'ö' (U+00F6), '€' (U+20AC), '😀' (U+1F600).
@@ -72,25 +60,35 @@ TEST(CharTokenizer, JsonRoundTripKeepsControlCharactersAndIds) {
 
   EXPECT_THROW(CharTokenizer::from_json("not json"), brigade::ValueError);
   EXPECT_THROW(CharTokenizer::from_json(R"({"type":"bpe","vocab":"ab"})"), brigade::ValueError);
-  std::string message = expect_throw_message<brigade::ValueError>(
-      [] { CharTokenizer::from_json(R"({"type":"char","vocab":"ba"})"); });
+  std::string message =
+      message_of<brigade::ValueError>([] { CharTokenizer::from_json(R"({"type":"char","vocab":"ba"})"); });
   EXPECT_CONTAINS(message, "sorted");
 }
 
 TEST(CharTokenizer, UnknownCharacterAndBadInputNameWhatAndWhere) {
   auto tok = CharTokenizer::from_text("abc");
   // 'é' is code point 2 of the text, at byte 2.
-  std::string message = expect_throw_message<brigade::ValueError>([&] { tok.encode("ab\xc3\xa9" "c"); });
+  std::string message = message_of<brigade::ValueError>([&] {
+    tok.encode(
+        "ab\xc3\xa9"
+        "c");
+  });
   EXPECT_CONTAINS(message, "'\xc3\xa9' (U+00E9)");
   EXPECT_CONTAINS(message, "position 2");
   // After a multi-byte character, the code point position and byte offset differ.
-  auto wide = CharTokenizer::from_text("\xe2\x82\xac" "a");
-  message = expect_throw_message<brigade::ValueError>([&] { wide.encode("\xe2\x82\xac" "a\n"); });
+  auto wide = CharTokenizer::from_text(
+      "\xe2\x82\xac"
+      "a");
+  message = message_of<brigade::ValueError>([&] {
+    wide.encode(
+        "\xe2\x82\xac"
+        "a\n");
+  });
   EXPECT_CONTAINS(message, "U+000A at position 2 (byte 4)");
 
-  message = expect_throw_message<brigade::ValueError>([&] { tok.encode("a\xff"); });
+  message = message_of<brigade::ValueError>([&] { tok.encode("a\xff"); });
   EXPECT_CONTAINS(message, "invalid UTF-8 at byte 1");
-  message = expect_throw_message<brigade::ValueError>([&] { tok.decode(std::vector<int64_t>{0, 3}); });
+  message = message_of<brigade::ValueError>([&] { tok.decode(std::vector<int64_t>{0, 3}); });
   EXPECT_CONTAINS(message, "id 3 at position 1");
 }
 
@@ -106,7 +104,9 @@ TEST(Utf8, RejectsOverlongSurrogateTruncatedAndOutOfRangeSequences) {
       {"\xf4\x90\x80\x80", 0},  // U+110000
       {"x\xe2\x82", 1},         // truncated
       {"\x80", 0},              // lone continuation byte
-      {"\xc3" "a", 0},          // lead byte without continuation
+      {"\xc3"
+       "a",
+       0},  // lead byte without continuation
   };
   for (const auto& [bytes, offset] : invalid) {
     EXPECT_FALSE(brigade::nn::utf8_decode(bytes, &out, &bad)) << bytes;
@@ -114,31 +114,33 @@ TEST(Utf8, RejectsOverlongSurrogateTruncatedAndOutOfRangeSequences) {
   }
 }
 
-// ---- text files ---------------------------------------------------------------------------------------------
+// ---- text files
+// ---------------------------------------------------------------------------------------------
 
-TEST(ReadTextFile, ReadsUtf8AndRefusesMissingEmptyAndInvalidFilesNamingThePath) {
+TEST_F(ReadTextFile, ReadsUtf8AndRefusesMissingEmptyAndInvalidFilesNamingThePath) {
   EXPECT_EQ(brigade::nn::read_text_file(temp_file("ok.txt", "hi \xc3\xb6\n")), "hi \xc3\xb6\n");
 
-  std::string missing = (fs::path(::testing::TempDir()) / "brigade_no_such_file.txt").string();
-  std::string message = expect_throw_message<brigade::IOError>([&] { brigade::nn::read_text_file(missing); });
+  std::string missing = file("no_such_file.txt");
+  std::string message = message_of<brigade::IOError>([&] { brigade::nn::read_text_file(missing); });
   EXPECT_CONTAINS(message, missing);
   EXPECT_CONTAINS(message, "No such file");
 
   std::string empty = temp_file("empty.txt", "");
-  message = expect_throw_message<brigade::IOError>([&] { brigade::nn::read_text_file(empty); });
+  message = message_of<brigade::IOError>([&] { brigade::nn::read_text_file(empty); });
   EXPECT_CONTAINS(message, empty);
   EXPECT_CONTAINS(message, "is empty");
 
   std::string latin1 = temp_file("latin1.txt", "caf\xe9 au lait");
-  message = expect_throw_message<brigade::IOError>([&] { brigade::nn::read_text_file(latin1); });
+  message = message_of<brigade::IOError>([&] { brigade::nn::read_text_file(latin1); });
   EXPECT_CONTAINS(message, latin1);
   EXPECT_CONTAINS(message, "not valid UTF-8 (first bad byte 0xe9 at offset 3)");
 
-  message = expect_throw_message<brigade::IOError>([&] { brigade::nn::read_text_file(::testing::TempDir()); });
+  message = message_of<brigade::IOError>([&] { brigade::nn::read_text_file(dir_.string()); });
   EXPECT_CONTAINS(message, "directory");
 }
 
-// ---- split and batches -------------------------------------------------------------------------------------
+// ---- split and batches
+// -------------------------------------------------------------------------------------
 
 TEST(SplitTokens, PrefixSplitSizes) {
   std::vector<int64_t> tokens(1000);
@@ -158,7 +160,8 @@ TEST(SplitTokens, PrefixSplitSizes) {
 
 TEST(RandomBatch, YIsXShiftedAndBatchesAreReproducibleFromTheSeed) {
   std::vector<int64_t> tokens(500);
-  for (int64_t i = 0; i < 500; ++i) tokens[i] = (i * 7919) % 1000;  // distinct values: a window is identifiable
+  for (int64_t i = 0; i < 500; ++i)
+    tokens[i] = (i * 7919) % 1000;  // distinct values: a window is identifiable
   brigade::Generator a(1234), b(1234), c(99);
   auto first = brigade::nn::random_batch(tokens, 8, 16, a);
   auto second = brigade::nn::random_batch(tokens, 8, 16, a);
@@ -169,13 +172,15 @@ TEST(RandomBatch, YIsXShiftedAndBatchesAreReproducibleFromTheSeed) {
 
   // Same seed, same batches; another seed, other batches; the next batch differs from the first.
   EXPECT_EQ(brigade::nn::random_batch(tokens, 8, 16, b).x.to_vector<int64_t>(), first.x.to_vector<int64_t>());
-  EXPECT_EQ(brigade::nn::random_batch(tokens, 8, 16, b).x.to_vector<int64_t>(), second.x.to_vector<int64_t>());
+  EXPECT_EQ(brigade::nn::random_batch(tokens, 8, 16, b).x.to_vector<int64_t>(),
+            second.x.to_vector<int64_t>());
   EXPECT_NE(brigade::nn::random_batch(tokens, 8, 16, c).x.to_vector<int64_t>(), first.x.to_vector<int64_t>());
   EXPECT_NE(second.x.to_vector<int64_t>(), first.x.to_vector<int64_t>());
   // Restoring a saved state replays the draw (what --resume relies on).
   brigade::Generator d(1234);
   d.set_state({1234, 1});
-  EXPECT_EQ(brigade::nn::random_batch(tokens, 8, 16, d).y.to_vector<int64_t>(), second.y.to_vector<int64_t>());
+  EXPECT_EQ(brigade::nn::random_batch(tokens, 8, 16, d).y.to_vector<int64_t>(),
+            second.y.to_vector<int64_t>());
 
   // Each row is a real window and y is x shifted by one.
   auto x = first.x.to_vector<int64_t>(), y = first.y.to_vector<int64_t>();
@@ -203,7 +208,8 @@ TEST(RandomBatch, StartsCoverTheWholeRangeAndRespectExplicitStarts) {
     auto x = brigade::nn::random_batch(tokens, 4, 6, gen).x.to_vector<int64_t>();
     for (int r = 0; r < 4; ++r) seen.insert(x[r * 6]);
   }
-  EXPECT_EQ(seen, (std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})) << "every s with s+T < n";
+  EXPECT_EQ(seen, (std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}))
+      << "every s with s+T < n";
 
   // Line-aligned starts: lines "ab\n" of 3 tokens, newline id 9.
   std::vector<int64_t> lines;
@@ -211,12 +217,16 @@ TEST(RandomBatch, StartsCoverTheWholeRangeAndRespectExplicitStarts) {
   auto starts = brigade::nn::line_starts(lines, 9, 3);
   EXPECT_EQ(starts, (std::vector<int64_t>{0, 3, 6, 9, 12, 15, 18, 21, 24}));  // 27 + 3 + 1 > 30
   for (int k = 0; k < 20; ++k) {
-    auto x = brigade::nn::random_batch(lines, 4, 3, gen, brigade::Device::cpu(), starts).x.to_vector<int64_t>();
-    for (int r = 0; r < 4; ++r) EXPECT_EQ((std::vector<int64_t>(x.begin() + r * 3, x.begin() + r * 3 + 3)),
-                                          (std::vector<int64_t>{1, 2, 9}));
+    auto x =
+        brigade::nn::random_batch(lines, 4, 3, gen, brigade::Device::cpu(), starts).x.to_vector<int64_t>();
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ((std::vector<int64_t>(x.begin() + r * 3, x.begin() + r * 3 + 3)),
+                (std::vector<int64_t>{1, 2, 9}));
   }
-  EXPECT_THROW(brigade::nn::random_batch(lines, 2, 3, gen, brigade::Device::cpu(), {28}), brigade::ValueError);
-  std::string message = expect_throw_message<brigade::ValueError>([&] { brigade::nn::random_batch(tokens, 2, 20, gen); });
+  EXPECT_THROW(brigade::nn::random_batch(lines, 2, 3, gen, brigade::Device::cpu(), {28}),
+               brigade::ValueError);
+  std::string message =
+      message_of<brigade::ValueError>([&] { brigade::nn::random_batch(tokens, 2, 20, gen); });
   EXPECT_CONTAINS(message, "20 tokens are too few for block size 20");
   EXPECT_THROW(brigade::nn::random_batch(tokens, 0, 4, gen), brigade::ValueError);
 }
@@ -324,8 +334,8 @@ TEST(AdditionTask, ScorerGivesFullMarksToAnOracleAndNoneToAWrongOne) {
   EXPECT_DOUBLE_EQ(score.accuracy(), 0.0);
   ASSERT_EQ(score.mistakes.size(), 5u);
   const auto& p = task.heldout_problems()[0];
-  EXPECT_EQ(score.mistakes[0], task.prompt(p) + " -> " + task.answer({p.a, p.b + 1}) + " (expected " +
-                                   task.answer(p) + ")");
+  EXPECT_EQ(score.mistakes[0],
+            task.prompt(p) + " -> " + task.answer({p.a, p.b + 1}) + " (expected " + task.answer(p) + ")");
 
   // Batched: the right answer with extra characters before the newline is wrong (exact match); half right.
   int64_t calls = 0;
@@ -339,6 +349,6 @@ TEST(AdditionTask, ScorerGivesFullMarksToAnOracleAndNoneToAWrongOne) {
     return out;
   };
   score = brigade::nn::score_exact_match_batched(task, half, 1000, 64);
-  EXPECT_EQ(calls, 16);  // ceil(1000 / 64)
+  EXPECT_EQ(calls, 16);           // ceil(1000 / 64)
   EXPECT_EQ(score.correct, 500);  // 15 batches of 64 (32 right each) + a last batch of 40 (20 right)
 }

@@ -19,6 +19,7 @@
 #include "nn/trainer.h"
 #include "tensor/grad_mode.h"
 #include "test_support.h"
+#include "tiny_train_options.h"
 
 namespace {
 
@@ -33,19 +34,7 @@ class TrainRunnerTest : public brigade::testing::TempDirTest {};
 
 // 2 blocks: 4 layers (embed, blocks.0, blocks.1, head) to cut.
 TrainOptions tiny(int64_t steps) {
-  TrainOptions o;
-  o.layers = 2;
-  o.heads = 2;
-  o.embd = 32;
-  o.batch = 16;
-  o.steps = steps;
-  o.lr = 1e-2;
-  o.min_lr = 1e-3;
-  o.warmup = 5;
-  o.eval_every = 0;
-  o.eval_iters = 2;
-  o.threads = 1;
-  return o;
+  return brigade::testing::tiny_train_options(steps, /*layers=*/2);
 }
 
 TrainOptions pipelined(TrainOptions o, int64_t stages, int64_t microbatches, const std::string& schedule) {
