@@ -109,11 +109,12 @@ struct TrainResult {
   std::string metrics_json(const TrainOptions& options) const;
 };
 
-/// The engine of one step's forward and backward. train() does everything else of a step the same way for
-/// every engine (the learning rate, the batch, the NaN stop, clipping, the optimizer step, zero_grad), so
-/// an engine only decides how the gradients of the batch's mean loss get into the parameters' .grad.
-/// The default (UnpipelinedRunner) is the model's own forward and backward; pipeline/run/train_runner.h runs
-/// the step as a pipeline (nn does not depend on pipeline/: the caller passes the engine in).
+/// The engine of one step's forward and backward. TrainSession::step does everything else of a step the
+/// same way for every engine (the learning rate, the batch, the NaN stop, clipping, the optimizer step,
+/// zero_grad), so an engine only decides how the gradients of the batch's mean loss get into the parameters'
+/// .grad. The default (UnpipelinedRunner) is the model's own forward and backward;
+/// pipeline/run/train_runner.h runs the step as a pipeline (nn does not depend on pipeline/: the caller
+/// passes the engine in).
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
@@ -171,9 +172,9 @@ void check_resume_compatible(const TrainOptions& options, const Checkpoint& chec
 ///
 /// so a program that wants another rhythm (its own evaluations, a stop of its own) drives the parts itself:
 /// evaluations and checkpoints do not touch the training stream, so the losses and the resume guarantee of
-/// the header comment do not depend on when they run. The session holds --dtype's autocast
-/// and the OpenMP thread count from setup to its end: run it on one thread, and end sessions in the
-/// reverse order of their start.
+/// the header comment do not depend on when they run. The session holds --dtype's autocast (a thread-local
+/// setting) from setup to its end: run it on one thread, and end sessions in the reverse order of their
+/// start. --threads sets OpenMP's thread count for the whole process.
 class TrainSession {
  public:
   /// Setup: validates the options, sets the threads, checks the device, builds the model (or restores it,
