@@ -4,7 +4,6 @@
 // Tolerances: the first step's loss within 1e-5 relative (one forward, no update yet); the 20 steps within
 // 2e-3 relative. Resuming on CUDA reproduces the CUDA run bit for bit, as on the CPU.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -17,6 +16,8 @@ namespace {
 using namespace brigade;
 using namespace brigade::nn;
 namespace fs = std::filesystem;
+
+class CudaTrain : public brigade::testing::TempDirTest {};
 
 TrainOptions small(const std::string& device) {
   TrainOptions o;
@@ -33,7 +34,7 @@ TrainOptions small(const std::string& device) {
   return o;
 }
 
-TEST(CudaTrain, TwentyStepsFollowTheCpuLosses) {
+TEST_F(CudaTrain, TwentyStepsFollowTheCpuLosses) {
   BRIGADE_REQUIRE_CUDA();
   TrainResult cpu = train(small("cpu"));
   TrainResult gpu = train(small("cuda"));
@@ -48,23 +49,21 @@ TEST(CudaTrain, TwentyStepsFollowTheCpuLosses) {
   EXPECT_GT(gpu.peak_bytes, 0);  // the CUDA allocator's peak, not the CPU's
 }
 
-TEST(CudaTrain, ResumeOnCudaIsBitExactAndCpuCheckpointsContinueOnCuda) {
+TEST_F(CudaTrain, ResumeOnCudaIsBitExactAndCpuCheckpointsContinueOnCuda) {
   BRIGADE_REQUIRE_CUDA();
-  const fs::path dir = fs::temp_directory_path() / ("brigade_cuda_train_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
   TrainOptions options = small("cuda");
   options.steps = 10;
   options.dropout = 0.1;  // CUDA dropout masks come from the restored generator too
-  options.save = (dir / "run.safetensors").string();
+  options.save = file("run.safetensors");
   options.save_every = 5;
   TrainHooks hooks;
   hooks.before_step = [&](int64_t step, GPT&) {
-    if (step == 5) fs::copy_file(options.save, dir / "step5.safetensors");
+    if (step == 5) fs::copy_file(options.save, file("step5.safetensors"));
   };
   TrainResult full = train(options, hooks);
   TrainOptions resumed = options;
-  resumed.resume = (dir / "step5.safetensors").string();
-  resumed.save = (dir / "resumed.safetensors").string();
+  resumed.resume = file("step5.safetensors");
+  resumed.save = file("resumed.safetensors");
   TrainResult second = train(resumed);
   ASSERT_EQ(second.losses.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(second.losses[i], full.losses[5 + i]) << "step " << 6 + i;
@@ -76,7 +75,6 @@ TEST(CudaTrain, ResumeOnCudaIsBitExactAndCpuCheckpointsContinueOnCuda) {
   TrainResult cpu = train(on_cpu);
   ASSERT_EQ(cpu.losses.size(), 5u);
   EXPECT_NEAR(cpu.losses[0], full.losses[5], 1e-4 * std::fabs(full.losses[5]));
-  fs::remove_all(dir);
 }
 
 }  // namespace
