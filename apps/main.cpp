@@ -1,5 +1,5 @@
-// brigade: one binary, several subcommands (apps/commands.h: one file each). A bad flag prints the error and a usage line
-// and exits with status 2; library errors print their message and exit with status 1.
+// brigade: one binary, several subcommands (apps/commands.h: one file each). A bad flag prints the error
+// and a usage line and exits with status 2; library errors print their message and exit with status 1.
 #include <cstdio>
 #include <iostream>
 #include <vector>
