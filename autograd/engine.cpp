@@ -11,10 +11,7 @@
 #include "kernels/kernels.h"
 
 namespace brigade::autograd {
-namespace {
 
-/// Every node reachable from `roots`, each before the nodes its edges point to (reverse post-order of an
-/// iterative depth-first search).
 std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shared_ptr<Node>>& roots) {
   std::vector<std::shared_ptr<Node>> post_order;
   std::unordered_set<Node*> seen;
@@ -38,21 +35,40 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shar
   return post_order;
 }
 
-/// Adds `grad` into a gradient buffer slot. Out of place: the same tensor may have been sent to several
-/// inputs, so a buffer must never be modified through an alias.
-void accumulate(Tensor& slot, const Tensor& grad, const Node& to) {
-  if (!grad.defined()) return;
+void GradientBuffers::add(const Edge& edge, const Tensor& grad) {
+  if (!grad.defined() || !edge.node) return;
+  auto& slots = slots_[edge.node.get()];
+  if (slots.empty()) slots.resize(edge.node->num_outputs());
+  Tensor& slot = slots[edge.output_nr];
   if (!slot.defined()) {
     slot = grad;
     return;
   }
   BRIGADE_CHECK_AS(AutogradError, slot.shape() == grad.shape(), "backward: gradients of shapes ",
-                   shape_str(slot.shape()), " and ", shape_str(grad.shape()), " sent to '", to.name(),
+                   shape_str(slot.shape()), " and ", shape_str(grad.shape()), " sent to '", edge.node->name(),
                    "' do not match");
   slot = kernels::binary(kernels::BinaryOp::Add, slot, grad);
 }
 
-/// The gradient to start from at `root`: the given one (checked, converted to root's dtype) or 1.
+std::vector<Tensor> GradientBuffers::take(const Node* node) {
+  auto it = slots_.find(node);
+  if (it == slots_.end()) return {};
+  std::vector<Tensor> grads = std::move(it->second);
+  slots_.erase(it);
+  return grads;
+}
+
+std::vector<Tensor> apply_node(Node& node, const std::vector<Tensor>& grads) {
+  BRIGADE_CHECK_AS(AutogradError, !node.released(), "backward through '", node.name(),
+                   "': its saved tensors were released by an earlier backward; a second backward needs "
+                   "retain_graph=true");
+  std::vector<Tensor> input_grads = node.apply_all(grads);
+  BRIGADE_CHECK_AS(AutogradError, input_grads.empty() || input_grads.size() == node.next_edges.size(),
+                   "backward of '", node.name(), "' returned ", input_grads.size(), " gradients for ",
+                   node.next_edges.size(), " inputs");
+  return input_grads;
+}
+
 Tensor root_gradient(const Tensor& root, const Tensor& gradient) {
   BRIGADE_CHECK_AS(AutogradError, root.defined(), "backward: the root tensor is undefined");
   BRIGADE_CHECK_AS(AutogradError, root.requires_grad(), "backward: the root of shape ",
@@ -73,50 +89,27 @@ Tensor root_gradient(const Tensor& root, const Tensor& gradient) {
   return gradient.dtype() == root.dtype() ? gradient : gradient.to(root.dtype());
 }
 
-}  // namespace
-
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients, bool retain_graph) {
   BRIGADE_CHECK_AS(AutogradError, roots.size() == gradients.size(), "backward: ", roots.size(), " roots but ",
                    gradients.size(), " gradients");
   NoGradGuard no_grad;
 
-  // Gradient buffers: one slot per output of each node that has been sent something.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  auto slots_of = [&buffers](Node& node) -> std::vector<Tensor>& {
-    auto& slots = buffers[&node];
-    if (slots.empty()) slots.resize(node.num_outputs());
-    return slots;
-  };
-
+  GradientBuffers buffers;
   std::vector<std::shared_ptr<Node>> starts;
   for (size_t i = 0; i < roots.size(); ++i) {
     Tensor grad = root_gradient(roots[i], gradients[i]);
     Edge edge = gradient_edge(roots[i]);
-    accumulate(slots_of(*edge.node)[edge.output_nr], grad, *edge.node);
+    buffers.add(edge, grad);
     starts.push_back(edge.node);
   }
 
   for (const std::shared_ptr<Node>& node : topological_order(starts)) {
-    auto found = buffers.find(node.get());
-    std::vector<Tensor> grads;
-    if (found != buffers.end()) {
-      grads = std::move(found->second);
-      buffers.erase(found);
-    }
+    std::vector<Tensor> grads = buffers.take(node.get());
     bool any_grad = std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     if (any_grad) {  // a node no gradient reached contributes nothing
-      BRIGADE_CHECK_AS(AutogradError, !node->released(), "backward through '", node->name(),
-                       "': its saved tensors were released by an earlier backward; a second backward needs "
-                       "retain_graph=true");
-      std::vector<Tensor> input_grads = node->apply_all(grads);
+      std::vector<Tensor> input_grads = apply_node(*node, grads);
       grads.clear();  // the output gradient is no longer needed: free it before going on
-      BRIGADE_CHECK_AS(AutogradError, input_grads.empty() || input_grads.size() == node->next_edges.size(),
-                       "backward of '", node->name(), "' returned ", input_grads.size(), " gradients for ",
-                       node->next_edges.size(), " inputs");
-      for (size_t i = 0; i < input_grads.size(); ++i) {
-        const Edge& edge = node->next_edges[i];
-        if (edge.node) accumulate(slots_of(*edge.node)[edge.output_nr], input_grads[i], *edge.node);
-      }
+      for (size_t i = 0; i < input_grads.size(); ++i) buffers.add(node->next_edges[i], input_grads[i]);
     }
     if (!retain_graph) node->release_saved();
   }

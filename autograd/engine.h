@@ -18,8 +18,11 @@
 // \endcode
 #pragma once
 
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
+#include "autograd/node.h"
 #include "tensor/grad_mode.h"
 #include "tensor/tensor.h"
 
@@ -36,6 +39,38 @@ void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain
 /// an error.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradients,
               bool retain_graph = false);
+
+// ---- The engine's parts --------------------------------------------------------------------------------
+// backward() is these four pieces in a loop. They are public for other walks over the same graph: the split
+// backward of a pipeline stage (pipeline/backward/split_backward.h) runs the graph in two halves with them.
+
+/// Every node reachable from `roots`, each before the nodes its edges point to (reverse post-order of an
+/// iterative depth-first search): the order backward() runs them in.
+std::vector<std::shared_ptr<Node>> topological_order(const std::vector<std::shared_ptr<Node>>& roots);
+
+/// The gradients sent to each output of each node, summed, until the node runs.
+class GradientBuffers {
+ public:
+  /// Adds `grad` into the slot of `edge` (its node's output edge.output_nr); nothing for an undefined
+  /// gradient or a null edge. Out of place: the same tensor may have been sent to several inputs, so a
+  /// buffer is never modified through an alias. AutogradError when the shapes differ.
+  void add(const Edge& edge, const Tensor& grad);
+  /// Removes and returns `node`'s gradients, one per output (undefined where none arrived); empty when
+  /// nothing was sent to it.
+  std::vector<Tensor> take(const Node* node);
+
+ private:
+  std::unordered_map<const Node*, std::vector<Tensor>> slots_;
+};
+
+/// One step: `node`'s backward on its output gradients, one gradient per input edge (or none).
+/// AutogradError when the node was released by an earlier backward or returns the wrong count.
+std::vector<Tensor> apply_node(Node& node, const std::vector<Tensor>& grads);
+
+/// The gradient a backward starts from at `root`: `gradient` checked against the root (shape, device) and
+/// converted to its dtype, or 1 for a one-element root. AutogradError for a root that does not require
+/// grad, a missing gradient for a larger root, or one that does not match.
+Tensor root_gradient(const Tensor& root, const Tensor& gradient);
 
 /// RAII: sets grad mode on this thread to `enabled` for its lifetime (checkpoint re-enables it inside a
 /// backward, which otherwise runs under NoGradGuard).

@@ -1,68 +1,16 @@
-// The split backward: two walks over one graph, each with half of every node's edges masked.
+// The split backward: two walks over one graph, each with half of every node's edges masked. The order,
+// the gradient buffers and the step that runs one node are the engine's (autograd/engine.h).
 #include "pipeline/backward/split_backward.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <utility>
 
-#include "kernels/kernels.h"
+#include "autograd/engine.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
 
 namespace brigade::pipeline {
 namespace {
-
-/// Every node reachable from `root`, each before the nodes its edges point to (reverse post-order of an
-/// iterative depth-first search; the engine's order).
-std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>& root) {
-  std::vector<std::shared_ptr<Node>> post_order;
-  std::unordered_set<const Node*> seen{root.get()};
-  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root, 0}};
-  while (!stack.empty()) {
-    Node* node = stack.back().first.get();
-    const size_t next = stack.back().second++;
-    if (next < node->next_edges.size()) {
-      const std::shared_ptr<Node>& child = node->next_edges[next].node;
-      if (child && seen.insert(child.get()).second) stack.emplace_back(child, 0);
-    } else {
-      post_order.push_back(std::move(stack.back().first));
-      stack.pop_back();
-    }
-  }
-  std::reverse(post_order.begin(), post_order.end());
-  return post_order;
-}
-
-/// Gradient buffers, one slot per output of each node that has been sent something.
-class Buffers {
- public:
-  void add(const Edge& edge, const Tensor& grad) {
-    if (!grad.defined() || !edge.node) return;
-    auto& slots = slots_[edge.node.get()];
-    if (slots.empty()) slots.resize(edge.node->num_outputs());
-    Tensor& slot = slots[edge.output_nr];
-    if (!slot.defined()) {
-      slot = grad;
-      return;
-    }
-    BRIGADE_CHECK_AS(AutogradError, slot.shape() == grad.shape(), "split backward: gradients of shapes ",
-                     shape_str(slot.shape()), " and ", shape_str(grad.shape()), " sent to '",
-                     edge.node->name(), "' do not match");
-    // Out of place: the same tensor may have been sent to several inputs.
-    slot = kernels::binary(kernels::BinaryOp::Add, slot, grad);
-  }
-  /// Removes and returns the node's gradients (empty when none arrived).
-  std::vector<Tensor> take(const Node* node) {
-    auto it = slots_.find(node);
-    if (it == slots_.end()) return {};
-    std::vector<Tensor> grads = std::move(it->second);
-    slots_.erase(it);
-    return grads;
-  }
-
- private:
-  std::unordered_map<const Node*, std::vector<Tensor>> slots_;
-};
 
 bool any_defined(const std::vector<Tensor>& grads) {
   return std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
@@ -91,30 +39,6 @@ class EdgeMask {
   std::vector<std::pair<size_t, std::shared_ptr<Node>>> saved_;
 };
 
-std::vector<Tensor> run_node(Node& node, const std::vector<Tensor>& grads) {
-  BRIGADE_CHECK_AS(AutogradError, !node.released(), "split backward through '", node.name(),
-                   "': its saved tensors were already released");
-  std::vector<Tensor> input_grads = node.apply_all(grads);
-  BRIGADE_CHECK_AS(AutogradError, input_grads.empty() || input_grads.size() == node.next_edges.size(),
-                   "backward of '", node.name(), "' returned ", input_grads.size(), " gradients for ",
-                   node.next_edges.size(), " inputs");
-  return input_grads;
-}
-
-Tensor root_gradient(const Tensor& root, const Tensor& gradient) {
-  if (!gradient.defined()) {
-    BRIGADE_CHECK_AS(AutogradError, root.numel() == 1,
-                     "split backward: a gradient can be implied only for a one-element root, found shape ",
-                     shape_str(root.shape()));
-    return ones_like(root);
-  }
-  BRIGADE_CHECK_AS(AutogradError, gradient.shape() == root.shape(), "split backward: the gradient has shape ",
-                   shape_str(gradient.shape()), " but the root has shape ", shape_str(root.shape()));
-  BRIGADE_CHECK_AS(AutogradError, gradient.device() == root.device(), "split backward: the gradient is on ",
-                   gradient.device().str(), " but the root is on ", root.device().str());
-  return gradient.dtype() == root.dtype() ? gradient : gradient.to(root.dtype());
-}
-
 }  // namespace
 
 Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient, const Tensor& input) {
@@ -123,12 +47,12 @@ Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient,
   BRIGADE_CHECK_AS(AutogradError, root.defined() && root.requires_grad(),
                    "SplitBackward::backward_input: the root does not require grad (computed without grad?)");
   NoGradGuard no_grad;
-  const Tensor root_grad = root_gradient(root, gradient);
+  const Tensor root_grad = autograd::root_gradient(root, gradient);
   const Edge root_edge = autograd::gradient_edge(root);
   const Edge input_edge =
       input.defined() && input.requires_grad() && input.is_leaf() ? autograd::gradient_edge(input) : Edge{};
 
-  order_ = topological_order(root_edge.node);
+  order_ = autograd::topological_order({root_edge.node});
   input_side_.clear();
   kept_.clear();
   root_grads_.clear();
@@ -151,7 +75,7 @@ Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient,
     return Tensor();
   }
 
-  Buffers buffers;
+  autograd::GradientBuffers buffers;
   buffers.add(root_edge, root_grad);
   Tensor input_grad;
   const auto on_weight_side = [this](const Node* child) { return input_side_.count(child) == 0; };
@@ -168,7 +92,7 @@ Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient,
     {
       EdgeMask mask(*node, on_weight_side);
       has_weight_edges = mask.any();
-      input_grads = run_node(*node, grads);
+      input_grads = autograd::apply_node(*node, grads);
     }
     for (size_t i = 0; i < input_grads.size(); ++i) {
       const Edge& edge = node->next_edges[i];
@@ -186,7 +110,7 @@ Tensor SplitBackward::backward_input(const Tensor& root, const Tensor& gradient,
 void SplitBackward::backward_weight() {
   BRIGADE_CHECK_AS(AutogradError, pending_, "SplitBackward::backward_weight: no backward_input() to finish");
   NoGradGuard no_grad;
-  Buffers buffers;
+  autograd::GradientBuffers buffers;
   const auto on_input_side = [this](const Node* child) { return input_side_.count(child) != 0; };
   if (!root_grads_.empty()) {
     for (size_t i = 0; i < root_grads_.size(); ++i) buffers.add({order_.front(), i}, root_grads_[i]);
@@ -195,7 +119,7 @@ void SplitBackward::backward_weight() {
     std::vector<Tensor> input_grads;
     {
       EdgeMask mask(*kept.node, on_input_side);
-      input_grads = run_node(*kept.node, kept.grads);
+      input_grads = autograd::apply_node(*kept.node, kept.grads);
     }
     kept.grads.clear();
     for (size_t i = 0; i < input_grads.size(); ++i) {
@@ -208,7 +132,7 @@ void SplitBackward::backward_weight() {
     if (input_side_.count(node.get())) continue;
     std::vector<Tensor> grads = buffers.take(node.get());
     if (any_defined(grads)) {
-      std::vector<Tensor> input_grads = run_node(*node, grads);
+      std::vector<Tensor> input_grads = autograd::apply_node(*node, grads);
       grads.clear();
       for (size_t i = 0; i < input_grads.size(); ++i) buffers.add(node->next_edges[i], input_grads[i]);
     }
