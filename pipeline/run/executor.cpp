@@ -6,13 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "autograd/autocast.h"
 #include "kernels/kernels.h"
@@ -20,6 +17,7 @@
 #include "nn/layers.h"
 #include "pipeline/plan/partition.h"
 #include "pipeline/run/stage.h"
+#include "pipeline/run/stage_thread.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/validate.h"
 #include "tensor/grad_mode.h"
@@ -85,58 +83,14 @@ int64_t grad_bytes(const std::vector<Tensor>& params) {
   return bytes;
 }
 
-/// One long-lived host thread per stage. A step hands it a job and waits for it; keeping the thread from
-/// step to step keeps its OpenMP pool and the kernels' per-thread workspaces warm.
-class StageThread {
- public:
-  StageThread() : thread_([this] { loop(); }) {}
-  ~StageThread() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      quit_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  StageThread(const StageThread&) = delete;
-  StageThread& operator=(const StageThread&) = delete;
-
-  /// Runs `job` (which must not throw) on the thread.
-  void start(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = std::move(job);
-      done_ = false;
-    }
-    wake_.notify_all();
-  }
-  /// Blocks until the job given to start() has returned.
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [this] { return done_; });
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [this] { return quit_ || job_; });
-      if (!job_) return;  // quit
-      std::function<void()> job = std::move(job_);
-      job_ = nullptr;
-      lock.unlock();
-      job();
-      lock.lock();
-      done_ = true;
-      finished_.notify_all();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_, finished_;
-  std::function<void()> job_;
-  bool done_ = true, quit_ = false;
-  std::thread thread_;  // last: starts after the members above exist
+/// What one stage reports of a step that failed.
+struct StageFailure {
+  bool failed = false;  // this stage raised the error (not stopped by another's abort)
+  int order = 0;        // which failed first
+  int step = -1;
+  Action action;
+  std::string message;
+  std::exception_ptr cause;
 };
 
 }  // namespace
@@ -150,13 +104,21 @@ struct Pipeline::Impl {
   std::vector<std::pair<int, int>> bounds;  // per model chunk: layers [begin, end)
   std::vector<Device> devices;              // per stage
   std::vector<std::unique_ptr<detail::Stage>> stages;
-  std::vector<std::unique_ptr<StageThread>> threads;  // one per stage
+  std::vector<std::unique_ptr<detail::StageThread>> threads;  // one per stage
   std::vector<Shared> shared;
   std::vector<Fault> faults;
   LossFn loss;
   std::chrono::steady_clock::time_point origin;  // time 0 of the last step's trace
 
   class Bindings;  // what a step swaps into the model (below)
+
+  // The constructor's parts, in order (see Pipeline::Pipeline).
+  void place_parameters(nn::Sequential& model, const Schedule& schedule);
+  void create_stages(nn::Sequential& model, const Schedule& schedule, const PipelineConfig& config);
+  // forward_backward's parts.
+  std::vector<StageFailure> run_stages(const detail::StepInputs& inputs, const Schedule& schedule,
+                                       Transport& transport);
+  StepResult report(nn::Sequential& model, const Schedule& schedule, const Transport& transport) const;
 
   /// Layers of `stage` (all its chunks), in local chunk order.
   std::vector<int> layers_of(const Schedule& schedule, int stage) const {
@@ -291,16 +253,96 @@ class GradientStash {
   std::vector<std::pair<Tensor, Tensor>> stashed_;
 };
 
-struct StageFailure {
-  bool failed = false;  // this stage raised the error (not stopped by another's abort)
-  int order = 0;        // which failed first
-  int step = -1;
-  Action action;
-  std::string message;
-  std::exception_ptr cause;
-};
+}  // namespace
+
+namespace {
+
+// Layout: model chunk k holds layers [bounds[k].first, bounds[k].second) (chunk_bounds checks the balance).
+std::vector<std::pair<int, int>> chunk_layout(const PipelineConfig& config, int layers) {
+  const int S = config.stages, v = config.virtual_chunks, K = S * v;
+  BRIGADE_CHECK_VALUE(layers >= K, "Pipeline: ", S, " stages x ", v, " virtual chunks = ", K,
+                      " model chunks, but the model has only ", layers,
+                      " layers (every chunk needs at least one layer)");
+  const std::vector<int> cuts = chunk_bounds(config.balance, S, v, layers, "Pipeline: the balance");
+  std::vector<std::pair<int, int>> bounds;
+  for (int k = 0; k < K; ++k)
+    bounds.emplace_back(cuts[static_cast<size_t>(k)], cuts[static_cast<size_t>(k) + 1]);
+  return bounds;
+}
+
+// Devices: the config's, one per stage or one for all; by default the device of the model's parameters.
+std::vector<Device> choose_devices(const PipelineConfig& config, const nn::Sequential& model) {
+  const auto params = model.parameters();
+  const Device model_device = params.empty() ? Device::cpu() : params.front().device();
+  std::vector<Device> devices;
+  for (int s = 0; s < config.stages; ++s) {
+    if (config.devices.empty()) {
+      devices.push_back(model_device);
+    } else {
+      devices.push_back(config.devices.size() == 1 ? config.devices[0]
+                                                   : config.devices[static_cast<size_t>(s)]);
+    }
+  }
+  return devices;
+}
 
 }  // namespace
+
+// Tied parameters: which stages use each parameter; the first one owns it (and its device). Every
+// parameter moves to its owner's device (every slot that holds it is updated), and the ones used on
+// several stages are recorded in `shared`, for the replicas of a step (Bindings).
+void Pipeline::Impl::place_parameters(nn::Sequential& model, const Schedule& schedule) {
+  const int S = schedule.stages;
+  const auto named = model.named_parameters();  // before the moves: it names the tensors by their old ids
+  std::map<TensorId, std::vector<int>> users;
+  std::vector<TensorId> order;
+  for (int s = 0; s < S; ++s) {
+    for (const Tensor& t : params_of(model, schedule, s)) {
+      auto& list = users[id_of(t)];
+      if (list.empty()) order.push_back(id_of(t));
+      if (list.empty() || list.back() != s) list.push_back(s);
+    }
+  }
+  std::map<TensorId, Tensor> moved;
+  for (int s = 0; s < S; ++s) {
+    for (const Tensor& t : params_of(model, schedule, s)) {
+      const Device& device = devices[static_cast<size_t>(s)];
+      if (users[id_of(t)].front() != s || t.device() == device || moved.count(id_of(t))) continue;
+      Tensor m = t.detach().to(device);
+      m.set_requires_grad(t.requires_grad());
+      if (t.grad().defined()) m.set_grad(t.grad().to(device));
+      moved.emplace(id_of(t), m);
+    }
+  }
+  for (int i = 0; i < static_cast<int>(model.size()) && !moved.empty(); ++i) {
+    for (const auto& [id, tensor] : moved) {
+      for (SlotRef& slot : slots_holding(*model.at(i), id)) slot.module->set_parameter(slot.name, tensor);
+    }
+  }
+  for (TensorId id : order) {
+    if (users[id].size() < 2) continue;
+    for (const auto& [name, t] : named) {
+      if (id_of(t) != id) continue;
+      shared.push_back({moved.count(id) ? moved.at(id) : t, name, users[id]});
+      break;
+    }
+  }
+}
+
+// Stage creation: each stage's chunks, device, memory scope, dropout seed and thread.
+void Pipeline::Impl::create_stages(nn::Sequential& model, const Schedule& schedule,
+                                   const PipelineConfig& config) {
+  for (int s = 0; s < schedule.stages; ++s) {
+    std::vector<std::pair<int, int>> chunks;
+    for (int c = 0; c < schedule.virtual_chunks; ++c)
+      chunks.push_back(bounds[static_cast<size_t>(schedule.model_chunk(s, c))]);
+    stages.push_back(std::make_unique<detail::Stage>(
+        s, schedule, model, std::move(chunks), devices[static_cast<size_t>(s)], loss,
+        config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s),
+        config.threads_per_stage));
+    threads.push_back(std::make_unique<detail::StageThread>());
+  }
+}
 
 Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
                    std::unique_ptr<Transport> transport)
@@ -313,88 +355,10 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
       transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
   impl_ = std::make_unique<Impl>();
   impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
-
-  // Layout: model chunk k holds layers [bounds[k].first, bounds[k].second).
-  const int S = config_.stages, v = config_.virtual_chunks, K = S * v;
-  const int L = static_cast<int>(model_.size());
-  BRIGADE_CHECK_VALUE(L >= K, "Pipeline: ", S, " stages x ", v, " virtual chunks = ", K,
-                      " model chunks, but the model has only ", L,
-                      " layers (every chunk needs at least one layer)");
-  const std::vector<int> cuts = chunk_bounds(config_.balance, S, v, L, "Pipeline: the balance");
-  for (int k = 0; k < K; ++k)
-    impl_->bounds.emplace_back(cuts[static_cast<size_t>(k)], cuts[static_cast<size_t>(k) + 1]);
-
-  // Devices.
-  const auto params = model_.parameters();
-  const Device model_device = params.empty() ? Device::cpu() : params.front().device();
-  for (int s = 0; s < S; ++s) {
-    if (config_.devices.empty()) {
-      impl_->devices.push_back(model_device);
-    } else {
-      impl_->devices.push_back(config_.devices.size() == 1 ? config_.devices[0]
-                                                           : config_.devices[static_cast<size_t>(s)]);
-    }
-  }
-
-  // Which stages use each parameter; the first one owns it (and its device).
-  std::map<TensorId, std::vector<int>> users;
-  std::vector<TensorId> order;
-  for (int s = 0; s < S; ++s) {
-    for (const Tensor& t : impl_->params_of(model_, schedule_, s)) {
-      auto& list = users[id_of(t)];
-      if (list.empty()) order.push_back(id_of(t));
-      if (list.empty() || list.back() != s) list.push_back(s);
-    }
-  }
-  const auto named = model_.named_parameters();
-  auto name_of = [&](TensorId id) -> std::string {
-    for (const auto& [name, t] : named) {
-      if (id_of(t) == id) return name;
-    }
-    return "?";
-  };
-
-  // Move every parameter to its owner's device, updating every slot that holds it.
-  std::map<TensorId, Tensor> moved;
-  for (int s = 0; s < S; ++s) {
-    for (const Tensor& t : impl_->params_of(model_, schedule_, s)) {
-      const Device& device = impl_->devices[static_cast<size_t>(s)];
-      if (users[id_of(t)].front() != s || t.device() == device || moved.count(id_of(t))) continue;
-      Tensor m = t.detach().to(device);
-      m.set_requires_grad(t.requires_grad());
-      if (t.grad().defined()) m.set_grad(t.grad().to(device));
-      moved.emplace(id_of(t), m);
-    }
-  }
-  if (!moved.empty()) {
-    for (int i = 0; i < L; ++i) {
-      for (const auto& [id, tensor] : moved) {
-        for (SlotRef& slot : slots_holding(*model_.at(i), id)) slot.module->set_parameter(slot.name, tensor);
-      }
-    }
-  }
-  for (TensorId id : order) {
-    const std::vector<int>& stages = users[id];
-    if (stages.size() < 2) continue;
-    const Tensor param = moved.count(id) ? moved.at(id) : [&] {
-      for (const auto& [name, t] : named) {
-        if (id_of(t) == id) return t;
-      }
-      return Tensor();
-    }();
-    impl_->shared.push_back({param, name_of(id), stages});
-  }
-
-  for (int s = 0; s < S; ++s) {
-    std::vector<std::pair<int, int>> chunks;
-    for (int c = 0; c < v; ++c)
-      chunks.push_back(impl_->bounds[static_cast<size_t>(schedule_.model_chunk(s, c))]);
-    impl_->stages.push_back(std::make_unique<detail::Stage>(
-        s, schedule_, model_, std::move(chunks), impl_->devices[static_cast<size_t>(s)], impl_->loss,
-        config_.scope_prefix + std::to_string(s), config_.seed + static_cast<uint64_t>(s),
-        config_.threads_per_stage));
-    impl_->threads.push_back(std::make_unique<StageThread>());
-  }
+  impl_->bounds = chunk_layout(config_, static_cast<int>(model_.size()));
+  impl_->devices = choose_devices(config_, model_);
+  impl_->place_parameters(model_, schedule_);
+  impl_->create_stages(model_, schedule_, config_);
 }
 
 Pipeline::~Pipeline() = default;
@@ -448,9 +412,10 @@ void Pipeline::clear_faults() {
   impl_->faults.clear();
 }
 
-StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) {
-  Impl& im = *impl_;
-  const int S = schedule_.stages, M = schedule_.microbatches;
+namespace {
+
+// The batch cut into M microbatches (views), with the step's loss scale (the loss is the microbatch mean).
+detail::StepInputs microbatches_of(const Tensor& ids, const Tensor& targets, int M) {
   BRIGADE_CHECK_VALUE(ids.defined() && ids.dim() >= 1, "Pipeline: ids must be a tensor [B, ...]");
   BRIGADE_CHECK_VALUE(targets.defined() && targets.dim() >= 1 && targets.size(0) == ids.size(0),
                       "Pipeline: targets must be [B, ...] with the B of ids (", ids.size(0), "), found ",
@@ -459,7 +424,6 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   BRIGADE_CHECK_VALUE(batch % M == 0, "Pipeline: a batch of ", batch, " samples does not divide into ", M,
                       " equal microbatches (", batch, " % ", M, " = ", batch % M,
                       "); use a batch size that is a multiple of the microbatch count");
-
   detail::StepInputs inputs;
   const int64_t per = batch / M;
   for (int i = 0; i < M; ++i) {
@@ -467,6 +431,112 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
     inputs.targets.push_back(targets.narrow(0, i * per, per));
   }
   inputs.loss_scale = 1.0 / M;
+  return inputs;
+}
+
+// Runs one stage's list on the calling thread. A failure is recorded with where it happened (the action
+// the stage was at) and aborts the transport, so that every other stage stops at its next action or wakes
+// from its blocked recv; a stage stopped that way records nothing.
+void run_capturing(detail::Stage& stage, const Schedule& schedule, const detail::StepInputs& inputs,
+                   Transport& transport, std::atomic<int>& failure_order, StageFailure& failure) {
+  try {
+    stage.run(inputs, transport);
+    return;
+  } catch (const TransportAborted&) {
+    return;  // another stage failed first and stopped this one
+  } catch (const std::exception& e) {
+    failure.message = e.what();
+    failure.cause = std::current_exception();
+  } catch (...) {
+    failure.message = "unknown exception";
+    failure.cause = std::current_exception();
+  }
+  failure.failed = true;
+  failure.order = failure_order.fetch_add(1);
+  failure.step = stage.current_step();
+  const int s = stage.index();
+  const auto& list = schedule.actions[static_cast<size_t>(s)];
+  std::string where = "stage " + std::to_string(s);
+  if (failure.step >= 0 && failure.step < static_cast<int>(list.size())) {
+    failure.action = list[static_cast<size_t>(failure.step)];
+    where += ", action " + std::to_string(failure.step) + " (" +
+             to_string(failure.action, schedule.virtual_chunks > 1) + ")";
+  }
+  failure.message = where + ": " + failure.message;
+  transport.abort(failure.message);
+}
+
+// The first stage that failed, or null.
+const StageFailure* first_failure(const std::vector<StageFailure>& failures) {
+  const StageFailure* first = nullptr;
+  for (const StageFailure& f : failures) {
+    if (f.failed && (!first || f.order < first->order)) first = &f;
+  }
+  return first;
+}
+
+}  // namespace
+
+// Launch: every stage's list on its thread, under the caller's autocast (autocast is per thread: each
+// stage runs under the caller's mixed-precision setting, --dtype bf16). Returns once all have finished.
+std::vector<StageFailure> Pipeline::Impl::run_stages(const detail::StepInputs& inputs,
+                                                     const Schedule& schedule, Transport& transport) {
+  std::vector<StageFailure> failures(stages.size());
+  std::atomic<int> failure_order{0};
+  const std::optional<DType> autocast = autograd::autocast_dtype();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    threads[s]->start([&, s] {
+      autograd::AutocastGuard autocast_guard(autocast);
+      run_capturing(*stages[s], schedule, inputs, transport, failure_order, failures[s]);
+    });
+  }
+  for (auto& thread : threads) thread->wait();
+  return failures;
+}
+
+// Report: the trace of every stage, the step's time, bubble and traffic, each stage's memory and the
+// losses (StepResult, executor.h).
+StepResult Pipeline::Impl::report(nn::Sequential& model, const Schedule& schedule,
+                                  const Transport& transport) const {
+  StepResult result;
+  ExecutionTrace& trace = result.trace;
+  trace.schedule = schedule;
+  for (const auto& stage : stages) {
+    trace.devices.push_back(stage->device());
+    trace.compute_streams.push_back(stage->compute_stream().id());
+    trace.copy_streams.push_back(stage->copy_stream().id());
+    trace.stages.push_back(stage->trace());
+    trace.peak_bytes.push_back(stage->peak_bytes());
+  }
+  result.step_ms = trace.span_ms();
+  const std::vector<double> busy = trace.busy_ms();
+  const std::vector<double> bubbles = trace.bubbles();
+  result.bubble = trace.bubble();
+  result.traffic = transport.traffic();
+  for (int s = 0; s < schedule.stages; ++s) {
+    const detail::Stage& stage = *stages[static_cast<size_t>(s)];
+    StageReport r;
+    r.stage = s;
+    r.device = stage.device();
+    r.layers = stage.chunks();
+    const std::vector<Tensor> params = params_of(model, schedule, s);
+    for (const Tensor& p : params) r.parameter_bytes += static_cast<int64_t>(p.nbytes());
+    r.peak_bytes = stage.peak_bytes();
+    r.gradient_bytes = grad_bytes(params);
+    r.activation_peak_bytes = std::max<int64_t>(0, r.peak_bytes - r.gradient_bytes);
+    r.busy_ms = busy[static_cast<size_t>(s)];
+    r.bubble = bubbles[static_cast<size_t>(s)];
+    result.stages.push_back(std::move(r));
+  }
+  result.microbatch_losses = stages.back()->losses();
+  result.loss = std::accumulate(result.microbatch_losses.begin(), result.microbatch_losses.end(), 0.0) /
+                schedule.microbatches;
+  return result;
+}
+
+StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) {
+  Impl& im = *impl_;
+  detail::StepInputs inputs = microbatches_of(ids, targets, schedule_.microbatches);
   inputs.faults = im.faults;
   inputs.check_finite = config_.check_finite;
 
@@ -483,49 +553,10 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   inputs.origin = std::chrono::steady_clock::now();
   im.origin = inputs.origin;
 
-  std::vector<StageFailure> failures(static_cast<size_t>(S));
-  std::atomic<int> failure_order{0};
-  // Autocast is per thread: each stage runs under the caller's mixed-precision setting (--dtype bf16).
-  const std::optional<DType> autocast = autograd::autocast_dtype();
-  {
-    for (int s = 0; s < S; ++s) {
-      im.threads[static_cast<size_t>(s)]->start([&, s] {
-        autograd::AutocastGuard autocast_guard(autocast);
-        detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
-        StageFailure& failure = failures[static_cast<size_t>(s)];
-        try {
-          stage.run(inputs, *transport_);
-          return;
-        } catch (const TransportAborted&) {
-          return;  // another stage failed first and stopped this one
-        } catch (const std::exception& e) {
-          failure.message = e.what();
-          failure.cause = std::current_exception();
-        } catch (...) {
-          failure.message = "unknown exception";
-          failure.cause = std::current_exception();
-        }
-        failure.failed = true;
-        failure.order = failure_order.fetch_add(1);
-        failure.step = stage.current_step();
-        const auto& list = schedule_.actions[static_cast<size_t>(s)];
-        std::string where = "stage " + std::to_string(s);
-        if (failure.step >= 0 && failure.step < static_cast<int>(list.size())) {
-          failure.action = list[static_cast<size_t>(failure.step)];
-          where += ", action " + std::to_string(failure.step) + " (" +
-                   to_string(failure.action, schedule_.virtual_chunks > 1) + ")";
-        }
-        failure.message = where + ": " + failure.message;
-        transport_->abort(failure.message);
-      });
-    }
-    for (auto& thread : im.threads) thread->wait();
-  }
+  const std::vector<StageFailure> failures = im.run_stages(inputs, schedule_, *transport_);
 
-  const StageFailure* first = nullptr;
-  for (const StageFailure& f : failures) {
-    if (f.failed && (!first || f.order < first->order)) first = &f;
-  }
+  // Failure: nothing is half-updated; the model's parameters and gradients are as before the step.
+  const StageFailure* first = first_failure(failures);
   if (first || transport_->aborted()) {
     for (auto& stage : im.stages) stage->clear();
     bindings.restore();
@@ -537,39 +568,7 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   }
 
   // The barrier has passed: every stage finished its backward. Report, then merge tied gradients.
-  StepResult result;
-  ExecutionTrace& trace = result.trace;
-  trace.schedule = schedule_;
-  for (auto& stage : im.stages) {
-    trace.devices.push_back(stage->device());
-    trace.compute_streams.push_back(stage->compute_stream().id());
-    trace.copy_streams.push_back(stage->copy_stream().id());
-    trace.stages.push_back(stage->trace());
-    trace.peak_bytes.push_back(stage->peak_bytes());
-  }
-  result.step_ms = trace.span_ms();
-  const std::vector<double> busy = trace.busy_ms();
-  const std::vector<double> bubbles = trace.bubbles();
-  result.bubble = trace.bubble();
-  result.traffic = transport_->traffic();
-  for (int s = 0; s < S; ++s) {
-    detail::Stage& stage = *im.stages[static_cast<size_t>(s)];
-    StageReport report;
-    report.stage = s;
-    report.device = stage.device();
-    report.layers = stage.chunks();
-    const std::vector<Tensor> params = im.params_of(model_, schedule_, s);
-    for (const Tensor& p : params) report.parameter_bytes += static_cast<int64_t>(p.nbytes());
-    report.peak_bytes = stage.peak_bytes();
-    report.gradient_bytes = grad_bytes(params);
-    report.activation_peak_bytes = std::max<int64_t>(0, report.peak_bytes - report.gradient_bytes);
-    report.busy_ms = busy[static_cast<size_t>(s)];
-    report.bubble = bubbles[static_cast<size_t>(s)];
-    result.stages.push_back(std::move(report));
-  }
-  result.microbatch_losses = im.stages.back()->losses();
-  result.loss = std::accumulate(result.microbatch_losses.begin(), result.microbatch_losses.end(), 0.0) / M;
-
+  StepResult result = im.report(model_, schedule_, *transport_);
   bindings.merge_gradients();
   bindings.restore();
   stash.add_back();

@@ -1,0 +1,48 @@
+// The stage's worker thread (see stage_thread.h).
+#include "pipeline/run/stage_thread.h"
+
+#include <utility>
+
+namespace brigade::pipeline::detail {
+
+StageThread::StageThread() : thread_([this] { loop(); }) {}
+
+StageThread::~StageThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void StageThread::start(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = std::move(job);
+    done_ = false;
+  }
+  wake_.notify_all();
+}
+
+void StageThread::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  finished_.wait(lock, [this] { return done_; });
+}
+
+void StageThread::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return quit_ || job_; });
+    if (!job_) return;  // quit
+    std::function<void()> job = std::move(job_);
+    job_ = nullptr;
+    lock.unlock();
+    job();
+    lock.lock();
+    done_ = true;
+    finished_.notify_all();
+  }
+}
+
+}  // namespace brigade::pipeline::detail
