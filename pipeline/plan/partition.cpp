@@ -233,6 +233,35 @@ std::string format_cost(double value, const std::string& unit) {
   return buffer;
 }
 
+// Tied weights: the parameters (by name) used by layers on more than one stage of `partition`.
+std::vector<SharedParameter> shared_parameters(const ModelProfile& profile, const Partition& partition) {
+  std::vector<SharedParameter> candidates;
+  for (const ChunkPlan& c : partition.chunks) {
+    for (int i = c.begin; i < c.end; ++i) {
+      const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
+      for (const ParameterInfo& p : layer.parameter_list) {
+        auto it = std::find_if(candidates.begin(), candidates.end(),
+                               [&](const SharedParameter& s) { return s.name == p.name; });
+        if (it == candidates.end()) {
+          candidates.push_back({p.name, p.numel, {}, {}});
+          it = candidates.end() - 1;
+        }
+        if (std::find(it->stages.begin(), it->stages.end(), c.stage) == it->stages.end())
+          it->stages.push_back(c.stage);
+        if (std::find(it->layers.begin(), it->layers.end(), layer.name) == it->layers.end())
+          it->layers.push_back(layer.name);
+      }
+    }
+  }
+  std::vector<SharedParameter> shared;
+  for (SharedParameter& p : candidates) {
+    if (p.stages.size() < 2) continue;
+    std::sort(p.stages.begin(), p.stages.end());
+    shared.push_back(std::move(p));
+  }
+  return shared;
+}
+
 }  // namespace
 
 Partition make_partition(const ModelProfile& profile, const PartitionOptions& options) {
@@ -292,31 +321,7 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
   }
   partition.imbalance = total > 0 ? worst / (total / S) : 1.0;
 
-  // Tied weights: a name used by layers on more than one stage.
-  std::vector<SharedParameter> candidates;
-  for (int k = 0; k < K; ++k) {
-    const ChunkPlan& c = partition.chunks[static_cast<size_t>(k)];
-    for (int i = c.begin; i < c.end; ++i) {
-      const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
-      for (const ParameterInfo& p : layer.parameter_list) {
-        auto it = std::find_if(candidates.begin(), candidates.end(),
-                               [&](const SharedParameter& s) { return s.name == p.name; });
-        if (it == candidates.end()) {
-          candidates.push_back({p.name, p.numel, {}, {}});
-          it = candidates.end() - 1;
-        }
-        if (std::find(it->stages.begin(), it->stages.end(), c.stage) == it->stages.end())
-          it->stages.push_back(c.stage);
-        if (std::find(it->layers.begin(), it->layers.end(), layer.name) == it->layers.end())
-          it->layers.push_back(layer.name);
-      }
-    }
-  }
-  for (SharedParameter& p : candidates) {
-    if (p.stages.size() < 2) continue;
-    std::sort(p.stages.begin(), p.stages.end());
-    partition.shared.push_back(std::move(p));
-  }
+  partition.shared = shared_parameters(profile, partition);
   return partition;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <sstream>
 
 #include "nn/statistics.h"
@@ -165,34 +166,107 @@ ModelProfile count_parameters(const nn::Sequential& model) {
 
 namespace {
 
-// Between Bi and Bw a layer keeps what its weight gradients need (split_backward.h). One untimed pass:
-// forward every layer on a fresh leaf, then from the last layer down run Bi alone, read what the layer's
-// scope still holds above its level before the forward (less the input gradient Bi returns, which the
-// executor sends upstream and the memory model counts as in transit), then run Bw.
-void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
-                           const Device& device, Generator& generator, ModelProfile& profile) {
-  const size_t L = profile.layers.size();
-  std::vector<Tensor> inputs(L), outputs(L);
-  std::vector<int64_t> level(L, 0);
-  auto in_use = [&](size_t i) {
-    return scope_memory_stats(device, scope_tag(static_cast<int64_t>(i))).in_use_bytes;
-  };
-  Tensor loss;
+// One forward of the model, layer by layer, each layer's input a fresh leaf (detached, and requiring grad
+// when floating) so that each layer's backward stops at its own input. `measure(i, forward)` runs layer
+// i's forward (forward()) inside whatever the caller measures around it (a timed memory scope, a memory
+// level); pass.inputs[i] is set before, pass.outputs[i] (and, for the last layer, pass.loss) by forward().
+struct LayerwiseForward {
+  std::vector<Tensor> inputs, outputs;
+  Tensor loss;  // options.loss of the last output (undefined without a loss)
+};
+
+using MeasureLayer = std::function<void(size_t layer, const std::function<void()>& forward)>;
+
+void forward_layer_by_layer(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                            LayerwiseForward& pass, const MeasureLayer& measure) {
+  const size_t L = static_cast<size_t>(model.size());
+  pass.inputs.assign(L, Tensor());
+  pass.outputs.assign(L, Tensor());
+  pass.loss = Tensor();
   Tensor x = input;
   for (size_t i = 0; i < L; ++i) {
     Tensor h = x;
     if (i > 0 && is_floating(x.dtype())) h = x.detach().set_requires_grad(true);
-    inputs[i] = h;
+    pass.inputs[i] = h;
+    measure(i, [&] {
+      pass.outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
+      if (i + 1 == L && options.loss) pass.loss = options.loss(pass.outputs[i]);
+    });
+    x = pass.outputs[i];
+  }
+}
+
+// One run of the profile: the layer-by-layer forward with each layer measured under its scope, then the
+// backward, last layer first, each layer's output gradient the next layer's input gradient. The memory
+// figures of every run overwrite the previous run's; the times go to fwd_ms and bwd_ms only when `timed`.
+void profile_run(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                 Generator& generator, bool timed, ModelProfile& profile,
+                 std::vector<std::vector<double>>& fwd_ms, std::vector<std::vector<double>>& bwd_ms) {
+  const Device device = input.device();
+  auto measure = [&](size_t i) {
+    return ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time);
+  };
+  LayerwiseForward pass;
+  forward_layer_by_layer(model, input, options, pass, [&](size_t i, const std::function<void()>& forward) {
+    ScopeDelta d;
+    const double ms = measure(i).run(forward, d);
+    LayerProfile& layer = profile.layers[i];
+    if (timed) fwd_ms[i].push_back(ms);
+    layer.activation_bytes = d.after - d.before;
+    layer.forward_workspace_bytes = std::max<int64_t>(0, d.peak - d.after);
+    layer.output_bytes = static_cast<int64_t>(pass.outputs[i].nbytes());
+    layer.input_bytes = static_cast<int64_t>(pass.inputs[i].nbytes());
+  });
+  Tensor grad;
+  for (size_t k = profile.layers.size(); k-- > 0;) {
+    LayerProfile& layer = profile.layers[k];
+    const Tensor& y = pass.outputs[k];
+    const bool with_loss = k + 1 == profile.layers.size() && pass.loss.defined();
+    if (!(with_loss ? pass.loss.requires_grad() : y.requires_grad())) {
+      grad = Tensor();  // nothing upstream of here needs a gradient
+      layer.backward_workspace_bytes = 0;
+      if (timed) bwd_ms[k].push_back(0.0);
+      continue;
+    }
+    if (!with_loss && !grad.defined())
+      grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
+    ScopeDelta d;
+    const double ms = measure(k).run(
+        [&] {
+          if (with_loss)
+            pass.loss.backward();
+          else
+            y.backward(grad);
+        },
+        d);
+    if (timed) bwd_ms[k].push_back(ms);
+    layer.backward_workspace_bytes = std::max<int64_t>(0, d.peak - d.before);
+    grad = pass.inputs[k].requires_grad() ? pass.inputs[k].grad() : Tensor();
+  }
+}
+
+// Between Bi and Bw a layer keeps what its weight gradients need (split_backward.h). One untimed pass:
+// the layer-by-layer forward, then from the last layer down run Bi alone, read what the layer's scope
+// still holds above its level before the forward (less the input gradient Bi returns, which the executor
+// sends upstream and the memory model counts as in transit), then run Bw.
+void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                           Generator& generator, ModelProfile& profile) {
+  const Device device = input.device();
+  const size_t L = profile.layers.size();
+  std::vector<int64_t> level(L, 0);
+  auto in_use = [&](size_t i) {
+    return scope_memory_stats(device, scope_tag(static_cast<int64_t>(i))).in_use_bytes;
+  };
+  LayerwiseForward pass;
+  forward_layer_by_layer(model, input, options, pass, [&](size_t i, const std::function<void()>& forward) {
     level[i] = in_use(i);
     MemoryScope scope(scope_tag(static_cast<int64_t>(i)));
-    outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
-    if (i + 1 == L && options.loss) loss = options.loss(outputs[i]);
-    x = outputs[i];
-  }
+    forward();
+  });
   Tensor grad;
   for (size_t k = L; k-- > 0;) {
-    const bool with_loss = k + 1 == L && loss.defined();
-    const Tensor& root = with_loss ? loss : outputs[k];
+    const bool with_loss = k + 1 == L && pass.loss.defined();
+    const Tensor& root = with_loss ? pass.loss : pass.outputs[k];
     if (!root.requires_grad()) {
       profile.layers[k].split_pending_bytes = 0;
       grad = Tensor();
@@ -202,7 +276,7 @@ void measure_split_pending(nn::Sequential& model, const Tensor& input, const Pro
       grad = randn(root.shape(), TensorOptions(root.dtype()).device(device), &generator);
     MemoryScope scope(scope_tag(static_cast<int64_t>(k)));
     SplitBackward split;
-    Tensor dx = split.backward_input(root, with_loss ? Tensor() : grad, inputs[k]);
+    Tensor dx = split.backward_input(root, with_loss ? Tensor() : grad, pass.inputs[k]);
     const int64_t returned = dx.defined() ? static_cast<int64_t>(dx.nbytes()) : 0;
     profile.layers[k].split_pending_bytes = std::max<int64_t>(0, in_use(k) - level[k] - returned);
     split.backward_weight();
@@ -210,9 +284,7 @@ void measure_split_pending(nn::Sequential& model, const Tensor& input, const Pro
   }
 }
 
-}  // namespace
-
-ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
+void check_options(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
   BRIGADE_CHECK_VALUE(model.size() > 0, "profile_layers: the model has no layers");
   BRIGADE_CHECK_VALUE(options.repeats >= 1, "profile_layers: repeats must be >= 1, got ", options.repeats);
   BRIGADE_CHECK_VALUE(options.warmup >= 0, "profile_layers: warmup must be >= 0, got ", options.warmup);
@@ -223,79 +295,30 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   BRIGADE_CHECK_DEVICE(!options.thread_cpu_time || input.device().is_cpu(),
                        "profile_layers: thread_cpu_time times host threads; the input is on ",
                        input.device().str(), " (use events: thread_cpu_time = false)");
+}
+
+}  // namespace
+
+ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
+  check_options(model, input, options);
   ModelProfile profile = count_parameters(model);
   profile.device = input.device();
   profile.microbatch_size = input.size(0);
   profile.repeats = options.repeats;
   profile.measured = true;
-  const Device device = input.device();
   const size_t L = static_cast<size_t>(model.size());
   Generator generator(options.seed);
   GradEnabled grad_on;
   GradientStash stash(model);
 
   std::vector<std::vector<double>> fwd_ms(L), bwd_ms(L);
-  for (int run = 0; run < options.warmup + options.repeats; ++run) {
-    const bool timed = run >= options.warmup;
-    // Forward, layer by layer, each input a fresh leaf so that each backward stops at its layer.
-    std::vector<Tensor> inputs(L), outputs(L);
-    Tensor loss;
-    Tensor x = input;
-    for (size_t i = 0; i < L; ++i) {
-      Tensor h = x;
-      if (i > 0 && is_floating(x.dtype())) h = x.detach().set_requires_grad(true);
-      inputs[i] = h;
-      ScopeDelta d;
-      const bool with_loss = i + 1 == L && static_cast<bool>(options.loss);
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time)
-                            .run(
-                                [&] {
-                                  outputs[i] = model.at(static_cast<int64_t>(i))->forward(h);
-                                  if (with_loss) loss = options.loss(outputs[i]);
-                                },
-                                d);
-      LayerProfile& layer = profile.layers[i];
-      if (timed) fwd_ms[i].push_back(ms);
-      layer.activation_bytes = d.after - d.before;
-      layer.forward_workspace_bytes = std::max<int64_t>(0, d.peak - d.after);
-      layer.output_bytes = static_cast<int64_t>(outputs[i].nbytes());
-      layer.input_bytes = static_cast<int64_t>(h.nbytes());
-      x = outputs[i];
-    }
-    // Backward, last layer first; each layer's output gradient is the next layer's input gradient.
-    Tensor grad;
-    for (size_t k = L; k-- > 0;) {
-      LayerProfile& layer = profile.layers[k];
-      const Tensor& y = outputs[k];
-      const bool with_loss = k + 1 == L && loss.defined();
-      if (!(with_loss ? loss.requires_grad() : y.requires_grad())) {
-        grad = Tensor();  // nothing upstream of here needs a gradient
-        layer.backward_workspace_bytes = 0;
-        if (timed) bwd_ms[k].push_back(0.0);
-        continue;
-      }
-      if (!with_loss && !grad.defined())
-        grad = randn(y.shape(), TensorOptions(y.dtype()).device(device), &generator);
-      ScopeDelta d;
-      const double ms = ScopedMeasure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time)
-                            .run(
-                                [&] {
-                                  if (with_loss)
-                                    loss.backward();
-                                  else
-                                    y.backward(grad);
-                                },
-                                d);
-      if (timed) bwd_ms[k].push_back(ms);
-      layer.backward_workspace_bytes = std::max<int64_t>(0, d.peak - d.before);
-      grad = inputs[k].requires_grad() ? inputs[k].grad() : Tensor();
-    }
-  }
+  for (int run = 0; run < options.warmup + options.repeats; ++run)
+    profile_run(model, input, options, generator, run >= options.warmup, profile, fwd_ms, bwd_ms);
   for (size_t i = 0; i < L; ++i) {
     profile.layers[i].forward_ms = nn::median(fwd_ms[i]);
     profile.layers[i].backward_ms = nn::median(bwd_ms[i]);
   }
-  measure_split_pending(model, input, options, device, generator, profile);
+  measure_split_pending(model, input, options, generator, profile);
   return profile;
 }
 

@@ -146,25 +146,42 @@ Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
   return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
 }
 
-std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated) {
-  const Schedule& schedule = trace.schedule;
-  const bool show_chunk = schedule.virtual_chunks > 1;
-  const int S = static_cast<int>(trace.stages.size());
-  std::ostringstream out;
-  out.precision(3);
-  out << std::fixed;
-  bool first = true;
-  auto next = [&]() -> std::ostringstream& {
-    out << (first ? "\n" : ",\n");
-    first = false;
-    return out;
-  };
-  auto compute_tid = [](int stage) { return 2 * stage; };
-  auto copy_tid = [](int stage) { return 2 * stage + 1; };
-  // Slices of zero length would hide their flow arrows: give each at least a microsecond.
-  auto duration_us = [](const TraceEvent& e) { return std::max(1.0, 1000.0 * (e.end_ms - e.start_ms)); };
+namespace {
 
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+// The Chrome trace's events, written one after the other into its traceEvents array.
+class TraceEvents {
+ public:
+  explicit TraceEvents(std::ostringstream& out) : out_(out) {}
+  /// The stream, positioned for the next event.
+  std::ostringstream& next() {
+    out_ << (first_ ? "\n" : ",\n");
+    first_ = false;
+    return out_;
+  }
+
+ private:
+  std::ostringstream& out_;
+  bool first_ = true;
+};
+
+// Each stage has a compute track and a copy track in the measured process.
+int compute_tid(int stage) {
+  return 2 * stage;
+}
+int copy_tid(int stage) {
+  return 2 * stage + 1;
+}
+// Slices of zero length would hide their flow arrows: give each at least a microsecond.
+double duration_us(const TraceEvent& e) {
+  return std::max(1.0, 1000.0 * (e.end_ms - e.start_ms));
+}
+
+// Process "measured": per stage its two tracks (named with the device and the stream), a slice per
+// action, and the optimizer step on the compute track.
+void measured_tracks(TraceEvents& events, const ExecutionTrace& trace) {
+  auto next = [&]() -> std::ostringstream& { return events.next(); };
+  const bool show_chunk = trace.schedule.virtual_chunks > 1;
+  const int S = static_cast<int>(trace.stages.size());
   next() << R"({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "measured"}})";
   next() << R"({"name": "process_sort_index", "ph": "M", "pid": 1, "args": {"sort_index": 1}})";
   for (int s = 0; s < S; ++s) {
@@ -198,7 +215,13 @@ std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simul
              << "}";
     }
   }
-  // Flow arrows: each Send to the Recv with the same tag.
+}
+
+// Flow arrows: each Send to the Recv with the same tag.
+void transfer_flows(TraceEvents& events, const ExecutionTrace& trace) {
+  auto next = [&]() -> std::ostringstream& { return events.next(); };
+  const Schedule& schedule = trace.schedule;
+  const int S = static_cast<int>(trace.stages.size());
   int flow = 0;
   for (int s = 0; s < S; ++s) {
     for (const TraceEvent& send : trace.stages[static_cast<size_t>(s)]) {
@@ -223,21 +246,37 @@ std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simul
       }
     }
   }
-  if (simulated) {
-    next() << R"({"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "simulated"}})";
-    next() << R"({"name": "process_sort_index", "ph": "M", "pid": 2, "args": {"sort_index": 2}})";
-    const bool sim_chunk = simulated->schedule.virtual_chunks > 1;
-    for (size_t s = 0; s < simulated->stages.size(); ++s) {
-      next() << R"({"name": "thread_name", "ph": "M", "pid": 2, "tid": )" << s
-             << R"(, "args": {"name": "stage )" << s << "\"}}";
-      for (const TimedAction& t : simulated->stages[s]) {
-        if (!is_compute(t.action.kind) || t.end <= t.start) continue;
-        next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
-               << kind_name(t.action.kind) << R"(", "ph": "X", "pid": 2, "tid": )" << s
-               << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
-      }
+}
+
+// Process "simulated": one track per stage, its compute actions with their simulated times (as ms).
+void simulated_tracks(TraceEvents& events, const Timeline& simulated) {
+  auto next = [&]() -> std::ostringstream& { return events.next(); };
+  next() << R"({"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "simulated"}})";
+  next() << R"({"name": "process_sort_index", "ph": "M", "pid": 2, "args": {"sort_index": 2}})";
+  const bool sim_chunk = simulated.schedule.virtual_chunks > 1;
+  for (size_t s = 0; s < simulated.stages.size(); ++s) {
+    next() << R"({"name": "thread_name", "ph": "M", "pid": 2, "tid": )" << s
+           << R"(, "args": {"name": "stage )" << s << "\"}}";
+    for (const TimedAction& t : simulated.stages[s]) {
+      if (!is_compute(t.action.kind) || t.end <= t.start) continue;
+      next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
+             << kind_name(t.action.kind) << R"(", "ph": "X", "pid": 2, "tid": )" << s
+             << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
     }
   }
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated) {
+  std::ostringstream out;
+  out.precision(3);
+  out << std::fixed;
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  TraceEvents events(out);
+  measured_tracks(events, trace);
+  transfer_flows(events, trace);
+  if (simulated) simulated_tracks(events, *simulated);
   out << "\n]}\n";
   return out.str();
 }

@@ -90,8 +90,8 @@ std::optional<ScheduleIssue> check_ranges(const Schedule& s) {
   return std::nullopt;
 }
 
-// 2-4 on one stage: counts, order, required transfers. Fills `pos` for the matching check.
-std::optional<ScheduleIssue> check_stage(const Schedule& s, int st, Positions& pos) {
+// 2 on one stage: each action at most once, one optimizer step, at the end. Fills `pos`.
+std::optional<ScheduleIssue> check_positions(const Schedule& s, int st, Positions& pos) {
   const auto& list = s.actions[st];
   int steps = 0;
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
@@ -115,93 +115,131 @@ std::optional<ScheduleIssue> check_stage(const Schedule& s, int st, Positions& p
   }
   if (steps == 0)
     return issue("stage " + std::to_string(st) + " has no optimizer step at the end of its list");
+  return std::nullopt;
+}
 
-  const int last = s.model_chunks() - 1;
+// Where the actions of (chunk c, microbatch m) of one stage are (-1: absent), and its name ("3", "3.c1").
+struct PairSteps {
+  int f, b, bi, bw, r;
+  int back;  // the action that produces the input-gradient: B, else Bi
+  std::string name;
+};
+
+PairSteps pair_steps(const Positions& pos, int c, int m) {
+  PairSteps p{pos.get(ActionKind::Forward, c, m),
+              pos.get(ActionKind::Backward, c, m),
+              pos.get(ActionKind::BackwardInput, c, m),
+              pos.get(ActionKind::BackwardWeight, c, m),
+              pos.get(ActionKind::Recompute, c, m),
+              -1,
+              to_string(F(m, c)).substr(1)};
+  p.back = p.b >= 0 ? p.b : p.bi;
+  return p;
+}
+
+// 2-3 for one (chunk c, microbatch m) of stage st: its F, its backward (B, or Bi then Bw) and its R, each
+// present exactly when needed and in order.
+std::optional<ScheduleIssue> check_pair(const Schedule& s, int st, int m, const PairSteps& p) {
+  const auto& list = s.actions[st];
+  const int f = p.f, b = p.b, bi = p.bi, bw = p.bw, r = p.r, back = p.back;
+  const std::string& name = p.name;
+  const std::string here = "stage " + std::to_string(st) + ": ";
+  auto mark = [&](int step) { return std::vector<std::pair<int, int>>{{st, step}}; };
+  if (b >= 0 && (bi >= 0 || bw >= 0)) {
+    return issue(here + "runs both B" + name + " and the split Bi" + name + "/Bw" + name, mark(b));
+  }
+  if (f < 0) {
+    return issue(here + "has no F" + name + (back >= 0 ? " for its backward" : ""),
+                 back >= 0 ? mark(back) : std::vector<std::pair<int, int>>{});
+  }
+  if (back < 0 && bw < 0) {
+    return issue(
+        here + "has F" + name + " but no backward (B" + name + ", or Bi" + name + " and Bw" + name + ")",
+        mark(f));
+  }
+  if (bi >= 0 && bw < 0) return issue(here + "has Bi" + name + " but no Bw" + name, mark(bi));
+  if (bw >= 0 && bi < 0) return issue(here + "has Bw" + name + " but no Bi" + name, mark(bw));
+  if (back < f) {
+    return issue(at(st, back) + ": " + to_string(list[back]) + " comes before its F" + name + " (step " +
+                     std::to_string(f) + ")",
+                 mark(back));
+  }
+  if (bw >= 0 && bw < bi) {
+    return issue(
+        at(st, bw) + ": Bw" + name + " comes before its Bi" + name + " (step " + std::to_string(bi) + ")",
+        mark(bw));
+  }
+  const bool wants_r = recomputes(s.recompute, m, s.microbatches);
+  if (wants_r && r < 0) {
+    return issue(here + "recompute " + to_string(s.recompute) + " needs R" + name + " before " +
+                     to_string(list[back]) + ", and there is none",
+                 mark(back));
+  }
+  if (!wants_r && r >= 0) {
+    return issue(at(st, r) + ": R" + name + " but recompute " + to_string(s.recompute) +
+                     " keeps microbatch " + std::to_string(m) + "'s activations",
+                 mark(r));
+  }
+  if (r >= 0 && (r < f || r > back)) {
+    return issue(at(st, r) + ": R" + name + " must come after F" + name + " (step " + std::to_string(f) +
+                     ") and before " + to_string(list[back]) + " (step " + std::to_string(back) + ")",
+                 mark(r));
+  }
+  return std::nullopt;
+}
+
+// 3-4 for one (chunk c, microbatch m) of stage st: the Send/Recv it needs where the neighbouring chunk is
+// on another stage, each on the right side of its action.
+std::optional<ScheduleIssue> check_pair_transfers(const Schedule& s, int st, int c, int m, const PairSteps& p,
+                                                  const Positions& pos) {
+  const auto& list = s.actions[st];
+  const int k = s.model_chunk(st, c), last = s.model_chunks() - 1;
+  const bool prev_remote = k > 0 && s.stage_of(k - 1) != st;
+  const bool next_remote = k < last && s.stage_of(k + 1) != st;
+  const int prev_stage = s.stage_of(k + s.model_chunks() - 1), next_stage = s.stage_of(k + 1);
+  const int f = p.f, back = p.back;
+  auto mark = [&](int step) { return std::vector<std::pair<int, int>>{{st, step}}; };
+  struct Need {
+    ActionKind kind;
+    bool wanted;
+    int anchor;   // the consuming (Recv) or producing (Send) action
+    bool before;  // Recv comes before the anchor, Send after
+    Action expected;
+  };
+  const Need needs[] = {
+      {ActionKind::RecvActivation, prev_remote, f, true, recv_activation(m, c, prev_stage)},
+      {ActionKind::SendActivation, next_remote, f, false, send_activation(m, c, next_stage)},
+      {ActionKind::RecvGrad, next_remote, back, true, recv_grad(m, c, next_stage)},
+      {ActionKind::SendGrad, prev_remote, back, false, send_grad(m, c, prev_stage)},
+  };
+  for (const Need& n : needs) {
+    const int t = pos.get(n.kind, c, m);
+    if (!n.wanted) continue;  // check_ranges already refused transfers that cross no stage
+    const std::string expected = std::string("`") + to_string(n.expected) + "`";
+    if (t < 0) {
+      return issue(at(st, n.anchor) + ": " + to_string(list[n.anchor]) +
+                       (n.before ? " needs its input from stage " : " feeds stage ") +
+                       std::to_string(n.expected.peer) + ", but there is no " + expected +
+                       (n.before ? " before it" : " after it"),
+                   mark(n.anchor));
+    }
+    if (n.before ? t > n.anchor : t < n.anchor) {
+      return issue(at(st, t) + ": " + expected + " must come " + (n.before ? "before " : "after ") +
+                       to_string(list[n.anchor]) + " (step " + std::to_string(n.anchor) + ")",
+                   {{st, t}, {st, n.anchor}});
+    }
+  }
+  return std::nullopt;
+}
+
+// 2-4 on one stage: counts, order, required transfers. Fills `pos` for the matching check.
+std::optional<ScheduleIssue> check_stage(const Schedule& s, int st, Positions& pos) {
+  if (auto found = check_positions(s, st, pos)) return found;
   for (int c = 0; c < s.virtual_chunks; ++c) {
-    const int k = s.model_chunk(st, c);
-    const bool prev_remote = k > 0 && s.stage_of(k - 1) != st;
-    const bool next_remote = k < last && s.stage_of(k + 1) != st;
-    const int prev_stage = s.stage_of(k + s.model_chunks() - 1), next_stage = s.stage_of(k + 1);
     for (int m = 0; m < s.microbatches; ++m) {
-      const int f = pos.get(ActionKind::Forward, c, m), b = pos.get(ActionKind::Backward, c, m);
-      const int bi = pos.get(ActionKind::BackwardInput, c, m), bw = pos.get(ActionKind::BackwardWeight, c, m);
-      const int r = pos.get(ActionKind::Recompute, c, m);
-      const std::string name = to_string(F(m, c)).substr(1);  // "3" or "3.c1"
-      const std::string here = "stage " + std::to_string(st) + ": ";
-      auto mark = [&](int step) { return std::vector<std::pair<int, int>>{{st, step}}; };
-      if (b >= 0 && (bi >= 0 || bw >= 0)) {
-        return issue(here + "runs both B" + name + " and the split Bi" + name + "/Bw" + name, mark(b));
-      }
-      const int back = b >= 0 ? b : bi;  // the action that produces the input-gradient
-      if (f < 0) {
-        return issue(here + "has no F" + name + (back >= 0 ? " for its backward" : ""),
-                     back >= 0 ? mark(back) : std::vector<std::pair<int, int>>{});
-      }
-      if (back < 0 && bw < 0) {
-        return issue(
-            here + "has F" + name + " but no backward (B" + name + ", or Bi" + name + " and Bw" + name + ")",
-            mark(f));
-      }
-      if (bi >= 0 && bw < 0) return issue(here + "has Bi" + name + " but no Bw" + name, mark(bi));
-      if (bw >= 0 && bi < 0) return issue(here + "has Bw" + name + " but no Bi" + name, mark(bw));
-      if (back < f) {
-        return issue(at(st, back) + ": " + to_string(list[back]) + " comes before its F" + name + " (step " +
-                         std::to_string(f) + ")",
-                     mark(back));
-      }
-      if (bw >= 0 && bw < bi) {
-        return issue(
-            at(st, bw) + ": Bw" + name + " comes before its Bi" + name + " (step " + std::to_string(bi) + ")",
-            mark(bw));
-      }
-      const bool wants_r = recomputes(s.recompute, m, s.microbatches);
-      if (wants_r && r < 0) {
-        return issue(here + "recompute " + to_string(s.recompute) + " needs R" + name + " before " +
-                         to_string(list[back]) + ", and there is none",
-                     mark(back));
-      }
-      if (!wants_r && r >= 0) {
-        return issue(at(st, r) + ": R" + name + " but recompute " + to_string(s.recompute) +
-                         " keeps microbatch " + std::to_string(m) + "'s activations",
-                     mark(r));
-      }
-      if (r >= 0 && (r < f || r > back)) {
-        return issue(at(st, r) + ": R" + name + " must come after F" + name + " (step " + std::to_string(f) +
-                         ") and before " + to_string(list[back]) + " (step " + std::to_string(back) + ")",
-                     mark(r));
-      }
-      // Transfers: present where the neighbour chunk is on another stage, on the right side of their action,
-      // and nowhere else.
-      struct Need {
-        ActionKind kind;
-        bool wanted;
-        int anchor;   // the consuming (Recv) or producing (Send) action
-        bool before;  // Recv comes before the anchor, Send after
-        Action expected;
-      };
-      const Need needs[] = {
-          {ActionKind::RecvActivation, prev_remote, f, true, recv_activation(m, c, prev_stage)},
-          {ActionKind::SendActivation, next_remote, f, false, send_activation(m, c, next_stage)},
-          {ActionKind::RecvGrad, next_remote, back, true, recv_grad(m, c, next_stage)},
-          {ActionKind::SendGrad, prev_remote, back, false, send_grad(m, c, prev_stage)},
-      };
-      for (const Need& n : needs) {
-        const int t = pos.get(n.kind, c, m);
-        if (!n.wanted) continue;  // check_ranges already refused transfers that cross no stage
-        const std::string expected = std::string("`") + to_string(n.expected) + "`";
-        if (t < 0) {
-          return issue(at(st, n.anchor) + ": " + to_string(list[n.anchor]) +
-                           (n.before ? " needs its input from stage " : " feeds stage ") +
-                           std::to_string(n.expected.peer) + ", but there is no " + expected +
-                           (n.before ? " before it" : " after it"),
-                       mark(n.anchor));
-        }
-        if (n.before ? t > n.anchor : t < n.anchor) {
-          return issue(at(st, t) + ": " + expected + " must come " + (n.before ? "before " : "after ") +
-                           to_string(list[n.anchor]) + " (step " + std::to_string(n.anchor) + ")",
-                       {{st, t}, {st, n.anchor}});
-        }
-      }
+      const PairSteps p = pair_steps(pos, c, m);
+      if (auto found = check_pair(s, st, m, p)) return found;
+      if (auto found = check_pair_transfers(s, st, c, m, p, pos)) return found;
     }
   }
   return std::nullopt;
