@@ -2,8 +2,9 @@
 //
 // Each op checks its inputs (same device — never a silent copy —, matching dtypes, compatible shapes) and
 // throws a typed error naming the op and what it found, allocates its output on the inputs' device, and
-// runs the CPU reference (kernels/cpu/) or the hand-written CUDA kernel (kernels/cuda/) on the device's
-// current stream. The differentiable versions live in autograd/ops.h and call these.
+// runs the CPU backend (kernels/cpu/) or the hand-written CUDA kernel (kernels/cuda/) on the device's
+// current stream; both are tested against the plain loops of kernels/reference/. The differentiable
+// versions live in autograd/ops.h and call these.
 //
 // Conventions
 //  - Floating ops accept float32, bfloat16 and float64 (float64 on the CPU only); bfloat16 math and

@@ -1,4 +1,4 @@
-// CPU reference: unary ops and their backward, binary ops (tensor-tensor and tensor-scalar), where.
+// CPU backend: unary ops and their backward, binary ops (tensor-tensor and tensor-scalar), where.
 // Operands arrive already expanded to the output's shape; any strides. Math in float (float32, bfloat16)
 // or double (float64).
 //

@@ -1,4 +1,4 @@
-// CPU reference: embedding gather (weight [V, C] at ids [N] -> out [N, C]) and its scatter-add backward.
+// CPU backend: embedding gather (weight [V, C] at ids [N] -> out [N, C]) and its scatter-add backward.
 // The backward groups the positions by id (a stable sort) and sums each group in double, in position order,
 // so it is parallel over ids without atomics, deterministic, and rounds a bfloat16 gradient only once.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// CPU reference: layernorm over the rows of x [R, C], forward and backward. Statistics in double, stored as
+// CPU backend: layernorm over the rows of x [R, C], forward and backward. Statistics in double, stored as
 // float32 (float64 for float64 x); the row sums are vectorised (`omp simd` reductions: a fixed lane order,
 // the same for every thread count). The parameter gradients sum over rows in fixed blocks of kRowBlock rows
 // and then over the blocks in order, so they are parallel and still independent of the thread count.

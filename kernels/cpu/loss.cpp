@@ -1,4 +1,4 @@
-// CPU reference: cross-entropy fused with log-softmax over the rows of logits [N, V]. Each row's loss is
+// CPU backend: cross-entropy fused with log-softmax over the rows of logits [N, V]. Each row's loss is
 // logsumexp(x) - x[target] (computed in double with the row max subtracted); its gradient row is
 // (softmax(x) - onehot(target)) / count, where count is the number of rows not equal to ignore_index.
 // float32 logits take the 4-lane exp of vector_math.h (~2 ulp) instead of exp in double.

@@ -1,4 +1,4 @@
-// CPU reference: the AdamW update (in place, in double, stored back to the parameter's and the moments'
+// CPU backend: the AdamW update (in place, in double, stored back to the parameter's and the moments'
 // dtypes) and the sum of squares behind global_l2_norm (deterministic chunked double sum).
 #include <cmath>
 #include <type_traits>

@@ -1,4 +1,4 @@
-// CPU reference: dropout with a Philox mask (element i of x in row-major order keeps its value, scaled by
+// CPU backend: dropout with a Philox mask (element i of x in row-major order keeps its value, scaled by
 // 1 / (1 - p), iff philox::uniform(seed, offset, i) >= p: the same rule as the CUDA kernel, so both devices
 // drop the same elements), and the causal mask.
 #include "kernels/backend.h"

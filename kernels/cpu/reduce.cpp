@@ -1,4 +1,4 @@
-// CPU reference: row reductions of x [R, C] (contiguous) into out [R]. Sums accumulate in double in a fixed
+// CPU backend: row reductions of x [R, C] (contiguous) into out [R]. Sums accumulate in double in a fixed
 // order (see chunked_sum_*), so results do not depend on the thread count. Max and ArgMax propagate NaN
 // (a NaN is the maximum, at its first position), as PyTorch does.
 #include <omp.h>

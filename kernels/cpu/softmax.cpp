@@ -1,4 +1,4 @@
-// CPU reference: softmax / log_softmax of each row of x [R, C] and their backward, one row per OpenMP
+// CPU backend: softmax / log_softmax of each row of x [R, C] and their backward, one row per OpenMP
 // iteration. The row max is subtracted before exp (so exp never overflows); sums accumulate in double.
 // float32 forward rows use the 4-lane exp of vector_math.h (~2 ulp) instead of exp in double.
 #include <cmath>

@@ -1,6 +1,8 @@
-// Finite-difference gradient checks of the fused causal attention (autograd/attention.h), in float64 on
-// the CPU, with gradcheck's default tolerances (eps 1e-6; |analytic - numeric| <= 1e-5 + 1e-4 |numeric|),
-// plus its agreement with the same attention written with unfused differentiable ops.
+// The fused causal attention of autograd/attention.h against the same attention written otherwise: the
+// packed self-attention against the head split and merge (bit for bit), and the fused op against the
+// unfused differentiable ops (values and gradients). Its finite-difference gradchecks (every input, some
+// inputs fixed, head-split views of one projection, packed self-attention) are cases of the op table
+// (tests/ops/op_cases_attention.h, op_cases_compositions.h; run by tests/ops/op_gradcheck_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "autograd/attention.h"
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
@@ -21,43 +22,6 @@ using Inputs = std::vector<Tensor>;
 Tensor R(const Shape& shape, uint64_t seed) {
   Generator gen(seed);
   return randn(shape, kFloat64, &gen).set_requires_grad();
-}
-
-TEST(AttentionGradcheck, AllInputs) {
-  for (const Shape& shape : {Shape{1, 1, 1, 1}, Shape{1, 2, 5, 3}, Shape{2, 1, 7, 4}}) {
-    auto r = autograd::gradcheck([](const Inputs& in) { return causal_attention(in[0], in[1], in[2], 0.7); },
-                                 {R(shape, 1), R(shape, 2), R(shape, 3)});
-    EXPECT_TRUE(r.ok) << shape_str(shape) << ": " << r.message;
-    EXPECT_GT(r.checked, 0);
-  }
-}
-
-TEST(AttentionGradcheck, OnlySomeInputsRequireGrad) {
-  const Shape shape{1, 2, 4, 3};
-  Generator gen(9);
-  const Tensor fixed = randn(shape, kFloat64, &gen);
-  auto r = autograd::gradcheck([&](const Inputs& in) { return causal_attention(in[0], fixed, in[1], 0.5); },
-                               {R(shape, 4), R(shape, 5)});
-  EXPECT_TRUE(r.ok) << r.message;
-}
-
-// The head split of a GPT: q, k, v are strided views of one [B, T, 3, H, D] leaf.
-TEST(AttentionGradcheck, HeadSplitViewsOfOneProjection) {
-  auto r = autograd::gradcheck(
-      [](const Inputs& in) {
-        const Tensor heads = in[0].permute({2, 0, 3, 1, 4});  // [3, B, H, T, D]
-        return causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), 0.6);
-      },
-      {R({2, 5, 3, 2, 3}, 6)});
-  EXPECT_TRUE(r.ok) << r.message;
-}
-
-TEST(AttentionGradcheck, PackedSelfAttention) {
-  for (int64_t heads : {1, 2}) {
-    auto r = autograd::gradcheck(
-        [heads](const Inputs& in) { return causal_self_attention(in[0], heads, 0.6); }, {R({2, 5, 12}, 11)});
-    EXPECT_TRUE(r.ok) << "heads " << heads << ": " << r.message;
-  }
 }
 
 // causal_self_attention is causal_attention on the head-split views, then the merge: same values and

@@ -1,10 +1,10 @@
-// CUDA kernels (kernels/cuda/*.cu, all but matmul) against the CPU reference, on the cases the shared op
+// CUDA kernels (kernels/cuda/*.cu, all but matmul) against the CPU backend, on the cases the shared op
 // table does not reach: rows long enough to need many warps per block (C = 50304, 4096), row counts beyond
 // one partial per row in the layernorm parameter gradients, reductions with large odd R*C, dropout masks
 // that must equal the CPU's bit for bit, embedding gradients with heavily repeated ids, AdamW, the global
 // norm, and run-to-run determinism. Each test skips without a GPU.
 //
-// Tolerances (stated per check) come from where the two backends round differently: the CPU reference
+// Tolerances (stated per check) come from where the two backends round differently: the CPU backend
 // accumulates in double; the CUDA kernels compute elementwise math in float (float32/bfloat16) and reduce
 // in a tree order. float32 results are held to ~1e-5 relative; bfloat16 outputs may differ by one bf16 ulp
 // (2^-8 relative) where the float values straddle a rounding boundary, so they get rtol 1e-2.
@@ -453,6 +453,31 @@ TEST(CudaKernelsTest, ElementwiseStridedAndBroadcastOperandsMatchCpu) {
   // where with an int64 condition broadcast over rows.
   Tensor cond = from_vector<int64_t>({0, 1, 1, 0}, {4, 1, 1});
   EXPECT_TRUE(allclose(kernels::where(cuda(cond), ga, gb), kernels::where(cond, a_view, b_view), 0.0, 0.0));
+}
+
+// ---- from the op table's CUDA run: what a table of values cannot express --------------------------------
+
+TEST(CudaOps, DropoutMaskIsTheCpuMaskBitForBit) {
+  BRIGADE_REQUIRE_CUDA();
+  // Philox gives element i the same uniform on both devices, so the kept positions must agree exactly.
+  Tensor x = ones({513, 257});
+  for (double p : {0.1, 0.5, 0.9}) {
+    Tensor cpu = kernels::dropout(x, p, {77, 3});
+    Tensor gpu = kernels::dropout(x.to(Device::cuda()), p, {77, 3}).cpu();
+    EXPECT_TRUE(allclose(kernels::binary(kernels::BinaryOp::Ne, gpu, 0.0),
+                         kernels::binary(kernels::BinaryOp::Ne, cpu, 0.0), 0, 0))
+        << "p = " << p;
+  }
+}
+
+TEST(CudaOps, EmbeddingAndCrossEntropyReportBadIndicesLikeTheCpu) {
+  BRIGADE_REQUIRE_CUDA();
+  const Device gpu = Device::cuda();
+  EXPECT_THROW(kernels::embedding(zeros({5, 2}, gpu), from_vector<int64_t>({1, 5}, {2}, gpu)), ValueError);
+  EXPECT_THROW(kernels::cross_entropy(zeros({2, 3}, gpu), from_vector<int64_t>({0, 3}, {2}, gpu)),
+               ValueError);
+  EXPECT_THROW(kernels::embedding_backward(zeros({2, 2}, gpu), from_vector<int64_t>({-1, 0}, {2}, gpu), 4),
+               ValueError);
 }
 
 }  // namespace

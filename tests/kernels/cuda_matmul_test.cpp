@@ -1,6 +1,6 @@
 // kernels::matmul on CUDA — brigade's kernels (the default per dtype through MatmulBackend::Native, and
 // every version v1..v8 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
-// against the same double triple loop and shape table as the CPU test (tests/kernels/matmul_cases.h),
+// against the double triple loop of kernels/reference on the op table's shapes (tests/ops/op_cases_matmul.h),
 // with the same tolerances. Every test that launches a kernel skips where no GPU is present.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,8 @@
 
 #include "kernels/kernels.h"
 #include "tensor/stream.h"
-#include "tests/kernels/matmul_cases.h"
+#include "tests/kernels/matmul_check.h"
+#include "tests/ops/op_cases_matmul.h"
 #include "tests/test_support.h"
 #if BRIGADE_WITH_CUDA
 #include "kernels/cuda/matmul.h"
@@ -174,9 +175,8 @@ TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
   EXPECT_EQ(list.front(), GemmKernel::Naive);
   std::vector<std::string> names;
   for (GemmKernel kernel : list) names.emplace_back(gemm_kernel_name(kernel));
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma", "wmma_async",
-                                      "mma_sync", "wgmma"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma",
+                                             "wmma_async", "mma_sync", "wgmma"}));
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
     EXPECT_TRUE(gemm_kernel_supports(kernels::cuda::default_gemm_kernel(dtype), dtype)) << dtype_name(dtype);
   }

@@ -1,15 +1,16 @@
 // bf16 GEMM v8 (GemmKernel::Wgmma, kernels/cuda/matmul_wgmma.cu) beyond what cuda_matmul_test.cpp's
 // all-kernel tests already run: when the kernel is offered (an sm_90 device and sm_90a code in the build),
 // which arguments its own kernel takes and which go to v6, and the GPT's layer shapes with deep K, batch
-// and tails against the double reference (tolerance as matmul_cases.h: bf16 1e-2 of sum_k |a b|).
-// The GPU tests skip without a GPU, and on a GPU that is not compute capability 9.0 with the reason.
+// and tails against the double reference (tolerance as tests/kernels/matmul_check.h: bf16 1e-2 of sum_k |a
+// b|). The GPU tests skip without a GPU, and on a GPU that is not compute capability 9.0 with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "kernels/kernels.h"
-#include "tests/kernels/matmul_cases.h"
+#include "tests/kernels/matmul_check.h"
+#include "tests/ops/op_cases_matmul.h"
 #include "tests/test_support.h"
 #if BRIGADE_WITH_CUDA
 #include <cuda_runtime.h>
