@@ -8,7 +8,7 @@
 //              scope): its parameter gradients, its saved activations, its outputs while the next stage
 //              still holds them, and the temporaries of the running action.
 // The executor reports the step peak as StageReport::peak_bytes (the scope's peak minus its level at the
-// start of the step, executor.h) and the resident part as StageReport::parameter_bytes; predictions are
+// start of the step, run/executor.h) and the resident part as StageReport::parameter_bytes; predictions are
 // compared with those figures, like with like:
 //   predicted total = parameters + optimizer state + step peak
 //

@@ -17,8 +17,8 @@
 // is deterministic. (A greedy "fill each stage up to the average" is not optimal; see docs/pipeline.md.)
 //
 // Chunk layout. Model chunk k (0 .. S v - 1) holds layers [begin, end) and runs on stage k % S as its local
-// chunk k / S (schedule.h). A stage's cost is the sum of its chunks' costs; imbalance = max / mean over
-// stages (1 is perfect).
+// chunk k / S (schedule/schedule.h). A stage's cost is the sum of its chunks' costs; imbalance = max / mean
+// over stages (1 is perfect).
 //
 // Tied weights. A parameter used by layers that land on different stages (GPT's token embedding, used by
 // "embed" on the first stage and by "head" on the last) is listed in Partition::shared with its stages: the

@@ -245,8 +245,8 @@ void profile_run(nn::Sequential& model, const Tensor& input, const ProfileOption
   }
 }
 
-// Between Bi and Bw a layer keeps what its weight gradients need (split_backward.h). One untimed pass:
-// the layer-by-layer forward, then from the last layer down run Bi alone, read what the layer's scope
+// Between Bi and Bw a layer keeps what its weight gradients need (backward/split_backward.h). One untimed
+// pass: the layer-by-layer forward, then from the last layer down run Bi alone, read what the layer's scope
 // still holds above its level before the forward (less the input gradient Bi returns, which the executor
 // sends upstream and the memory model counts as in transit), then run Bw.
 void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,

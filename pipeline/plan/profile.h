@@ -70,7 +70,7 @@ struct LayerProfile {
   int64_t forward_workspace_bytes = 0;
   int64_t backward_workspace_bytes = 0;
   /// What the layer still holds between a split backward's Bi and Bw (zero-bubble schedules,
-  /// split_backward.h): the saved tensors the weight gradients need and the output gradients of the
+  /// backward/split_backward.h): the saved tensors the weight gradients need and the output gradients of the
   /// weight-side nodes; what only the input gradient needed is freed by Bi. Measured once with
   /// SplitBackward. -1: not measured, and Bi is taken to free nothing (the layer's activation_bytes stay).
   int64_t split_pending_bytes = -1;

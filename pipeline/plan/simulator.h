@@ -4,11 +4,11 @@
 //
 // Time model. Every stage runs its list in order on one compute lane, starting at 0. A compute action
 // (F, B, Bi, Bw, R, step) starts when the previous action on its stage has ended and its inputs are there
-// (dependencies.h) and lasts its cost. A Send takes no time on the lane (the copy runs on the stage's copy
-// stream); its message reaches the peer `transfer` later. A Recv lasts until its message is there: that
-// wait is idle time. The step time T is when the last stage finishes; stage s's bubble is (T - busy_s)/T,
-// where busy_s sums its compute actions (R and the optimizer step included); the overall bubble is the
-// mean over stages.
+// (schedule/dependencies.h) and lasts its cost. A Send takes no time on the lane (the copy runs on the
+// stage's copy stream); its message reaches the peer `transfer` later. A Recv lasts until its message is
+// there: that wait is idle time. The step time T is when the last stage finishes; stage s's bubble is
+// (T - busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included); the overall
+// bubble is the mean over stages.
 //
 // Textbook bubbles (uniform costs, no transfer time, no step cost; derived in docs/schedules.md):
 //   gpipe, 1f1b:  T = (M + S - 1)(f + b) on every stage, bubble (S - 1)/(M + S - 1), whatever f and b;

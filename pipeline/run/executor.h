@@ -2,8 +2,8 @@
 // says, and reports what happened (loss, per-stage memory, bubble, traffic, a trace).
 //
 // Layout. The model's L layers are cut into S * v consecutive model chunks (PipelineConfig::balance, or
-// as even as possible); model chunk k runs on stage k % S as its local chunk k / S (schedule.h). Each
-// stage's layers live on its device (PipelineConfig::devices); the constructor moves them there.
+// as even as possible); model chunk k runs on stage k % S as its local chunk k / S (schedule/schedule.h).
+// Each stage's layers live on its device (PipelineConfig::devices); the constructor moves them there.
 //
 // One step (forward_backward):
 //   1. the batch [B, ...] is cut into M microbatches of B / M samples (B must be divisible by M);
@@ -22,7 +22,7 @@
 //            all-at-once backward.
 //        B   backpropagates from the loss (scaled by 1/M: the step's loss is the mean of the microbatch
 //            means) or from the received output gradient; the input gradient goes upstream.
-//        Bi  the input gradient only, Bw the parameter gradients later (split_backward.h).
+//        Bi  the input gradient only, Bw the parameter gradients later (backward/split_backward.h).
 //        send/recv  hand tensors over through the Transport with an Event recorded on the producer's
 //            compute stream; the consumer's stream waits on it before reading. A hand-off between two
 //            devices is copied on the consumer's copy stream (a peer copy between GPUs).

@@ -9,7 +9,7 @@
 //
 // Measured bubble: the step time T is the span from the first action's start to the last action's end
 // over all stages (the optimizer step is not part of it); stage s's bubble is (T - busy_s) / T, where
-// busy_s sums the durations of its F, B, Bi, Bw and R. This is the simulator's definition (simulator.h)
+// busy_s sums the durations of its F, B, Bi, Bw and R. This is the simulator's definition (plan/simulator.h)
 // applied to measured times, so the two compare directly.
 #pragma once
 

@@ -198,7 +198,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.threads_per_stage = o.threads;
   pipeline_ = std::make_unique<Pipeline>(model, config_);
 
-  // The prediction of the step from the layer profile (partition.h: profile_costs).
+  // The prediction of the step from the layer profile (plan/partition.h: profile_costs).
   const Costs costs = profile_costs(*profile_, *partition_);
   simulated_ = simulate(pipeline_->schedule(), costs);
   peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
