@@ -141,9 +141,13 @@ const std::vector<AnyTrainOption>& train_option_table() {
           "pipeline stages (one thread, or one GPU stream, each); --stages 1 --microbatches 1: no pipeline"),
       row("microbatches", &O::microbatches, kInherit, kShown, check_microbatches,
           "microbatches per step (must divide --batch)"),
-      row("schedule", &O::schedule, kInherit, kShown, nullptr, "gpipe, 1f1b, interleaved or zb-h1"),
+      row("schedule", &O::schedule, kInherit, kShown, nullptr,
+          "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min, dualpipev or looped-bfs"),
+      row("schedule_file", &O::schedule_file, kInherit, kHidden, nullptr,
+          "run the schedule in this file instead of --schedule: .json (brigade's) or .csv (PyTorch's); "
+          "--stages and --microbatches must be the file's"),
       row("virtual", &O::virtual_chunks, kInherit, kShown, check_virtual,
-          "model chunks per stage (--schedule interleaved)"),
+          "model chunks per stage (--schedule interleaved or looped-bfs; the V schedules hold 2)"),
       row("recompute", &O::recompute, kInherit, kShown, nullptr,
           "activation recomputation: never, always or except-last"),
       row("partition", &O::partition, kInherit, kShown, nullptr,
@@ -172,7 +176,8 @@ void TrainOptions::validate() const {
 
 bool TrainOptions::uses_pipeline() const {
   return stages > 1 || microbatches > 1 || virtual_chunks > 1 || recompute != "never" || !balance.empty() ||
-         !devices.empty() || !memory_budget.empty() || !trace.empty() || !timeline.empty();
+         !devices.empty() || !memory_budget.empty() || !trace.empty() || !timeline.empty() ||
+         !schedule_file.empty();
 }
 
 int64_t TrainOptions::resolved_block() const {

@@ -61,8 +61,9 @@ struct TrainOptions {
   // --stages 2 --microbatches 4.
   int64_t stages = 1;                ///< pipeline stages S
   int64_t microbatches = 1;          ///< M: the batch is cut into M microbatches (batch % M == 0)
-  std::string schedule = "1f1b";     ///< gpipe, 1f1b, interleaved, zb-h1
-  int64_t virtual_chunks = 1;        ///< --virtual v: model chunks per stage (interleaved only)
+  std::string schedule = "1f1b";     ///< a generator's name (pipeline/schedule/generators.h)
+  std::string schedule_file;         ///< a schedule file run instead (pipeline/schedule/schedule_file.h)
+  int64_t virtual_chunks = 1;        ///< --virtual v: model chunks per stage (interleaved, looped-bfs)
   std::string recompute = "never";   ///< never, always, except-last
   std::string partition = "params";  ///< params, time, memory (or balance, with --balance)
   std::string balance;               ///< layers per model chunk, "3,3,2"; empty: cut by `partition`
@@ -78,7 +79,8 @@ struct TrainOptions {
   /// block, or its automatic value.
   int64_t resolved_block() const;
   /// Whether the run needs the pipeline engine: more than one stage, microbatch or chunk, or any pipeline
-  /// setting away from what the plain loop does (recompute, balance, devices, budget, trace, timeline).
+  /// setting away from what the plain loop does (recompute, balance, devices, budget, trace, timeline, a
+  /// schedule file).
   bool uses_pipeline() const;
   /// Every setting as one JSON object keyed by the table's names (stored in checkpoints as
   /// "brigade.train_args").

@@ -24,7 +24,7 @@ Held ActivationLedger::held(int chunk, int microbatch) const {
 void ActivationLedger::begin(const Action& a) {
   if (!tracks(a.kind)) return;
   Held& h = slot(a);
-  const ActivationSizes size = sizes_.chunk(stage_, a.chunk, schedule_.stages, schedule_.virtual_chunks);
+  const ActivationSizes size = sizes_.chunk(schedule_.layout(), stage_, a.chunk);
   if (a.kind == ActionKind::Forward) {
     const bool recompute = recomputes(schedule_.recompute, a.microbatch, schedule_.microbatches);
     h = recompute ? Held::Boundary : Held::Full;
@@ -41,7 +41,7 @@ void ActivationLedger::begin(const Action& a) {
 void ActivationLedger::end(const Action& a) {
   if (!tracks(a.kind)) return;
   Held& h = slot(a);
-  const ActivationSizes size = sizes_.chunk(stage_, a.chunk, schedule_.stages, schedule_.virtual_chunks);
+  const ActivationSizes size = sizes_.chunk(schedule_.layout(), stage_, a.chunk);
   if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
     live_ += size.kept_for_weights() - size.full;
     h = Held::Pending;

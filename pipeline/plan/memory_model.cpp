@@ -32,19 +32,20 @@ MemoryModel MemoryModel::parse(const std::string& text) {
   return model;
 }
 
-ActivationSizes MemoryModel::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
+ActivationSizes MemoryModel::chunk(const ChunkLayout& layout, int stage, int chunk) const {
   if (!per_chunk.empty()) {
-    BRIGADE_CHECK_VALUE(static_cast<int>(per_chunk.size()) == stages * virtual_chunks, "memory: sizes for ",
-                        per_chunk.size(), " chunks, the schedule has ", stages, " stages x ", virtual_chunks,
-                        " chunks");
-    return per_chunk[static_cast<size_t>(chunk) * stages + stage];
+    BRIGADE_CHECK_VALUE(static_cast<int>(per_chunk.size()) == layout.model_chunks(), "memory: sizes for ",
+                        per_chunk.size(), " chunks, the schedule has ", layout.stages, " stages x ",
+                        layout.virtual_chunks, " chunks");
+    return per_chunk[static_cast<size_t>(layout.model_chunk(stage, chunk))];
   }
-  return ActivationSizes{uniform.full / virtual_chunks, uniform.boundary};
+  return ActivationSizes{uniform.full / layout.virtual_chunks, uniform.boundary};
 }
 
 std::string MemoryPlan::describe() const {
   std::ostringstream out;
-  out << schedule << ", " << stages << " stage" << (stages == 1 ? "" : "s");
+  out << (schedule_lists ? schedule_lists->name : schedule) << ", " << stages << " stage"
+      << (stages == 1 ? "" : "s");
   if (virtual_chunks > 1) out << " x " << virtual_chunks << " chunks";
   out << ", " << microbatches << " microbatch" << (microbatches == 1 ? "" : "es");
   if (batch_size > 0 && microbatches > 0) out << " of " << batch_size / microbatches;
@@ -208,15 +209,16 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
   const double r =
       static_cast<double>(prediction.microbatch_size) / static_cast<double>(profile.microbatch_size);
 
+  const Schedule schedule = schedule_for(plan.schedule, plan.stages, plan.microbatches, plan.virtual_chunks,
+                                         plan.recompute, plan.schedule_lists);
   PartitionOptions options;
   options.method = plan.partition;
   options.stages = plan.stages;
-  options.virtual_chunks = plan.virtual_chunks;
+  options.virtual_chunks = schedule.virtual_chunks;  // a V schedule holds two, whatever the plan asked
+  options.placement = schedule.placement;
   options.balance = plan.balance;
   prediction.partition = make_partition(profile, options);
   const Partition& partition = prediction.partition;
-  const Schedule schedule =
-      make_schedule(plan.schedule, plan.stages, plan.microbatches, plan.virtual_chunks, plan.recompute);
 
   // Per model chunk: full and boundary activation bytes of one microbatch of the planned size.
   MemoryModel model;
@@ -276,7 +278,7 @@ std::string MemoryPrediction::table(const std::vector<int64_t>& measured_step_pe
   for (size_t s = 0; s < stages.size(); ++s) {
     const StageMemory& m = stages[s];
     const std::string flight = std::to_string(m.peak_full) + "/" + std::to_string(m.peak_in_flight);
-    const std::string at = m.peak_step >= 0 ? to_string(m.peak_action, plan.virtual_chunks > 1) : "-";
+    const std::string at = m.peak_step >= 0 ? to_string(m.peak_action, partition.virtual_chunks > 1) : "-";
     std::snprintf(line, sizeof line, "%5zu %10s %10s %10s %11s %6s | %-8s %10s %10s %10s | %10s %10s", s,
                   mib(m.parameter_bytes).c_str(), mib(m.optimizer_bytes).c_str(),
                   mib(m.gradient_bytes).c_str(), mib(m.activation_bytes).c_str(), flight.c_str(), at.c_str(),
@@ -328,6 +330,8 @@ struct Option {
 std::vector<std::vector<Option>> dimensions(const ModelProfile& profile, const MemoryPlan& plan) {
   std::vector<Option> microbatches{{"", nullptr}}, recompute{{"", nullptr}}, schedule{{"", nullptr}},
       stages{{"", nullptr}};
+  if (plan.schedule_lists)
+    return {microbatches, recompute, schedule, stages};  // given lists: nothing to vary
   if (plan.batch_size > 0) {
     for (int m = plan.microbatches + 1; m <= plan.batch_size; ++m) {
       if (plan.batch_size % m != 0) continue;
@@ -342,7 +346,8 @@ std::vector<std::vector<Option>> dimensions(const ModelProfile& profile, const M
     recompute.push_back({"--recompute always", [](MemoryPlan& p) { p.recompute = Recompute::Always; }});
   if (plan.schedule == "gpipe")
     schedule.push_back({"--schedule 1f1b", [](MemoryPlan& p) { p.schedule = "1f1b"; }});
-  for (int n = plan.stages + 1; n * plan.virtual_chunks <= profile.num_layers(); ++n) {
+  const int v = chunks_per_stage(plan.schedule, plan.virtual_chunks);
+  for (int n = plan.stages + 1; n * v <= profile.num_layers(); ++n) {
     const bool balance = plan.partition == PartitionMethod::Balance;
     stages.push_back({"--stages " + std::to_string(n) + (balance ? " --partition params" : ""),
                       [n, balance](MemoryPlan& p) {
@@ -422,7 +427,7 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
     msg << "memory budget " << mib(budget_bytes) << " per stage: fits (" << plan.describe()
         << "); the largest "
         << "predicted peak is stage " << w << ": "
-        << breakdown(p.stages[static_cast<size_t>(w)], plan.virtual_chunks);
+        << breakdown(p.stages[static_cast<size_t>(w)], p.partition.virtual_chunks);
     cert.message = msg.str();
     return cert;
   }
@@ -431,7 +436,7 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
   for (const StageMemory& m : p.stages) over += m.total_bytes() > budget_bytes ? 1 : 0;
   msg << "memory budget " << mib(budget_bytes) << " per stage refused for " << plan.describe() << ": stage "
       << cert.stage << " is predicted to peak at "
-      << breakdown(p.stages[static_cast<size_t>(cert.stage)], plan.virtual_chunks);
+      << breakdown(p.stages[static_cast<size_t>(cert.stage)], p.partition.virtual_chunks);
   if (over > 1) msg << " (" << over << " stages are over the budget)";
   msg << ". ";
   Found found = search(profile, plan, budget_bytes);
@@ -443,11 +448,15 @@ Certificate check_memory(const ModelProfile& profile, const MemoryPlan& plan, in
     cert.change = found.change;
     cert.suggestion = found.plan;
     cert.suggestion_prediction = std::move(found.prediction);
+  } else if (plan.schedule_lists) {
+    msg << "The schedule's lists are given as they are (" << plan.schedule_lists->name
+        << "): change them, or the budget.";
   } else {
     msg << "Nothing fits: no change or combination of more microbatches";
     if (plan.batch_size <= 0) msg << " (not applicable without a batch size)";
     msg << ", recompute, 1f1b instead of gpipe and more stages (up to "
-        << profile.num_layers() / std::max(1, plan.virtual_chunks) << ") brings every stage under the budget";
+        << profile.num_layers() / std::max(1, p.partition.virtual_chunks)
+        << ") brings every stage under the budget";
     if (!found.change.empty())
       msg << "; the lowest predicted peak is " << mib(found.prediction.peak_bytes()) << ", with "
           << found.change;

@@ -86,24 +86,28 @@ struct ActivationSizes {
 
 /// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
 /// full / v), `boundary` is one chunk's input (not divided: a cut carries the same hidden state wherever
-/// it is). per_chunk (size S * v, index chunk * S + stage) overrides, e.g. with measured bytes.
+/// it is). per_chunk (size S * v, indexed by model chunk: ChunkLayout::model_chunk) overrides, e.g. with
+/// measured bytes.
 struct MemoryModel {
   ActivationSizes uniform;
   std::vector<ActivationSizes> per_chunk;
   /// Parses "full=1,boundary=0.1"; ValueError otherwise.
   static MemoryModel parse(const std::string& text);
-  ActivationSizes chunk(int stage, int chunk, int stages, int virtual_chunks) const;
+  /// The sizes of local chunk `chunk` of `stage` in `layout`.
+  ActivationSizes chunk(const ChunkLayout& layout, int stage, int chunk) const;
 };
 
 // ---- The prediction, in bytes ---------------------------------------------------------------------------
 
 /// What the memory model predicts for: a partition, a schedule and a batch.
 struct MemoryPlan {
-  std::string schedule = "1f1b";  ///< gpipe, 1f1b, interleaved, zb-h1
+  std::string schedule = "1f1b";  ///< a generator's name (schedule/generators.h: schedule_names())
   int stages = 1;
   int microbatches = 1;
   int virtual_chunks = 1;
   Recompute recompute = Recompute::Never;
+  /// Lists to predict instead of generating `schedule` by name (PipelineConfig::schedule_lists).
+  std::optional<Schedule> schedule_lists;
   /// Samples per step, cut into `microbatches` microbatches of batch_size / microbatches. 0: each
   /// microbatch has the profiled size.
   int64_t batch_size = 0;

@@ -87,9 +87,9 @@ std::vector<int> chunk_bounds(const std::vector<int>& balance, int stages, int v
       (virtual_chunks > 1 ? " x " + std::to_string(virtual_chunks) + " virtual chunks" : "");
   std::vector<int> counts = balance;
   if (counts.empty()) {
-    BRIGADE_CHECK_VALUE(virtual_chunks == 1 || layers % K == 0, what, " is empty, and ", layers,
-                        " layers do not divide evenly into ", K, " model chunks (", chunks,
-                        "); give one layer count per chunk");
+    // As even as possible, whatever L is: the first L % K chunks take one layer more.
+    BRIGADE_CHECK_VALUE(layers >= K, what, " is empty, and ", layers, " layers cannot fill ", K,
+                        " model chunks (", chunks, ") with a layer each");
     for (int k = 0; k < K; ++k) counts.push_back(layers / K + (k < layers % K ? 1 : 0));
   }
   BRIGADE_CHECK_VALUE(static_cast<int>(counts.size()) == K, what, " has ", counts.size(),
@@ -289,13 +289,15 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
   partition.cost_unit = unit_of(profile, options.method);
   partition.stages = S;
   partition.virtual_chunks = v;
+  partition.placement = options.placement;
+  const ChunkLayout layout = partition.layout();
   for (const LayerProfile& layer : profile.layers) partition.layer_names.push_back(layer.name);
   partition.stage_plans.resize(static_cast<size_t>(S));
   std::vector<std::vector<std::pair<int, int>>> stage_ranges(static_cast<size_t>(S));
   for (int k = 0; k < K; ++k) {
     ChunkPlan c;
-    c.stage = k % S;
-    c.local_chunk = k / S;
+    c.stage = layout.stage_of(k);
+    c.local_chunk = layout.chunk_of(k);
     c.begin = bounds[static_cast<size_t>(k)];
     c.end = bounds[static_cast<size_t>(k) + 1];
     for (int i = c.begin; i < c.end; ++i) {
@@ -329,7 +331,7 @@ const ChunkPlan& Partition::chunk(int stage, int local_chunk) const {
   BRIGADE_CHECK_VALUE(stage >= 0 && stage < stages && local_chunk >= 0 && local_chunk < virtual_chunks,
                       "Partition::chunk(", stage, ", ", local_chunk, "): outside ", stages, " stages x ",
                       virtual_chunks, " chunks");
-  return chunks[static_cast<size_t>(local_chunk) * stages + stage];
+  return chunks[static_cast<size_t>(layout().model_chunk(stage, local_chunk))];
 }
 
 std::string Partition::balance() const {

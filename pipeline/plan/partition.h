@@ -16,9 +16,10 @@
 // the most even one, and among those the first in lexicographic order of the cut points, so the result
 // is deterministic. (A greedy "fill each stage up to the average" is not optimal; see docs/pipeline.md.)
 //
-// Chunk layout. Model chunk k (0 .. S v - 1) holds layers [begin, end) and runs on stage k % S as its local
-// chunk k / S (schedule/schedule.h). A stage's cost is the sum of its chunks' costs; imbalance = max / mean
-// over stages (1 is perfect).
+// Chunk layout. Model chunk k (0 .. S v - 1) holds layers [begin, end) and runs on the stage, and as the
+// local chunk, that the schedule's placement gives it (schedule/schedule.h: ChunkLayout; interleaved:
+// stage k % S; V: stages 0 .. S-1, then back). A stage's cost is the sum of its chunks' costs;
+// imbalance = max / mean over stages (1 is perfect).
 //
 // Tied weights. A parameter used by layers that land on different stages (GPT's token embedding, used by
 // "embed" on the first stage and by "head" on the last) is listed in Partition::shared with its stages: the
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "pipeline/plan/profile.h"
+#include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
 
@@ -49,11 +51,11 @@ std::vector<int> parse_balance(const std::string& text);
 /// The one check of a layout by hand: the cut points of `balance`, the layers per model chunk (what
 /// --balance, PartitionOptions::balance and PipelineConfig::balance hold), for K = stages x virtual_chunks
 /// chunks of a model of `layers` layers. bounds[0] = 0 < bounds[1] < ... < bounds[K] = layers; model
-/// chunk k holds layers [bounds[k], bounds[k + 1]). An empty balance is as even as possible (earlier
-/// chunks take the extra layers), which with virtual_chunks > 1 needs the layers to divide evenly.
-/// ValueError, with `what` ("--balance '3,3'", "partition: balance") as its subject, for an even split
-/// that does not divide, or a balance with other than K entries, an entry below 1 or a sum other than
-/// `layers` (so also for more chunks than layers, which callers usually refuse first in their own words).
+/// chunk k holds layers [bounds[k], bounds[k + 1]). An empty balance is as even as possible, whatever
+/// the layer count: the first L % K chunks take one layer more. ValueError, with `what` ("--balance
+/// '3,3'", "partition: balance") as its subject, for more chunks than layers, or a balance with other than
+/// K entries, an entry below 1 or a sum other than `layers` (callers usually refuse more chunks than layers
+/// first, in their own words).
 std::vector<int> chunk_bounds(const std::vector<int>& balance, int stages, int virtual_chunks, int layers,
                               const std::string& what);
 
@@ -66,8 +68,8 @@ double max_part_cost(const std::vector<double>& costs, const std::vector<int>& b
 
 /// One model chunk of a partition.
 struct ChunkPlan {
-  int stage = 0;           ///< the stage that runs it (model chunk % S)
-  int local_chunk = 0;     ///< its local chunk index on that stage (model chunk / S)
+  int stage = 0;           ///< the stage that runs it (ChunkLayout::stage_of)
+  int local_chunk = 0;     ///< its local chunk index on that stage (ChunkLayout::chunk_of)
   int begin = 0, end = 0;  ///< layers [begin, end)
   double cost = 0.0;       ///< in the partition's cost unit
   int64_t parameters = 0;  ///< elements of the distinct tensors its layers use
@@ -100,6 +102,7 @@ struct Partition {
   std::string cost_unit;  ///< "params", "ms", "bytes"
   int stages = 1;
   int virtual_chunks = 1;
+  Placement placement = Placement::Interleaved;
   std::vector<std::string> layer_names;  ///< all L layers
   std::vector<ChunkPlan> chunks;         ///< S * v, in model order
   std::vector<StagePlan> stage_plans;    ///< S
@@ -107,6 +110,7 @@ struct Partition {
   std::vector<SharedParameter> shared;
 
   int num_layers() const { return static_cast<int>(layer_names.size()); }
+  ChunkLayout layout() const { return ChunkLayout{placement, stages, virtual_chunks}; }
   int model_chunks() const { return static_cast<int>(chunks.size()); }
   /// The chunk run by `stage` as its local chunk `local_chunk`.
   const ChunkPlan& chunk(int stage, int local_chunk = 0) const;
@@ -123,7 +127,9 @@ struct PartitionOptions {
   PartitionMethod method = PartitionMethod::Parameters;
   int stages = 1;
   int virtual_chunks = 1;
-  std::vector<int> balance;  ///< layers per model chunk (method Balance): S * v entries, each >= 1, sum L
+  Placement placement =
+      Placement::Interleaved;  ///< where the chunks go (the schedule's, schedule/schedule.h)
+  std::vector<int> balance;    ///< layers per model chunk (method Balance): S * v entries, each >= 1, sum L
 };
 
 /// Cuts the profiled model. ValueError for stages < 1, virtual_chunks < 1, more chunks than layers, a

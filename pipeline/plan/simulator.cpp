@@ -50,9 +50,9 @@ void Costs::check(int stages, int virtual_chunks) const {
   }
 }
 
-ChunkCosts Costs::chunk(int stage, int chunk, int stages, int virtual_chunks) const {
-  if (!per_chunk.empty()) return per_chunk[static_cast<size_t>(chunk) * stages + stage];
-  const double v = virtual_chunks;
+ChunkCosts Costs::chunk(const ChunkLayout& layout, int stage, int chunk) const {
+  if (!per_chunk.empty()) return per_chunk[static_cast<size_t>(layout.model_chunk(stage, chunk))];
+  const double v = layout.virtual_chunks;
   return ChunkCosts{forward / v, backward / v, weight / v, (recompute < 0 ? forward : recompute) / v};
 }
 
@@ -104,7 +104,8 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
   timeline.stats.resize(S);
 
   Progress progress(schedule);
-  std::vector<double> clock(S, 0.0);
+  std::vector<double> clock(S, 0.0), first_start(S, 0.0);
+  std::vector<bool> started(S, false);
   std::vector<size_t> next(S, 0);
   for (bool moved = true; moved;) {
     moved = false;
@@ -120,9 +121,14 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           t.end = std::max(clock[st], *ready);
         } else {
           t.start = std::max(clock[st], *ready);
-          const ChunkCosts c = costs.chunk(st, std::max(a.chunk, 0), S, schedule.virtual_chunks);
+          const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
           t.end = t.start + cost_of(a, c, costs);
-          if (is_compute(a.kind)) timeline.stats[st].busy += t.end - t.start;
+          if (is_compute(a.kind)) {
+            StageStats& stats = timeline.stats[st];
+            if (!started[st]) first_start[st] = t.start, started[st] = true;
+            stats.busy += t.end - t.start;
+            stats.span = t.end - first_start[st];
+          }
         }
         clock[st] = t.end;
         const bool send = a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad;

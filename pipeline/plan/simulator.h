@@ -17,6 +17,9 @@
 //   zb-h1:        with Bi = b - w = w = f (the paper's F = B = W), T = 3 M f + (S - 1) f, bubble
 //                 (S - 1)/(3 M + S - 1): a third of 1F1B's (S - 1) 3f idle time.
 //
+// Idle time inside a stage's span (StageStats::span): the papers' zero-bubble schedules (zb-h2, zb-v) have
+// none with F = Bi = Bw, although their step still has the pipeline's skew, (S - 1) f for zb-h2.
+//
 // Memory, per stage, in the units of MemoryModel (memory_model.h; one stage's full activations of one
 // microbatch by default): the activation ledger (activation_ledger.h) walked over the stage's list, the
 // same walk the memory model makes in bytes. The peak includes the action that is running.
@@ -48,15 +51,15 @@ struct Costs {
   double recompute = -1.0;  ///< negative: same as forward
   double step = 0.0;        ///< the optimizer step, per stage
   double transfer = 0.0;    ///< from a Send to its message being available to the Recv
-  /// Measured costs per model chunk (size S * v, index chunk * S + stage), used instead of the uniform
-  /// ones (and not divided by v) when not empty.
+  /// Measured costs per model chunk (size S * v, indexed by model chunk: ChunkLayout::model_chunk), used
+  /// instead of the uniform ones (and not divided by v) when not empty.
   std::vector<ChunkCosts> per_chunk;
 
   /// Parses "f=1,b=2,w=1" (keys f|forward, b|backward, w|weight, r|recompute, step, t|transfer; missing
   /// keys keep their defaults). ValueError naming the bad item and the valid keys otherwise.
   static Costs parse(const std::string& text);
-  /// The costs of (stage, chunk) of `schedule`'s layout.
-  ChunkCosts chunk(int stage, int chunk, int stages, int virtual_chunks) const;
+  /// The costs of local chunk `chunk` of `stage` in `layout`.
+  ChunkCosts chunk(const ChunkLayout& layout, int stage, int chunk) const;
   /// Throws ValueError when a cost is negative, weight > backward, or per_chunk has the wrong size.
   void check(int stages, int virtual_chunks) const;
 };
@@ -70,8 +73,12 @@ struct TimedAction {
 
 /// Per-stage figures.
 struct StageStats {
-  double busy = 0.0;         ///< time in compute actions
-  double bubble = 0.0;       ///< (step time - busy) / step time
+  double busy = 0.0;    ///< time in compute actions
+  double bubble = 0.0;  ///< (step time - busy) / step time
+  /// From the start of the stage's first compute action to the end of its last: the part of the step the
+  /// stage is in use. span - busy is the idle time inside it, the bubble the zero-bubble papers count (an
+  /// optimizer step that does not wait for the other stages lets the next step fill the rest).
+  double span = 0.0;
   int peak_in_flight = 0;    ///< most (chunk, microbatch) pairs holding any activation at once (F .. B/Bw)
   int peak_full = 0;         ///< most holding their full activations at once
   double peak_memory = 0.0;  ///< in MemoryModel units

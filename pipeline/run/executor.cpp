@@ -258,8 +258,10 @@ class GradientStash {
 namespace {
 
 // Layout: model chunk k holds layers [bounds[k].first, bounds[k].second) (chunk_bounds checks the balance).
-std::vector<std::pair<int, int>> chunk_layout(const PipelineConfig& config, int layers) {
-  const int S = config.stages, v = config.virtual_chunks, K = S * v;
+// The schedule says how many chunks each stage holds (a V schedule holds two whatever the config asked).
+std::vector<std::pair<int, int>> chunk_layout(const PipelineConfig& config, const Schedule& schedule,
+                                              int layers) {
+  const int S = schedule.stages, v = schedule.virtual_chunks, K = S * v;
   BRIGADE_CHECK_VALUE(layers >= K, "Pipeline: ", S, " stages x ", v, " virtual chunks = ", K,
                       " model chunks, but the model has only ", layers,
                       " layers (every chunk needs at least one layer)");
@@ -348,14 +350,14 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
                    std::unique_ptr<Transport> transport)
     : model_(model), config_(std::move(config)) {
   config_.validate();
-  schedule_ = make_schedule(config_.schedule, config_.stages, config_.microbatches, config_.virtual_chunks,
-                            config_.recompute);
+  schedule_ = schedule_for(config_.schedule, config_.stages, config_.microbatches, config_.virtual_chunks,
+                           config_.recompute, config_.schedule_lists);
   validate(schedule_);
   transport_ =
       transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
   impl_ = std::make_unique<Impl>();
   impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
-  impl_->bounds = chunk_layout(config_, static_cast<int>(model_.size()));
+  impl_->bounds = chunk_layout(config_, schedule_, static_cast<int>(model_.size()));
   impl_->devices = choose_devices(config_, model_);
   impl_->place_parameters(model_, schedule_);
   impl_->create_stages(model_, schedule_, config_);
@@ -528,7 +530,9 @@ StepResult Pipeline::Impl::report(nn::Sequential& model, const Schedule& schedul
     r.bubble = bubbles[static_cast<size_t>(s)];
     result.stages.push_back(std::move(r));
   }
-  result.microbatch_losses = stages.back()->losses();
+  // The stage that holds the last model chunk computed the losses (the last stage, or stage 0 in a V).
+  result.microbatch_losses =
+      stages[static_cast<size_t>(schedule.stage_of(schedule.model_chunks() - 1))]->losses();
   result.loss = std::accumulate(result.microbatch_losses.begin(), result.microbatch_losses.end(), 0.0) /
                 schedule.microbatches;
   return result;

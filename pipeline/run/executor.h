@@ -2,8 +2,9 @@
 // says, and reports what happened (loss, per-stage memory, bubble, traffic, a trace).
 //
 // Layout. The model's L layers are cut into S * v consecutive model chunks (PipelineConfig::balance, or
-// as even as possible); model chunk k runs on stage k % S as its local chunk k / S (schedule/schedule.h).
-// Each stage's layers live on its device (PipelineConfig::devices); the constructor moves them there.
+// as even as possible); the schedule's placement says which stage runs model chunk k, as which local chunk
+// (schedule/schedule.h: ChunkLayout). Each stage's layers live on its device (PipelineConfig::devices); the
+// constructor moves them there.
 //
 // One step (forward_backward):
 //   1. the batch [B, ...] is cut into M microbatches of B / M samples (B must be divisible by M);
@@ -125,14 +126,18 @@ class InjectedFault : public Error {
 };
 
 struct PipelineConfig {
-  std::string schedule = "1f1b";  ///< gpipe, 1f1b, interleaved, zb-h1
+  std::string schedule = "1f1b";  ///< a generator's name (schedule/generators.h: schedule_names())
   int stages = 1;                 ///< S
   int microbatches = 1;           ///< M; the batch must be divisible by it
-  int virtual_chunks = 1;         ///< v (interleaved only)
+  int virtual_chunks = 1;  ///< v, for the schedules that take it (schedule/generators.h: ScheduleTraits)
   Recompute recompute = Recompute::Never;
+  /// Lists to run instead of generating `schedule` by name (e.g. read from a file, schedule/schedule_file.h):
+  /// they are validated and run as they are; stages, microbatches, virtual_chunks and recompute must be
+  /// theirs.
+  std::optional<Schedule> schedule_lists;
   /// Layers per model chunk (S * v entries, each >= 1, summing to the model's layers), e.g. from a
-  /// Partition's balance(). Empty: as even as possible (earlier chunks get the extra layers); with v > 1
-  /// the layers must then divide evenly into S * v chunks.
+  /// Partition's balance(). Empty: as even as possible, whatever the layer count (the first chunks get
+  /// the extra layers).
   std::vector<int> balance;
   /// One device per stage, or one device for every stage. Empty: the device of the model's parameters.
   std::vector<Device> devices;
@@ -198,7 +203,7 @@ class Pipeline {
 
   /// Builds the schedule (make_schedule + validate) and the layout, and moves each stage's layers to its
   /// device. ValueError for an invalid config: an unknown schedule (listing the valid ones), more model
-  /// chunks than layers, a balance of the wrong size or sum, v > 1 with layers not dividing evenly, ...
+  /// chunks than layers, a balance of the wrong size or sum, ...
   /// @param transport defaults to an InProcessTransport.
   Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss = {},
            std::unique_ptr<Transport> transport = nullptr);

@@ -348,7 +348,7 @@ void Stage::finish(const StepInputs& inputs) {
                   "send?)");
   }
   slots_.clear();
-  if (!is_last(schedule_.virtual_chunks - 1)) return;
+  if (schedule_.stage_of(schedule_.model_chunks() - 1) != stage_) return;  // not the stage with the loss
   losses_.resize(loss_tensors_.size());
   for (size_t i = 0; i < loss_tensors_.size(); ++i) {
     BRIGADE_CHECK(loss_tensors_[i].defined(), "step: the loss of microbatch ", i, " was never computed");

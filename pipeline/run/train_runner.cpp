@@ -9,6 +9,7 @@
 #include "nn/statistics.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/schedule_file.h"
 
 namespace brigade::pipeline {
 namespace {
@@ -72,44 +73,62 @@ std::vector<Device> stage_devices(const nn::TrainOptions& options) {
   return devices;
 }
 
-void check_train_options(const nn::TrainOptions& o) {
-  o.validate();
-  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches),
-            v = static_cast<int>(o.virtual_chunks);
-  const int layers = static_cast<int>(o.layers) + 2;
-  const std::vector<std::string>& names = schedule_names();
-  if (std::find(names.begin(), names.end(), o.schedule) == names.end()) {
-    std::string list;
-    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-    BRIGADE_THROW(ValueError, "--schedule '", o.schedule, "' is not a schedule; expected one of: ", list);
-  }
+Schedule schedule_of(const nn::TrainOptions& o) {
+  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches);
   const Recompute recompute =
       with_flag("--recompute", o.recompute, [&] { return parse_recompute(o.recompute); });
+  if (!o.schedule_file.empty()) {
+    Schedule file;
+    try {
+      file = read_schedule_file(o.schedule_file);
+    } catch (const ScheduleFileError& e) {  // its message starts with the path
+      BRIGADE_THROW(ValueError, "--schedule-file ", e.what());
+    }
+    BRIGADE_CHECK_VALUE(file.stages == S && file.microbatches == M, "--schedule-file '", o.schedule_file,
+                        "' runs ", file.stages, " stages x ", file.microbatches,
+                        " microbatches: give --stages ", file.stages, " --microbatches ", file.microbatches);
+    BRIGADE_CHECK_VALUE(o.virtual_chunks == 1 || o.virtual_chunks == file.virtual_chunks, "--virtual ",
+                        o.virtual_chunks, ": --schedule-file '", o.schedule_file, "' runs ",
+                        file.virtual_chunks, " chunks per stage");
+    return with_flag("--recompute", o.recompute, [&] { return with_recompute(file, recompute); });
+  }
+  const std::vector<std::string>& names = schedule_names();
+  if (std::find(names.begin(), names.end(), o.schedule) == names.end()) {
+    BRIGADE_THROW(ValueError, "--schedule '", o.schedule,
+                  "' is not a schedule; expected one of: ", schedule_name_list());
+  }
+  // The chunks per stage the schedule runs with (a V schedule holds two without --virtual).
+  const int requested = static_cast<int>(o.virtual_chunks);
+  const int fixed = schedule_traits(o.schedule).chunks_per_stage;
+  BRIGADE_CHECK_VALUE(requested == 1 || fixed == 0 || requested == fixed, "--virtual ", requested,
+                      " needs --schedule interleaved or looped-bfs (", o.schedule, " runs ", fixed,
+                      fixed == 1 ? " chunk" : " chunks", " per stage)");
+  // The schedule's own checks (e.g. interleaved needs M to be a multiple of S).
+  return with_flag("--schedule", o.schedule,
+                   [&] { return make_schedule(o.schedule, S, M, requested, recompute); });
+}
+
+void check_train_options(const nn::TrainOptions& o) {
+  o.validate();
+  const int S = static_cast<int>(o.stages);
+  const int layers = static_cast<int>(o.layers) + 2;
   const PartitionMethod method =
       with_flag("--partition", o.partition, [&] { return parse_partition_method(o.partition); });
   BRIGADE_CHECK_VALUE(method != PartitionMethod::Balance || !o.balance.empty(),
                       "--partition balance needs --balance (the layers per stage, e.g. 2,2)");
-  BRIGADE_CHECK_VALUE(v == 1 || o.schedule == "interleaved", "--virtual ", v,
-                      " needs --schedule interleaved (", o.schedule, " runs one chunk per stage)");
-  // The layout, checked by chunk_bounds (the one check of a balance). Without --balance it can fail only
-  // for an even split that does not divide (TrainOptions::validate has checked there is a layer per
-  // chunk), which is said in terms of the flags that change it.
+  const Schedule schedule = schedule_of(o);
+  const int v = schedule.virtual_chunks;
+  BRIGADE_CHECK_VALUE(S * v <= layers, "--schedule ", schedule.name, " with --stages ", S,
+                      v > 1 ? " x " + std::to_string(v) + " chunks" : std::string(), " needs ", S * v,
+                      " model chunks of at least one layer, but the model has ", layers, " layers (embed, ",
+                      o.layers, " blocks, head): use fewer stages or more --layers");
+  // A layout by hand, checked by chunk_bounds (the one check of a balance); without --balance every layer
+  // count works (S v <= layers is checked above).
   if (!o.balance.empty()) {
     const std::vector<int> balance =
         with_flag("--balance", o.balance, [&] { return parse_balance(o.balance); });
     (void)chunk_bounds(balance, S, v, layers, "--balance '" + o.balance + "'");
-  } else {
-    try {
-      (void)chunk_bounds({}, S, v, layers, "--balance");
-    } catch (const ValueError&) {
-      BRIGADE_THROW(ValueError, "--virtual ", v, " with --stages ", S, " cuts the model into ", S * v,
-                    " chunks, which does not divide its ", layers, " layers (embed, ", o.layers,
-                    " blocks, head) evenly; change --layers, --stages or --virtual, or give the layers per "
-                    "chunk with --balance");
-    }
   }
-  // The schedule's own checks (e.g. interleaved needs M to be a multiple of S).
-  with_flag("--schedule", o.schedule, [&] { (void)make_schedule(o.schedule, S, M, v, recompute); });
   const std::vector<Device> devices = stage_devices(o);
   for (const Device& d : devices) {
     BRIGADE_CHECK_VALUE(
@@ -134,10 +153,13 @@ PipelineRunner::~PipelineRunner() = default;
 void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   check_train_options(options_);
   const nn::TrainOptions& o = options_;
-  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches),
-            v = static_cast<int>(o.virtual_chunks);
-  const Recompute recompute = parse_recompute(o.recompute);
+  const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches);
   const std::vector<Device> devices = stage_devices(o);
+  // The schedule decides the chunks per stage and where they go (a V schedule holds two).
+  const Schedule schedule = schedule_of(o);
+  const int v = schedule.virtual_chunks;
+  const std::optional<Schedule> from_file =
+      o.schedule_file.empty() ? std::nullopt : std::optional<Schedule>(schedule);
 
   // 1. Per-layer profile at the run's microbatch size, on the model's device.
   const int64_t per = o.batch / M;
@@ -157,6 +179,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   part.method = method_of(o);
   part.stages = S;
   part.virtual_chunks = v;
+  part.placement = schedule.placement;
   if (!o.balance.empty()) part.balance = parse_balance(o.balance);
   partition_ = make_partition(*profile_, part);
 
@@ -166,7 +189,8 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   plan.stages = S;
   plan.microbatches = M;
   plan.virtual_chunks = v;
-  plan.recompute = recompute;
+  plan.recompute = schedule.recompute;
+  plan.schedule_lists = from_file;
   plan.batch_size = o.batch;
   plan.partition = part.method;
   plan.balance = part.balance;
@@ -189,7 +213,8 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.stages = S;
   config_.microbatches = M;
   config_.virtual_chunks = v;
-  config_.recompute = recompute;
+  config_.recompute = schedule.recompute;
+  config_.schedule_lists = from_file;
   config_.balance = partition_->layer_counts();
   config_.devices = devices;
   config_.seed = stage_seed(o.seed);
@@ -226,10 +251,11 @@ std::string PipelineRunner::partition_json(const nn::GPT& model) const {
   Json balance = Json::array();
   for (int count : partition_->layer_counts()) balance.push_back(count);
   Json j = {{"stages", options_.stages},
-            {"virtual", options_.virtual_chunks},
+            {"virtual", partition_->virtual_chunks},
+            {"placement", to_string(partition_->placement)},
             {"balance", balance},
             {"method", to_string(partition_->method)},
-            {"schedule", options_.schedule},
+            {"schedule", pipeline_->schedule().name},
             {"microbatches", options_.microbatches},
             {"recompute", options_.recompute}};
   return j.dump();
@@ -266,9 +292,14 @@ void PipelineRunner::restore_state(const std::string& json) {
 std::string PipelineRunner::describe() const {
   require_prepared("describe");
   std::ostringstream out;
-  out << "pipeline: " << options_.schedule << ", " << options_.stages << " stages x " << options_.microbatches
-      << " microbatches of " << options_.batch / options_.microbatches;
-  if (options_.virtual_chunks > 1) out << ", " << options_.virtual_chunks << " chunks per stage";
+  out << "pipeline: " << pipeline_->schedule().name;
+  if (!options_.schedule_file.empty()) out << " (from " << options_.schedule_file << ")";
+  out << ", " << options_.stages << " stages x " << options_.microbatches << " microbatches of "
+      << options_.batch / options_.microbatches;
+  if (partition_->virtual_chunks > 1) {
+    out << ", " << partition_->virtual_chunks << " chunks per stage";
+    if (partition_->placement == Placement::V) out << " (V placement)";
+  }
   out << ", recompute " << options_.recompute << ", partition by " << to_string(partition_->method)
       << " (balance " << partition_->balance() << ") on " << pipeline_->device(0).str();
   if (options_.stages > 1) out << " (" << options_.stages << " stage threads)";
@@ -356,10 +387,11 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
   }
   Json balance = Json::array();
   for (int count : partition().layer_counts()) balance.push_back(count);
-  j["schedule"] = options_.schedule;
+  j["schedule"] = pipeline().schedule().name;
+  if (!options_.schedule_file.empty()) j["schedule_file"] = options_.schedule_file;
   j["stages"] = options_.stages;
   j["microbatches"] = options_.microbatches;
-  j["virtual"] = options_.virtual_chunks;
+  j["virtual"] = partition().virtual_chunks;
   j["recompute"] = options_.recompute;
   j["partition"] = {{"method", to_string(partition().method)}, {"balance", balance}};
   j["bubble_simulated"] = bubble_simulated();

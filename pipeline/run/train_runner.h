@@ -65,13 +65,20 @@ class MemoryBudgetExceeded : public OutOfMemoryError {
   using OutOfMemoryError::OutOfMemoryError;
 };
 
+/// The schedule a run trains with: the lists of --schedule-file (with the R actions --recompute asks for),
+/// whose stages and microbatches must be --stages and --microbatches, or the generator --schedule names.
+/// ValueError naming the flag: an unknown schedule, a file that cannot be read or run (with the action and
+/// the reason), a --virtual the schedule does not take, the schedule's own conditions on the microbatches.
+Schedule schedule_of(const nn::TrainOptions& options);
+
 /// ValueError naming the flag for a pipeline setting that cannot work: an unknown --schedule (listing the
-/// valid ones), --recompute or --partition; --virtual v > 1 with another schedule, or with the model's
-/// layers not dividing into stages x v chunks (without --balance); microbatches not a multiple of the
-/// stages for interleaved; a --balance that is not a list of stages x v positive counts summing to the
-/// model's layers; a --devices entry that is not a device, a list of the wrong length, or stages on
-/// different devices; a --memory-budget that is not a byte count. Also runs TrainOptions::validate().
-/// Touches no file or device.
+/// valid ones), --recompute or --partition; --virtual v > 1 with a schedule that does not take it; more
+/// model chunks (stages x the schedule's chunks per stage) than layers; the schedule's own conditions on
+/// the microbatches (a multiple of the stages for interleaved, 2S for dualpipev); a --balance that is not
+/// a list of stages x v positive counts summing to the model's layers; a --devices entry that is not a
+/// device, a list of the wrong length, or stages on different devices; a --memory-budget that is not a byte
+/// count; what schedule_of refuses. Also runs TrainOptions::validate(). Reads --schedule-file; touches no
+/// other file, and no device.
 void check_train_options(const nn::TrainOptions& options);
 
 /// The devices of the stages (--devices, else --device), one entry per stage.

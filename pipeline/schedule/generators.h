@@ -1,4 +1,6 @@
-// Schedule generators: GPipe, 1F1B, interleaved 1F1B and ZB-H1, as per-stage instruction lists.
+// Schedule generators: the catalogue of named schedules (make_schedule), GPipe, 1F1B, interleaved 1F1B,
+// ZB-H1 and LoopedBFS here; ZB-H2 in zero_bubble.h; ZB-V, V-Half and V-Min in v_shape.h; DualPipeV in
+// dualpipe.h. Each is a per-stage instruction list (schedule.h).
 //
 // Each generator first decides the order of the compute actions (F, B, Bi, Bw) on every stage; then two
 // passes shared by all of them complete the lists:
@@ -19,6 +21,7 @@
 // On the last model chunk the gradient comes from the local loss, so R there cannot hide behind a wait.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,13 +29,46 @@
 
 namespace brigade::pipeline {
 
-/// The schedule names make_schedule knows, in a stable order: gpipe, 1f1b, interleaved, zb-h1.
+/// What a named schedule is: where its chunks go, how many each stage holds, what it asks of M.
+struct ScheduleTraits {
+  const char* name;
+  Placement placement;
+  /// Model chunks per stage: 1 or 2, fixed; 0 when it takes any v (interleaved, looped-bfs).
+  int chunks_per_stage;
+  bool splits_backward;  ///< runs Bi and Bw (zero bubble) instead of B
+  const char* summary;   ///< one line, for --help and tables
+};
+
+/// Every named schedule, in a stable order: gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min,
+/// dualpipev, looped-bfs.
+const std::vector<ScheduleTraits>& schedule_catalogue();
+/// The catalogue's names, in its order.
 const std::vector<std::string>& schedule_names();
+/// The names joined: "gpipe, 1f1b, ..." (for messages and --help).
+std::string schedule_name_list();
+/// The traits of `name`; ValueError listing the valid names otherwise.
+const ScheduleTraits& schedule_traits(const std::string& name);
+/// The chunks per stage `name` runs with when asked for `virtual_chunks`: the fixed count of a schedule
+/// that has one (when asked for 1, the default, or for that count), else `virtual_chunks`. ValueError for
+/// another count on a fixed schedule, naming the schedules that take one.
+int chunks_per_stage(const std::string& name, int virtual_chunks);
+
+/// The fewest microbatches `name` runs with on `stages` stages: 1, S for interleaved (whose microbatches go
+/// in groups of S, so M must also be a multiple of S), 2S for dualpipev.
+int smallest_microbatches(const std::string& name, int stages);
 
 /// Builds the named schedule. Throws ValueError for an unknown name (listing the valid ones), S < 1, M < 1,
-/// v < 1, v > 1 for a schedule other than "interleaved", or (interleaved) M not a multiple of S.
+/// v < 1, a v that the schedule does not take (chunks_per_stage), (interleaved) M not a multiple of S, or
+/// (dualpipev) M < 2S.
 Schedule make_schedule(const std::string& name, int stages, int microbatches, int virtual_chunks = 1,
                        Recompute recompute = Recompute::Never);
+
+/// The schedule a configuration asks for: `lists` when given (a schedule read from a file, say), after
+/// checking that its stages, microbatches and recompute policy are the ones given and that its chunks per
+/// stage are virtual_chunks or what chunks_per_stage(its name) makes of it (ValueError naming the
+/// difference); else make_schedule(name, ...).
+Schedule schedule_for(const std::string& name, int stages, int microbatches, int virtual_chunks,
+                      Recompute recompute, const std::optional<Schedule>& lists);
 
 /// GPipe (fill-drain): every stage runs F0..F(M-1), then B(M-1)..B0. The backward runs newest first, as
 /// autograd would on the whole batch, so the last microbatch's backward follows its forward at once
@@ -57,6 +93,19 @@ Schedule interleaved(int stages, int microbatches, int virtual_chunks,
 /// pending Bw fill the drain at the end. Stage 0 sends no gradient and runs full B. At most S microbatches
 /// are in flight on any stage (1F1B's peak), and with F = Bi = Bw the bubble is a third of 1F1B's.
 Schedule zb_h1(int stages, int microbatches, Recompute recompute = Recompute::Never);
+
+/// LoopedBFS (PyTorch's ScheduleLoopedBFS): v chunks per stage in interleaved placement, breadth first:
+/// every stage runs the forwards of all M microbatches on its chunk 0, then on chunk 1, ..., then the
+/// backwards chunk by chunk from the last, newest microbatch first. GPipe over v times as many, thinner
+/// stages: the fill and the drain shrink to 1/v, every stage holds all v M chunk activations at the peak.
+Schedule looped_bfs(int stages, int microbatches, int virtual_chunks, Recompute recompute = Recompute::Never);
+
+/// A schedule of these sizes with empty lists, for a generator to fill. ValueError for S, M or v < 1.
+Schedule empty_schedule(const std::string& name, int stages, int microbatches, int virtual_chunks,
+                        Placement placement, Recompute recompute);
+/// What every generator does once the compute order is decided: insert_transfers, insert_recompute,
+/// then an OptimizerStep at the end of every list.
+Schedule finish_schedule(Schedule schedule);
 
 /// Pass 1 above: adds the Send/Recv actions to lists of compute actions (idempotent only on lists
 /// without transfers). Exposed for hand-written schedules.

@@ -150,11 +150,40 @@ bool recomputes(Recompute policy, int microbatch, int microbatches) {
   return false;
 }
 
+const char* to_string(Placement placement) {
+  switch (placement) {
+    case Placement::Interleaved:
+      return "interleaved";
+    case Placement::V:
+      return "v";
+  }
+  return "?";
+}
+
+Placement parse_placement(const std::string& name) {
+  if (name == "interleaved") return Placement::Interleaved;
+  if (name == "v" || name == "V") return Placement::V;
+  BRIGADE_THROW(ValueError, "placement: unknown name '", name, "' (valid: interleaved, v)");
+}
+
+int ChunkLayout::model_chunk(int stage, int chunk) const {
+  // V: the odd chunks run the stages backwards, so that consecutive model chunks meet on one stage.
+  const bool reversed = placement == Placement::V && chunk % 2 == 1;
+  return chunk * stages + (reversed ? stages - 1 - stage : stage);
+}
+
+int ChunkLayout::stage_of(int model_chunk) const {
+  const int position = model_chunk % stages;
+  const bool reversed = placement == Placement::V && (model_chunk / stages) % 2 == 1;
+  return reversed ? stages - 1 - position : position;
+}
+
 std::string Schedule::describe() const {
   std::ostringstream out;
   out << name << ": " << stages << (stages == 1 ? " stage" : " stages") << " x " << microbatches
       << (microbatches == 1 ? " microbatch" : " microbatches");
   if (virtual_chunks > 1) out << ", " << virtual_chunks << " virtual chunks";
+  if (placement == Placement::V && virtual_chunks > 1) out << ", V placement";
   if (recompute != Recompute::Never) out << ", recompute " << to_string(recompute);
   return out.str();
 }

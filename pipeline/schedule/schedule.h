@@ -5,9 +5,15 @@
 // (run/executor.h: the executor walks each stage's list on that stage's worker thread, one action after
 // the other, exactly in this order).
 //
-// Model layout. The model is cut into S * v consecutive "model chunks". Stage s holds v of them: its local
-// chunk c is model chunk c * S + s (Megatron's interleaved layout), so a microbatch visits stage 0, 1, ...,
-// S-1, then stage 0 again with chunk 1, and so on. Plain schedules have v = 1 and chunk is always 0.
+// Model layout. The model is cut into S * v consecutive "model chunks"; stage s holds v of them, its local
+// chunks 0 .. v-1, and the schedule's Placement says which (ChunkLayout below is the one place that maps
+// between the two numberings):
+//   interleaved  local chunk c of stage s is model chunk c * S + s (Megatron's layout): a microbatch visits
+//                stage 0, 1, ..., S-1, then stage 0 again with chunk 1, and so on;
+//   v            stage s holds model chunks s and 2S-1-s (the zero-bubble papers' V shape): a microbatch goes
+//                down the stages with chunk 0 and back up with chunk 1, so the turn (on stage S-1) and the
+//                loss (on stage 0, beside the embedding) need no transfer. With v > 2 the path zigzags.
+// Plain schedules have v = 1, where both placements agree and chunk is always 0.
 //
 // Transfers. F of model chunk k consumes the activation produced by model chunk k-1 and B (or Bi) of model
 // chunk k consumes the input-gradient produced by model chunk k+1. When the two chunks sit on different
@@ -96,22 +102,53 @@ struct TransferTag {
   bool operator==(const TransferTag&) const = default;
 };
 
+/// How the model chunks are laid out on the stages (see "Model layout" above).
+enum class Placement {
+  Interleaved,  ///< local chunk c of stage s is model chunk c * S + s
+  V,            ///< local chunk c of stage s is c * S + s for even c, c * S + S - 1 - s for odd c
+};
+/// "interleaved", "v".
+const char* to_string(Placement placement);
+/// Parses the names above; ValueError listing them otherwise.
+Placement parse_placement(const std::string& name);
+
+/// Which stage holds which model chunk, and as which local chunk: the one statement of the layout, used by
+/// the schedule's dependencies and transfers, the simulator's and the memory model's per-chunk figures,
+/// the partition and the executor.
+struct ChunkLayout {
+  Placement placement = Placement::Interleaved;
+  int stages = 1;          ///< S
+  int virtual_chunks = 1;  ///< v
+
+  /// S * v.
+  int model_chunks() const { return stages * virtual_chunks; }
+  /// The model chunk that local chunk `chunk` of `stage` holds.
+  int model_chunk(int stage, int chunk) const;
+  /// The stage that holds model chunk `model_chunk`.
+  int stage_of(int model_chunk) const;
+  /// Its local chunk on that stage.
+  int chunk_of(int model_chunk) const { return model_chunk / stages; }
+  bool operator==(const ChunkLayout&) const = default;
+};
+
 /// A pipelined training step: per stage, the list of actions that stage runs in order.
 struct Schedule {
-  std::string name;        ///< "gpipe", "1f1b", "interleaved", "zb-h1" or anything for hand-written ones
+  std::string name;        ///< a generator's name (generators.h), a file's, or anything for hand-written ones
   int stages = 1;          ///< S
   int microbatches = 1;    ///< M
   int virtual_chunks = 1;  ///< v: model chunks per stage
+  Placement placement = Placement::Interleaved;
   Recompute recompute = Recompute::Never;
   std::vector<std::vector<Action>> actions;  ///< actions[stage] in execution order
 
+  ChunkLayout layout() const { return ChunkLayout{placement, stages, virtual_chunks}; }
   /// S * v: how many consecutive pieces the model is cut into.
   int model_chunks() const { return stages * virtual_chunks; }
-  /// Model chunk held by local chunk `chunk` of `stage`: chunk * S + stage.
-  int model_chunk(int stage, int chunk) const { return chunk * stages + stage; }
-  int stage_of(int model_chunk) const { return model_chunk % stages; }
-  int chunk_of(int model_chunk) const { return model_chunk / stages; }
-  /// "1f1b: 4 stages x 8 microbatches" (+ ", 2 virtual chunks", ", recompute always").
+  /// Model chunk held by local chunk `chunk` of `stage` (ChunkLayout::model_chunk).
+  int model_chunk(int stage, int chunk) const { return layout().model_chunk(stage, chunk); }
+  int stage_of(int model_chunk) const { return layout().stage_of(model_chunk); }
+  int chunk_of(int model_chunk) const { return layout().chunk_of(model_chunk); }
+  /// "1f1b: 4 stages x 8 microbatches" (+ ", 2 virtual chunks", ", V placement", ", recompute always").
   std::string describe() const;
 };
 

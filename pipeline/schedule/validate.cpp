@@ -196,7 +196,7 @@ std::optional<ScheduleIssue> check_pair_transfers(const Schedule& s, int st, int
   const int k = s.model_chunk(st, c), last = s.model_chunks() - 1;
   const bool prev_remote = k > 0 && s.stage_of(k - 1) != st;
   const bool next_remote = k < last && s.stage_of(k + 1) != st;
-  const int prev_stage = s.stage_of(k + s.model_chunks() - 1), next_stage = s.stage_of(k + 1);
+  const int prev_stage = k > 0 ? s.stage_of(k - 1) : -1, next_stage = k < last ? s.stage_of(k + 1) : -1;
   const int f = p.f, back = p.back;
   auto mark = [&](int step) { return std::vector<std::pair<int, int>>{{st, step}}; };
   struct Need {

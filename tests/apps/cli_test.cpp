@@ -101,7 +101,7 @@ TEST_F(CliTest, BadValuesExitTwoNamingTheFlag) {
       {"train --schedule pipedream", "expected one of: gpipe, 1f1b, interleaved, zb-h1"},
       {"train --virtual 2", "--virtual 2 needs --schedule interleaved"},
       {"train --schedule interleaved --virtual 3", "--stages 2 x --virtual 3 needs 6 model chunks"},
-      {"train --layers 4 --schedule interleaved --virtual 2", "does not divide its 6 layers"},
+      {"train --schedule zb-v --stages 4", "--schedule zb-v with --stages 4 x 2 chunks needs 8 model chunks"},
       {"train --schedule interleaved --microbatches 3 --batch 129", "--schedule 'interleaved'"},
       {"train --recompute sometimes", "--recompute 'sometimes'"},
       {"train --partition luck", "--partition 'luck'"},

@@ -176,7 +176,7 @@ TEST(TrainOptions, TheTableNamesEverySettingOnceAndSaysWhatResumeInherits) {
   const nlohmann::json json = nlohmann::json::parse(TrainOptions().to_json());
   for (const auto& [key, value] : json.items()) keys.insert(key);
   EXPECT_EQ(keys, names);
-  EXPECT_EQ(names.size(), 34u);  // every member of TrainOptions
+  EXPECT_EQ(names.size(), 35u);  // every member of TrainOptions
   // Where and how this process runs, and what it writes besides the checkpoint.
   EXPECT_EQ(per_invocation, (std::set<std::string>{"--device", "--threads", "--resume", "--metrics",
                                                    "--devices", "--memory-budget", "--trace", "--timeline"}));

@@ -44,7 +44,7 @@ TEST(CudaPipeline, StreamsOnOneGpuMatchTheUnpipelinedStep) {
     for (Recompute recompute : {Recompute::Never, Recompute::ExceptLast}) {
       SCOPED_TRACE(schedule + " " + to_string(recompute));
       const int v = schedule == "interleaved" ? 2 : 1;
-      const nn::GPTConfig config = tiny_config(v > 1 ? 6 : 4);
+      const nn::GPTConfig config = tiny_config(chunks_per_stage(schedule, v) > 1 ? 6 : 4);
       nn::GPT reference(config, 3), piped(config, 3);
       reference.to(gpu);
       piped.to(gpu);

@@ -36,25 +36,11 @@ constexpr double kTolerance = 1e-5;  // relative (norm) error of losses, gradien
 constexpr int64_t kBatch = 8, kT = 8, kVocab = 20;
 
 PipelineConfig make_config(const std::string& schedule, int S, int M, Recompute recompute, int v = 1) {
-  PipelineConfig pc;
-  pc.schedule = schedule;
-  pc.stages = S;
-  pc.microbatches = M;
-  pc.virtual_chunks = v;
-  pc.recompute = recompute;
-  pc.recv_timeout_seconds = 60;  // a bug that deadlocks fails the test instead of hanging it
-  return pc;
+  return testing::equivalence_config(schedule, S, M, recompute, v);
 }
 
-// eps 1e-6 rather than 1e-8: the key bias of attention has an exactly zero gradient in exact arithmetic
-// (softmax ignores a shift common to all keys), so both runs compute rounding noise of ~1e-9 there, and
-// Adam with eps 1e-8 turns any noise into steps of ~lr: the two runs would differ by Adam's amplification
-// of noise, not by the pipeline. With eps 1e-6 such noise moves a parameter by ~1e-5 lr.
 nn::AdamWOptions adamw_options() {
-  nn::AdamWOptions o;
-  o.lr = 1e-2;
-  o.eps = 1e-6;
-  return o;
+  return testing::equivalence_adamw_options();
 }
 
 // One configuration: the loss and every gradient of one step, then the parameters after three AdamW steps,
@@ -63,26 +49,7 @@ void check_equivalence(const std::string& schedule, Recompute recompute, int S, 
   SCOPED_TRACE(schedule + " recompute=" + to_string(recompute) + " S=" + std::to_string(S) +
                " M=" + std::to_string(M) + " v=" + std::to_string(v));
   // Interleaved needs S * v chunks of whole layers: 6 blocks make 8 layers (2 x 2 or 4 x 2 chunks).
-  const nn::GPTConfig config = tiny_config(v > 1 ? 6 : 4);
-  nn::GPT reference(config, 7), piped(config, 7);
-  const Batch batch = make_batch(kBatch, kT, kVocab, 1);
-  const double expected_loss = reference_backward(reference, batch);
-
-  Pipeline pipe(piped, make_config(schedule, S, M, recompute, v));
-  const StepResult r = pipe.forward_backward(batch.ids, batch.targets);
-  EXPECT_LE(std::fabs(r.loss - expected_loss), kTolerance * std::fabs(expected_loss));
-  ASSERT_EQ(r.microbatch_losses.size(), static_cast<size_t>(M));
-  expect_same_parameters(piped, reference, kTolerance, /*values=*/false);
-
-  nn::AdamW ref_opt(nn::decay_groups(reference, 0.1), adamw_options());
-  nn::AdamW pipe_opt(nn::decay_groups(piped, 0.1), adamw_options());
-  for (int step = 0; step < 3; ++step) {
-    const Batch b = make_batch(kBatch, kT, kVocab, 10 + step);
-    reference_backward(reference, b);
-    ref_opt.step();
-    pipe.train_step(b.ids, b.targets, pipe_opt);
-  }
-  expect_same_parameters(piped, reference, kTolerance, /*values=*/true);
+  testing::expect_matches_unpipelined(make_config(schedule, S, M, recompute, v), v > 1 ? 6 : 4, kTolerance);
 }
 
 void sweep(const std::string& schedule) {
@@ -283,7 +250,9 @@ TEST(PipelineFaults, AnInjectedFaultEndsTheStepWithOneClearErrorForEverySchedule
   const Batch batch = make_batch(kBatch, kT, kVocab, 5);
   for (const std::string& schedule : schedule_names()) {
     const int v = schedule == "interleaved" ? 2 : 1;
-    const nn::GPTConfig config = tiny_config(v > 1 ? 6 : 4);
+    const int chunks = chunks_per_stage(schedule, v);  // the V schedules hold two without asking
+    const nn::GPTConfig config = tiny_config(chunks > 1 ? 6 : 4);
+    const int M = std::max(4, smallest_microbatches(schedule, 4));
     // (stage, kind, microbatch): the first stage's first forward (every other stage is blocked in recv),
     // a middle stage's backward, the last stage's last forward.
     struct Case {
@@ -296,7 +265,7 @@ TEST(PipelineFaults, AnInjectedFaultEndsTheStepWithOneClearErrorForEverySchedule
                    std::to_string(c.microbatch));
       Watchdog watchdog(60, "fault injection in " + schedule);
       nn::GPT model(config, 4);
-      Pipeline pipe(model, make_config(schedule, 4, 4, Recompute::ExceptLast, v));
+      Pipeline pipe(model, make_config(schedule, 4, M, Recompute::ExceptLast, v));
       nn::AdamW opt(nn::decay_groups(model, 0.1), adamw_options());
       const std::vector<Tensor> before = snapshot(model);
       // The index of the action that must fail, to check the message against.
@@ -315,9 +284,9 @@ TEST(PipelineFaults, AnInjectedFaultEndsTheStepWithOneClearErrorForEverySchedule
         pipe.train_step(batch.ids, batch.targets, opt);
         ADD_FAILURE() << "the step succeeded despite the fault";
       } catch (const PipelineError& e) {
-        const std::string expected = "stage " + std::to_string(c.stage) + ", action " +
-                                     std::to_string(index) + " (" +
-                                     to_string(list[static_cast<size_t>(index)], v > 1) + "): injected fault";
+        const std::string expected =
+            "stage " + std::to_string(c.stage) + ", action " + std::to_string(index) + " (" +
+            to_string(list[static_cast<size_t>(index)], chunks > 1) + "): injected fault";
         EXPECT_EQ(std::string(e.what()), expected);
         EXPECT_EQ(e.stage(), c.stage);
         EXPECT_EQ(e.step(), index);
@@ -422,8 +391,9 @@ TEST(PipelineConfigErrors, InvalidConfigurationsAreRefusedWithClearMessages) {
               HasSubstr("gpipe"));
   EXPECT_THAT(error_of([&] { Pipeline(model, make_config("bubbles", 2, 4, Recompute::Never)); }),
               HasSubstr("zb-h1"));
-  EXPECT_THAT(error_of([&] { Pipeline(model, make_config("interleaved", 2, 4, Recompute::Never, 2)); }),
-              HasSubstr("6 layers do not divide evenly into 4 model chunks"));
+  // 6 layers in 4 chunks: any layer count is cut as evenly as it goes (2, 2, 1, 1).
+  EXPECT_EQ(Pipeline(model, make_config("interleaved", 2, 4, Recompute::Never, 2)).chunk_layers(1, 0),
+            (std::pair<int, int>{2, 4}));
   EXPECT_THAT(error_of([&] { Pipeline(model, make_config("interleaved", 2, 3, Recompute::Never, 2)); }),
               HasSubstr("multiple"));
   EXPECT_THAT(error_of([&] { Pipeline(model, make_config("1f1b", 2, 4, Recompute::Never, 2)); }),

@@ -1,5 +1,6 @@
 // Shared pieces of the executor tests: small GPTs, batches, the unpipelined reference step, gradient
-// comparison and a watchdog that turns a hang into a failure.
+// comparison, the equivalence check of a pipelined step against the unpipelined one, and a watchdog that
+// turns a hang into a failure.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "pipeline/run/executor.h"
 #include "tensor/tensor.h"
 
 namespace brigade::pipeline::testing {
@@ -85,6 +87,60 @@ inline void expect_same_parameters(const nn::Module& actual, const nn::Module& e
     ASSERT_TRUE(y.defined()) << e[i].first << " has no reference " << (values ? "value" : "gradient");
     EXPECT_LE(relative_error(x, y), tolerance) << (values ? "value of " : "gradient of ") << a[i].first;
   }
+}
+
+/// AdamW for the equivalence checks. eps 1e-6 rather than 1e-8: the key bias of attention has an exactly
+/// zero gradient in exact arithmetic (softmax ignores a shift common to all keys), so both runs compute
+/// rounding noise of ~1e-9 there, and Adam with eps 1e-8 turns any noise into steps of ~lr: the two runs
+/// would differ by Adam's amplification of noise, not by the pipeline. With eps 1e-6 such noise moves a
+/// parameter by ~1e-5 lr.
+inline nn::AdamWOptions equivalence_adamw_options() {
+  nn::AdamWOptions o;
+  o.lr = 1e-2;
+  o.eps = 1e-6;
+  return o;
+}
+
+/// The configuration of an equivalence check: `schedule` on S stages and M microbatches with v chunks (for
+/// the schedules that take them), a recv timeout so that a deadlock fails the test instead of hanging it.
+inline PipelineConfig equivalence_config(const std::string& schedule, int stages, int microbatches,
+                                         Recompute recompute, int virtual_chunks = 1) {
+  PipelineConfig pc;
+  pc.schedule = schedule;
+  pc.stages = stages;
+  pc.microbatches = microbatches;
+  pc.virtual_chunks = virtual_chunks;
+  pc.recompute = recompute;
+  pc.recv_timeout_seconds = 60;
+  return pc;
+}
+
+/// A pipelined step of a tiny GPT with `blocks` blocks under `config` against the unpipelined model built
+/// from the same seed: the loss and every gradient of one step, then the parameters after three AdamW
+/// steps, each to a relative error of `tolerance` (on batches of 8 sequences of 8 tokens).
+inline void expect_matches_unpipelined(const PipelineConfig& config, int64_t blocks,
+                                       double tolerance = 1e-5) {
+  constexpr int64_t kSequences = 8, kTokens = 8;
+  const nn::GPTConfig model_config = tiny_config(blocks);
+  nn::GPT reference(model_config, 7), piped(model_config, 7);
+  const Batch batch = make_batch(kSequences, kTokens, model_config.vocab_size, 1);
+  const double expected_loss = reference_backward(reference, batch);
+
+  Pipeline pipe(piped, config);
+  const StepResult r = pipe.forward_backward(batch.ids, batch.targets);
+  EXPECT_LE(std::fabs(r.loss - expected_loss), tolerance * std::fabs(expected_loss));
+  ASSERT_EQ(r.microbatch_losses.size(), static_cast<size_t>(config.microbatches));
+  expect_same_parameters(piped, reference, tolerance, /*values=*/false);
+
+  nn::AdamW ref_opt(nn::decay_groups(reference, 0.1), equivalence_adamw_options());
+  nn::AdamW pipe_opt(nn::decay_groups(piped, 0.1), equivalence_adamw_options());
+  for (int step = 0; step < 3; ++step) {
+    const Batch b = make_batch(kSequences, kTokens, model_config.vocab_size, 10 + step);
+    reference_backward(reference, b);
+    ref_opt.step();
+    pipe.train_step(b.ids, b.targets, pipe_opt);
+  }
+  expect_same_parameters(piped, reference, tolerance, /*values=*/true);
 }
 
 /// Aborts the test program when a scope runs longer than `seconds`: a hang fails CI instead of blocking it.

@@ -189,11 +189,10 @@ TEST_F(TrainRunnerTest, BadSettingsAreValueErrorsNamingTheFlag) {
       {[](TrainOptions& o) { o.partition = "balance"; }, "--partition balance needs --balance"},
       {[](TrainOptions& o) { o.virtual_chunks = 2; }, "--virtual 2 needs --schedule interleaved"},
       {[](TrainOptions& o) {
-         o.schedule = "interleaved";
-         o.layers = 3;
-         o.virtual_chunks = 2;
+         o.schedule = "zb-v";
+         o.stages = 3;
        },
-       "does not divide its 5 layers"},
+       "--schedule zb-v with --stages 3 x 2 chunks needs 6 model chunks"},
       {[](TrainOptions& o) {
          o.schedule = "interleaved";
          o.virtual_chunks = 2;
