@@ -8,11 +8,11 @@
 #include <functional>
 #include <sstream>
 
+#include "autograd/engine.h"
 #include "nn/statistics.h"
 #include "pipeline/backward/split_backward.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
-#include "tensor/grad_mode.h"
 #include "tensor/memory.h"
 #include "tensor/stream.h"
 
@@ -80,18 +80,6 @@ class ScopedMeasure {
   Device device_;
   std::string tag_;
   bool cpu_time_;
-};
-
-// Profiling needs the graph even if the caller runs under NoGradGuard.
-class GradEnabled {
- public:
-  GradEnabled() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~GradEnabled() { GradMode::set_enabled(previous_); }
-  GradEnabled(const GradEnabled&) = delete;
-  GradEnabled& operator=(const GradEnabled&) = delete;
-
- private:
-  bool previous_;
 };
 
 // Takes the parameters' gradients out for the profile's runs and puts them back afterwards (also when a
@@ -308,7 +296,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   profile.measured = true;
   const size_t L = static_cast<size_t>(model.size());
   Generator generator(options.seed);
-  GradEnabled grad_on;
+  autograd::GradModeGuard grad_on(true);  // profiling needs the graph even under the caller's NoGradGuard
   GradientStash stash(model);
 
   std::vector<std::vector<double>> fwd_ms(L), bwd_ms(L);
