@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "autograd/engine.h"
 #include "tensor/error.h"
 
 namespace brigade::autograd {
@@ -22,30 +23,6 @@ std::string leaf_detail(const AccumulateGrad& sink, const NamedTensors& names) {
     if (t.defined() && t.unsafe_impl_id() == leaf.unsafe_impl_id()) name = n + " ";
   }
   return name + shape_and_dtype(leaf.shape(), leaf.dtype());
-}
-
-// Nodes in the order a depth-first walk finishes them, reversed: every node comes before the nodes its
-// gradient flows into (the order backward() runs them). Iterative, as the engine's walk is.
-std::vector<const Node*> topological_order(const Node* start) {
-  std::vector<const Node*> finished;
-  std::unordered_map<const Node*, bool> seen;
-  std::vector<std::pair<const Node*, size_t>> stack{{start, 0}};
-  seen[start] = true;
-  while (!stack.empty()) {
-    auto& [node, next] = stack.back();
-    if (next < node->next_edges.size()) {
-      const Node* child = node->next_edges[next++].node.get();
-      if (child != nullptr && !seen[child]) {
-        seen[child] = true;
-        stack.emplace_back(child, 0);
-      }
-    } else {
-      finished.push_back(node);
-      stack.pop_back();
-    }
-  }
-  std::reverse(finished.begin(), finished.end());
-  return finished;
 }
 
 }  // namespace
@@ -92,8 +69,8 @@ std::vector<GraphNode> collect_graph(const Tensor& root, const NamedTensors& nam
   }
   // Depth = the longest path from the root, so that every arrow points down the picture.
   nodes[1].depth = 1;
-  for (const Node* node : topological_order(start.node.get())) {
-    const GraphNode& g = nodes[static_cast<size_t>(index.at(node))];
+  for (const auto& node : topological_order({start.node})) {  // engine.h: parents before children
+    const GraphNode& g = nodes[static_cast<size_t>(index.at(node.get()))];
     for (const auto& e : g.edges) {
       GraphNode& child = nodes[static_cast<size_t>(e.to)];
       child.depth = std::max(child.depth, g.depth + 1);

@@ -9,35 +9,13 @@
 #include <sstream>
 
 #include "autograd/graph_dump.h"
+#include "tensor/xml_escape.h"
 
 namespace brigade::autograd {
 namespace {
 
 constexpr double kCharWidth = 6.6;  // 11 px monospace
 constexpr double kGap = 28, kRowHeight = 86, kMargin = 20;
-
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 struct Box {
   double x = 0, y = 0, width = 0, height = 0;  // x, y: top-left corner
@@ -133,7 +111,7 @@ std::string graph_to_svg(const Tensor& root, const NamedTensors& names) {
           << "\" stroke=\"#555\" marker-end=\"url(#arrow)\"/>\n";
       if (!e.label.empty()) {
         out << "<text x=\"" << (x1 + x2) / 2 + 4 << "\" y=\"" << (y1 + y2) / 2
-            << "\" font-size=\"9\" fill=\"#666\">" << escaped(e.label) << "</text>\n";
+            << "\" font-size=\"9\" fill=\"#666\">" << xml_escape(e.label) << "</text>\n";
       }
     }
   }
@@ -144,10 +122,10 @@ std::string graph_to_svg(const Tensor& root, const NamedTensors& names) {
         << "\" rx=\"4\" fill=\"" << fill_of(g, i) << "\" stroke=\"#333\""
         << (g.released ? " stroke-dasharray=\"4 3\"" : "") << "/>\n";
     out << "<text x=\"" << b.x + b.width / 2 << "\" y=\"" << b.y + 15 << "\" text-anchor=\"middle\">"
-        << escaped(g.op) << "</text>\n";
+        << xml_escape(g.op) << "</text>\n";
     if (!g.detail.empty()) {
       out << "<text x=\"" << b.x + b.width / 2 << "\" y=\"" << b.y + 29
-          << "\" text-anchor=\"middle\" fill=\"#444\">" << escaped(g.detail) << "</text>\n";
+          << "\" text-anchor=\"middle\" fill=\"#444\">" << xml_escape(g.detail) << "</text>\n";
     }
   }
   out << "</svg>\n";

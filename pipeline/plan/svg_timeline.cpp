@@ -32,29 +32,6 @@ double tick_step(double span, int target) {
   return 10.0 * magnitude;
 }
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 double chunk_shade(int chunk, int virtual_chunks) {
   return virtual_chunks > 1 ? 1.0 - 0.45 * chunk / (virtual_chunks - 1) : 1.0;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "pipeline/schedule/schedule.h"
+#include "tensor/xml_escape.h"  // xml_escape, for the callers that write their own SVG text
 
 namespace brigade::pipeline {
 
@@ -29,8 +30,6 @@ namespace brigade::pipeline {
 const char* svg_color(ActionKind kind);
 /// A round axis tick spacing (1, 2 or 5 times a power of ten) giving about `target` ticks over [0, span].
 double tick_step(double span, int target);
-/// `text` with &, <, > and " as XML entities, for SVG text and attributes.
-std::string xml_escape(const std::string& text);
 /// The opacity of local chunk `chunk`'s boxes: 1 for chunk 0 and plain schedules, lighter for later chunks
 /// of an interleaved schedule (down to 0.55 for the last).
 double chunk_shade(int chunk, int virtual_chunks);
