@@ -2,19 +2,22 @@
 // GPU is present) CUDA, at the shapes a GPT gives it, beside cuDNN where cuDNN has the op (legacy softmax
 // and log-softmax, forward and backward; cuDNN's layernorm and fused attention live in its graph/frontend
 // API and are not benchmarked here). Fused causal attention: the CPU op and, on CUDA, each version of
-// kernels/cuda/attention_flash.h (impl "simple" = v1, "flash" = v2, "flash_tc" = v3 and "flash_tc_async"
-// = v4, both bf16 only), plus head dim 128 at GPT-2 shapes.
+// kernels/attention_versions.h (impl "v1-simple", "v2-flash", "v3-flash-tc" and "v4-flash-tc-async", the
+// last two bf16 only), plus head dim 128 at GPT-2 shapes.
 // Softmax and layernorm on CUDA: the public op ("brigade", the default version, output allocated per call)
-// and each version of kernels/cuda/row_kernels.h on preallocated outputs (impl = its row_kernel_name).
-// GELU, the residual and bias adds, AdamW, cross-entropy and embedding backward on CUDA: likewise each version
-// of kernels/cuda/memory_kernels.h (impl = its *_kernel_name: scalar/vector128, block_per_row/vector_row,
-// atomic/sorted) on preallocated outputs.
+// and each CUDA version of kernels/softmax_versions.h and layernorm_versions.h on preallocated outputs
+// (impl = its *_kernel_name: v1-block-per-row, v2-warp-per-row).
+// GELU, the residual and bias adds, AdamW, cross-entropy and embedding backward on CUDA: likewise each CUDA
+// version of kernels/elementwise_versions.h, adamw_versions.h, cross_entropy_versions.h and
+// embedding_backward_versions.h (impl = its *_kernel_name: v1-scalar/v2-vector128,
+// v1-block-per-row/v2-vector-row, v1-atomic/v2-sorted) on preallocated outputs.
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
 //   scripts/bench_kernels.sh [--smoke] [OUTDIR]   # runs every suite, JSON named by date, commit, device
 //
-// Case names: op/model/dtype/device/impl, impl "brigade" (ours), a CUDA kernel version, or "cudnn". Models (N = B*T):
+// Case names: op/model/dtype/device/impl, impl "brigade" (ours), a CUDA kernel version, or "cudnn".
+// Models (N = B*T):
 //   addition  B=128 T=13   C=64  H=4  V=16     the default `brigade train` model (2 layers)
 //   char128   B=16  T=64   C=128 H=4  V=65     a small character model (2 layers)
 //   gpt2      B=8   T=1024 C=768 H=12 V=50257  GPT-2 small, on CUDA (12 layers)
@@ -32,14 +35,16 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "kernels/adamw_versions.h"
+#include "kernels/attention_versions.h"
+#include "kernels/cross_entropy_versions.h"
+#include "kernels/elementwise_versions.h"
+#include "kernels/embedding_backward_versions.h"
 #include "kernels/kernels.h"
+#include "kernels/layernorm_versions.h"
+#include "kernels/softmax_versions.h"
 #include "tensor/tensor.h"
 
-#if BRIGADE_WITH_CUDA
-#include "kernels/cuda/attention_flash.h"
-#include "kernels/cuda/memory_kernels.h"
-#include "kernels/cuda/row_kernels.h"
-#endif
 #if BRIGADE_WITH_CUDA && BRIGADE_BENCH_CUDNN
 #include <cudnn.h>
 
@@ -200,20 +205,21 @@ void add_softmax(const Where& w, const std::string& tag, int64_t rows, int64_t c
     return Call([y, dy, log] { log ? kernels::log_softmax_backward(dy, y) : kernels::softmax_backward(dy, y); });
   });
 #if BRIGADE_WITH_CUDA
-  // Each CUDA row-kernel version that runs rows of this width itself (kernels/cuda/row_kernels.h).
+  // Each CUDA softmax version that runs rows of this width itself (kernels/softmax_versions.h).
   if (w.device.is_cuda()) {
-    namespace kcuda = brigade::kernels::cuda;
-    for (kcuda::RowKernel kernel : kcuda::all_row_kernels()) {
-      if (!kcuda::row_kernel_supports(kernel, cols)) continue;
-      const char* impl = kcuda::row_kernel_name(kernel);
+    for (kernels::SoftmaxKernel kernel : kernels::all_softmax_kernels()) {
+      if (kernels::softmax_kernel_backend(kernel) != brigade::DeviceKind::CUDA) continue;
+      if (!kernels::softmax_kernel_supports(kernel, cols)) continue;
+      const char* impl = kernels::softmax_kernel_name(kernel);
       add(base + "_fwd" + tag, w, impl, {5 * n, 2 * n * es(w.dtype)}, [=] {
         Tensor x = random(w, {rows, cols}, 1), out = brigade::empty({rows, cols}, w.options());
-        return Call([x, out, kernel, log] { kcuda::softmax_rows_with(kernel, x, out, log); });
+        return Call([x, out, kernel, log] { kernels::softmax_rows_with(kernel, x, out, log); });
       });
       add(base + "_bwd" + tag, w, impl, {4 * n, 3 * n * es(w.dtype)}, [=] {
         Tensor y = log ? kernels::log_softmax(random(w, {rows, cols}, 1)) : kernels::softmax(random(w, {rows, cols}, 1));
         Tensor dy = random(w, {rows, cols}, 2), dx = brigade::empty({rows, cols}, w.options());
-        return Call([dy, y, dx, kernel, log] { kcuda::softmax_backward_rows_with(kernel, dy, y, dx, log); });
+        return Call(
+            [dy, y, dx, kernel, log] { kernels::softmax_backward_rows_with(kernel, dy, y, dx, log); });
       });
     }
   }
@@ -232,7 +238,7 @@ void add_softmax(const Where& w, const std::string& tag, int64_t rows, int64_t c
 /// 2 B H T^2 D forward; the backward recomputes the scores and has five such products, 5 B H T^2 D.
 /// Bytes: forward reads q, k, v and writes out (+ lse float32); backward reads dout, q, k, v, out (+ lse)
 /// and writes dq, dk, dv. On the CPU: kernels::causal_attention; on CUDA each version of
-/// kernels/cuda/attention_flash.h that runs itself at this dtype and head dim (the others fall back to v1).
+/// kernels/attention_versions.h that runs itself at this dtype and head dim (the others fall back to v1).
 void add_attention(const Where& w, const std::string& tag, int64_t B, int64_t H, int64_t T, int64_t D) {
   const double bhtd = static_cast<double>(B * H * T * D), bht = static_cast<double>(B * H * T);
   const double t2 = static_cast<double>(B * H) * static_cast<double>(T) * static_cast<double>(T) * D;
@@ -266,23 +272,23 @@ void add_attention(const Where& w, const std::string& tag, int64_t B, int64_t H,
     return;
   }
 #if BRIGADE_WITH_CUDA
-  namespace kcuda = brigade::kernels::cuda;
-  for (kcuda::AttentionKernel kernel : kcuda::all_attention_kernels()) {
-    if (!kcuda::attention_kernel_supports(kernel, w.dtype, D)) continue;
-    const char* impl = kcuda::attention_kernel_name(kernel);
+  for (kernels::AttentionKernel kernel : kernels::all_attention_kernels()) {
+    if (kernels::attention_kernel_backend(kernel) != brigade::DeviceKind::CUDA) continue;
+    if (!kernels::attention_kernel_supports(kernel, w.dtype, D)) continue;
+    const char* impl = kernels::attention_kernel_name(kernel);
     add("attention_fwd" + tag, w, impl, fwd, [=] {
       auto in = inputs();
       Tensor out = brigade::empty_like(in->out), lse = brigade::empty_like(in->lse);
       return Call([in, out, lse, kernel, scale] {
-        kcuda::causal_attention_forward_with(kernel, in->q, in->k, in->v, scale, out, lse);
+        kernels::causal_attention_forward_with(kernel, in->q, in->k, in->v, scale, out, lse);
       });
     });
     add("attention_bwd" + tag, w, impl, bwd, [=] {
       auto in = inputs();
       Tensor dq = brigade::empty_like(in->q), dk = brigade::empty_like(in->k), dv = brigade::empty_like(in->v);
       return Call([in, dq, dk, dv, kernel, scale] {
-        kcuda::causal_attention_backward_with(kernel, in->dout, in->q, in->k, in->v, in->out, in->lse, scale, dq, dk,
-                                              dv);
+        kernels::causal_attention_backward_with(kernel, in->dout, in->q, in->k, in->v, in->out, in->lse,
+                                                scale, dq, dk, dv);
       });
     });
   }
@@ -290,67 +296,74 @@ void add_attention(const Where& w, const std::string& tag, int64_t B, int64_t H,
 }
 
 #if BRIGADE_WITH_CUDA
-/// Each version of the memory-bound kernels of kernels/cuda/memory_kernels.h, on preallocated outputs, with
-/// the same work as the "brigade" cases of add_model_ops (bytes are what the % of copy bandwidth uses).
+/// Each CUDA version of the memory-bound kernels (kernels/elementwise_versions.h, adamw_versions.h,
+/// cross_entropy_versions.h, embedding_backward_versions.h), on preallocated outputs, with the same work as
+/// the "brigade" cases of add_model_ops (bytes are what the % of copy bandwidth uses).
 void add_memory_kernel_versions(const Where& w) {
-  namespace kcuda = brigade::kernels::cuda;
+  const auto on_cuda = [](brigade::DeviceKind backend) { return backend == brigade::DeviceKind::CUDA; };
   const Model& m = w.model;
   const int64_t N = m.N(), C = m.C, V = m.V, F = 4 * m.C, P = m.params();
   const double e = es(w.dtype);
   const double nc = static_cast<double>(N * C), nf = static_cast<double>(N * F), nv = static_cast<double>(N * V);
   const double p = static_cast<double>(P);
   const brigade::TensorOptions f32 = brigade::TensorOptions(brigade::kFloat32).device(w.device);
-  for (kcuda::ElementwiseKernel kernel : kcuda::all_elementwise_kernels()) {
-    const char* impl = kcuda::elementwise_kernel_name(kernel);
+  for (kernels::ElementwiseKernel kernel : kernels::all_elementwise_kernels()) {
+    if (!on_cuda(kernels::elementwise_kernel_backend(kernel))) continue;
+    const char* impl = kernels::elementwise_kernel_name(kernel);
     add("gelu_fwd", w, impl, {10 * nf, 2 * nf * e}, [=] {
       Tensor x = random(w, {N, F}, 1), out = brigade::empty({N, F}, w.options());
-      return Call([=] { kcuda::unary_with(kernel, kernels::UnaryOp::Gelu, x, out); });
+      return Call([=] { kernels::unary_with(kernel, kernels::UnaryOp::Gelu, x, out); });
     });
     add("gelu_bwd", w, impl, {15 * nf, 3 * nf * e}, [=] {
       Tensor x = random(w, {N, F}, 1), dy = random(w, {N, F}, 2), dx = brigade::empty({N, F}, w.options());
-      return Call([=] { kcuda::unary_backward_with(kernel, kernels::UnaryOp::Gelu, dy, x, Tensor(), dx); });
+      return Call([=] { kernels::unary_backward_with(kernel, kernels::UnaryOp::Gelu, dy, x, Tensor(), dx); });
     });
     add("residual_add", w, impl, {nc, 3 * nc * e}, [=] {
       Tensor a = random(w, {N, C}, 1), b = random(w, {N, C}, 2), out = brigade::empty({N, C}, w.options());
-      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, a, b, out); });
+      return Call([=] { kernels::binary_with(kernel, kernels::BinaryOp::Add, a, b, out); });
     });
     add("bias_add", w, impl, {nf, 2 * nf * e + F * e}, [=] {
       Tensor a = random(w, {N, F}, 1), out = brigade::empty({N, F}, w.options());
       Tensor bias = random(w, {F}, 2).unsqueeze(0).expand({N, F});
-      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, a, bias, out); });
+      return Call([=] { kernels::binary_with(kernel, kernels::BinaryOp::Add, a, bias, out); });
     });
     add("add_inplace", w, impl, {nc, 3 * nc * e}, [=] {
       Tensor dst = random(w, {N, C}, 1), src = random(w, {N, C}, 2);
-      return Call([=] { kcuda::binary_with(kernel, kernels::BinaryOp::Add, dst, src, dst); });
+      return Call([=] { kernels::binary_with(kernel, kernels::BinaryOp::Add, dst, src, dst); });
     });
-    add("adamw", w, impl, {12 * p, p * (3 * e + 16)}, [=] {
+  }
+  for (kernels::AdamWKernel kernel : kernels::all_adamw_kernels()) {
+    if (!on_cuda(kernels::adamw_kernel_backend(kernel))) continue;
+    add("adamw", w, kernels::adamw_kernel_name(kernel), {12 * p, p * (3 * e + 16)}, [=] {
       Tensor param = random(w, {P}, 1), grad = random(w, {P}, 2);
       Tensor m1 = brigade::zeros({P}, f32), v1 = brigade::zeros({P}, f32);
       return Call([=] {
-        kcuda::adamw_with(kernel, param, grad, m1, v1, kernels::AdamWStep{.lr = 1e-9, .weight_decay = 0.1});
+        kernels::adamw_with(kernel, param, grad, m1, v1, kernels::AdamWStep{.lr = 1e-9, .weight_decay = 0.1});
       });
     });
   }
-  for (kcuda::CrossEntropyKernel kernel : kcuda::all_cross_entropy_kernels()) {
-    const char* impl = kcuda::cross_entropy_kernel_name(kernel);
+  for (kernels::CrossEntropyKernel kernel : kernels::all_cross_entropy_kernels()) {
+    if (!on_cuda(kernels::cross_entropy_kernel_backend(kernel))) continue;
+    const char* impl = kernels::cross_entropy_kernel_name(kernel);
     add("cross_entropy", w, impl, {6 * nv, 2 * nv * e + 8.0 * N}, [=] {
       Tensor logits = random(w, {N, V}, 1), targets = random_ids(w, N, 2);
       Tensor loss = brigade::empty({N}, f32), grad = brigade::empty({N, V}, w.options());
       return Call([=] {
         int64_t count = 0;
-        kcuda::cross_entropy_with(kernel, logits, targets, -100, loss, grad, &count);
+        kernels::cross_entropy_with(kernel, logits, targets, -100, loss, grad, &count);
       });
     });
   }
-  for (kcuda::EmbeddingBackwardKernel kernel : kcuda::all_embedding_backward_kernels()) {
-    const char* impl = kcuda::embedding_backward_kernel_name(kernel);
+  for (kernels::EmbeddingBackwardKernel kernel : kernels::all_embedding_backward_kernels()) {
+    if (!on_cuda(kernels::embedding_backward_kernel_backend(kernel))) continue;
+    const char* impl = kernels::embedding_backward_kernel_name(kernel);
     add("embedding_bwd", w, impl, {nc, static_cast<double>(V * C) * e + 3 * nc * e + 8.0 * N}, [=] {
       Tensor grad = random(w, {N, C}, 1), ids = random_ids(w, N, 2);
       Tensor grad_weight = brigade::zeros({V, C}, w.options());
       return Call([=] {
         Tensor zeroed = grad_weight;  // scatter-add into zeros, as kernels::embedding_backward does
         zeroed.zero_();
-        kcuda::embedding_backward_with(kernel, grad, ids, grad_weight);
+        kernels::embedding_backward_with(kernel, grad, ids, grad_weight);
       });
     });
   }
@@ -392,16 +405,16 @@ void add_model_ops(const Where& w) {
 
 #if BRIGADE_WITH_CUDA
   if (w.device.is_cuda()) {
-    namespace kcuda = brigade::kernels::cuda;
     const brigade::TensorOptions stats = brigade::TensorOptions(brigade::kFloat32).device(w.device);
-    for (kcuda::RowKernel kernel : kcuda::all_row_kernels()) {
-      if (!kcuda::row_kernel_supports(kernel, C)) continue;
-      const char* impl = kcuda::row_kernel_name(kernel);
+    for (kernels::LayerNormKernel kernel : kernels::all_layernorm_kernels()) {
+      if (kernels::layernorm_kernel_backend(kernel) != brigade::DeviceKind::CUDA) continue;
+      if (!kernels::layernorm_kernel_supports(kernel, C)) continue;
+      const char* impl = kernels::layernorm_kernel_name(kernel);
       add("layernorm_fwd", w, impl, {8 * nc, 2 * nc * e + 2.0 * C * e + 8.0 * N}, [=] {
         Tensor x = random(w, {N, C}, 1), weight = random(w, {C}, 2), bias = random(w, {C}, 3);
         Tensor y = brigade::empty({N, C}, w.options()), mean = brigade::empty({N}, stats),
                rstd = brigade::empty({N}, stats);
-        return Call([=] { kcuda::layernorm_forward_with(kernel, x, weight, bias, 1e-5, y, mean, rstd); });
+        return Call([=] { kernels::layernorm_forward_with(kernel, x, weight, bias, 1e-5, y, mean, rstd); });
       });
       add("layernorm_bwd", w, impl, {12 * nc, 3 * nc * e + C * e + 8.0 * N + 8.0 * C}, [=] {
         Tensor x = random(w, {N, C}, 1), weight = random(w, {C}, 2), bias = random(w, {C}, 3);
@@ -409,7 +422,7 @@ void add_model_ops(const Where& w) {
         Tensor dweight = brigade::empty({C}, stats), dbias = brigade::empty({C}, stats);
         kernels::LayerNormOutput fwd = kernels::layernorm(x, weight, bias);
         return Call([=] {
-          kcuda::layernorm_backward_with(kernel, dy, x, weight, fwd.mean, fwd.rstd, dx, dweight, dbias);
+          kernels::layernorm_backward_with(kernel, dy, x, weight, fwd.mean, fwd.rstd, dx, dweight, dbias);
         });
       });
     }

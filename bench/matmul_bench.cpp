@@ -1,20 +1,22 @@
 // matmul benchmarks: the CPU GEMM (packed, blocked, OpenMP) through kernels::matmul, and on CUDA every
-// hand-written kernel of kernels/cuda/matmul.h (all_gemm_kernels() for each dtype it supports, so new
-// versions appear here without an edit) side by side with the cuBLAS baseline, called on preallocated
-// operands so that only the kernel is timed.
+// hand-written CUDA version of kernels/matmul_versions.h (all_matmul_kernels() for each dtype it supports,
+// so new versions appear here without an edit) side by side with the cuBLAS baseline, called on
+// preallocated operands so that only the kernel is timed.
 //
 //   ./matmul_bench                      # full run (CUDA cases only where a GPU is present)
 //   ./matmul_bench --smoke              # CI: small models and a small square, quick peaks
 //   scripts/bench_kernels.sh [--smoke] [OUTDIR]
 //
 // Case names: matmul.<shape>/<model>/<dtype>/<device>/<impl>; impl "brigade" (CPU), the kernel's name
-// (gemm_kernel_name: "naive", "tiled", "vectorized", "warptiled", "wmma", ...) or "cublas". Shapes of one GPT layer (N = B*T rows, D = C/H):
+// (matmul_kernel_name: "v1-naive", "v2-tiled", "v3-vectorized", "v4-warptiled", "v5-wmma", ...) or
+// "cublas". Shapes of one GPT layer (N = B*T rows, D = C/H):
 //   qkv      [N, C] x [C, 3C]          attn_proj [N, C] x [C, C]
 //   fc       [N, C] x [C, 4C]          fc_proj   [N, 4C] x [4C, C]
 //   logits   [N, C] x [V, C]^T (tied embedding)
 //   scores   [B*H, T, D] x [B*H, T, D]^T (batched)     att_v [B*H, T, T] x [B*H, T, D]
 //   square   n x n x n (4096 and 8192 on CUDA, where the peak is measured; 1024 on the CPU); on CUDA in
-//            bf16 also square<n>_bt, B stored [n, k] (the only layout v8 wgmma runs itself; it skips the rest)
+//            bf16 also square<n>_bt, B stored [n, k] (the only layout v8 wgmma runs itself; it skips
+//            the rest)
 // Work: 2 M N K FLOPs per product; bytes = each operand read once and C written once (the napkin lower
 // bound: a GEMM is compute-bound at these sizes, so pct_peak is against the compute peak).
 #include <benchmark/benchmark.h>
@@ -29,6 +31,7 @@
 #if BRIGADE_WITH_CUDA
 #include "kernels/backend.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/matmul_versions.h"
 #endif
 
 namespace {
@@ -141,7 +144,7 @@ void add_cuda(const Gemm& g, const std::string& model, DType dtype, const std::s
         if (kernel_index < 0) {
           kcuda::gemm_cublas(args);
         } else {
-          kcuda::gemm_native(args, static_cast<kcuda::GemmKernel>(kernel_index));
+          kcuda::gemm_native(args, static_cast<brigade::kernels::MatmulKernel>(kernel_index));
         }
       };
     });
@@ -169,13 +172,15 @@ void register_cuda() {
     std::vector<std::pair<std::string, Gemm>> dtype_cases = cases;
     if (dtype == brigade::kBFloat16) dtype_cases.insert(dtype_cases.end(), bt_squares.begin(), bt_squares.end());
     for (const auto& [model, g] : dtype_cases) {
-      for (kcuda::GemmKernel kernel : kcuda::all_gemm_kernels()) {
-        if (!kcuda::gemm_kernel_supports(kernel, dtype)) continue;
+      for (brigade::kernels::MatmulKernel kernel : brigade::kernels::all_matmul_kernels()) {
+        if (brigade::kernels::matmul_kernel_backend(kernel) != brigade::DeviceKind::CUDA) continue;
+        if (!brigade::kernels::matmul_kernel_supports(kernel, dtype)) continue;
         // v8 hands an untransposed B to v6 (wgmma_handles): a row under its name would be v6's time.
-        if (kernel == kcuda::GemmKernel::Wgmma && !g.trans_b) continue;
+        if (kernel == brigade::kernels::MatmulKernel::CudaWgmma && !g.trans_b) continue;
         // The naive kernel at 8192^3 takes seconds per call and teaches nothing new.
-        if (kernel == kcuda::GemmKernel::Naive && g.m * g.n * g.k > (int64_t{1} << 36)) continue;
-        add_cuda(g, model, dtype, kcuda::gemm_kernel_name(kernel), static_cast<int>(kernel));
+        if (kernel == brigade::kernels::MatmulKernel::CudaNaive && g.m * g.n * g.k > (int64_t{1} << 36))
+          continue;
+        add_cuda(g, model, dtype, brigade::kernels::matmul_kernel_name(kernel), static_cast<int>(kernel));
       }
       add_cuda(g, model, dtype, "cublas", -1);
     }

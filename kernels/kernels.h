@@ -4,7 +4,9 @@
 // throws a typed error naming the op and what it found, allocates its output on the inputs' device, and
 // runs the CPU backend (kernels/cpu/) or the hand-written CUDA kernel (kernels/cuda/) on the device's
 // current stream; both are tested against the plain loops of kernels/reference/. The differentiable
-// versions live in autograd/ops.h and call these.
+// versions live in autograd/ops.h and call these. Where an op has several kernel versions, the banner below
+// names each version's file and the kernels/<op>_versions.h that registers them (docs/ops.md lists them
+// all); the op runs the default version of its backend.
 //
 // Conventions
 //  - Floating ops accept float32, bfloat16 and float64 (float64 on the CPU only); bfloat16 math and
@@ -21,7 +23,9 @@
 
 namespace brigade::kernels {
 
-// ---- elementwise (kernels/elementwise.cpp, cpu/elementwise.cpp, cuda/elementwise.cu) ------------------
+// ---- elementwise ------------------------------------------------------------------------------------------
+// Dispatch elementwise.cpp. Versions (elementwise_versions.h): CPU v1-v2 cpu/elementwise.cpp (v2: AVX2
+// GELU); CUDA v1 cuda/elementwise.cu, v2 cuda/elementwise_vec.cu. Formulas: elementwise_formulas.h.
 enum class UnaryOp { Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, Abs };
 /// "neg", "exp", ... "gelu" (tanh form), "abs".
 const char* unary_op_name(UnaryOp op);
@@ -46,7 +50,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` where mask (broadcast to x) is non-zero.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
-// ---- reductions (reduce.cpp, cpu/reduce.cpp, cuda/reduce.cu) ------------------------------------------
+// ---- reductions -------------------------------------------------------------------------------------------
+// Dispatch reduce.cpp; one version per backend: cpu/reduce.cpp, cuda/reduce.cu.
 /// Sum over `dims` (empty: all dims). keepdim leaves size-1 dims in place.
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
@@ -56,7 +61,10 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 /// Sums a broadcast result back to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
-// ---- matmul (matmul.cpp, cpu/matmul.cpp, cuda/matmul.cu) ------------------------------------------------
+// ---- matmul -----------------------------------------------------------------------------------------------
+// Dispatch matmul.cpp. Versions (matmul_versions.h): CPU v1 cpu/matmul.cpp; CUDA v1-v2 cuda/matmul.cu,
+// v3-v4 cuda/matmul_sgemm.cu, v5 cuda/matmul_wmma.cu, v6 cuda/matmul_wmma_async.cu, v7 cuda/matmul_mma.cu,
+// v8 cuda/matmul_wgmma.cu; the cuBLAS baseline cuda/matmul_cublas.cu.
 /// Which implementation CUDA matmuls use: brigade's own kernel or cuBLAS (a baseline, for comparison).
 enum class MatmulBackend { Native, Cublas };
 void set_matmul_backend(MatmulBackend backend);
@@ -66,7 +74,9 @@ MatmulBackend matmul_backend();
 /// Operands whose last two dims are row- or column-major views are used without copying.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
-// ---- softmax (softmax.cpp, cpu/softmax.cpp, cuda/softmax.cu) -------------------------------------------
+// ---- softmax ----------------------------------------------------------------------------------------------
+// Dispatch softmax.cpp. Versions (softmax_versions.h): CPU v1 cpu/softmax.cpp; CUDA v1 cuda/softmax.cu,
+// v2 cuda/softmax_warp.cu.
 /// Softmax over the last dim (numerically stable: subtracts the row max).
 Tensor softmax(const Tensor& x);
 Tensor log_softmax(const Tensor& x);
@@ -75,7 +85,9 @@ Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);
 /// dx = dy - softmax(x) * sum(dy) with y = log_softmax(x).
 Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y);
 
-// ---- fused causal attention (attention.cpp, cpu/attention.cpp, cuda/attention.cu) ------------------------
+// ---- fused causal attention -------------------------------------------------------------------------------
+// Dispatch attention.cpp. Versions (attention_versions.h): CPU v1-v2 cpu/attention.cpp (v2: AVX2);
+// CUDA v1 cuda/attention.cu, v2 cuda/attention_flash.cu, v3-v4 cuda/attention_flash_tc.cu.
 /// Forward of causal scaled-dot-product attention, per batch b and head h:
 ///   s_ij = scale * q_i . k_j for j <= i (a query sees itself and the past; later keys are masked out)
 ///   lse_i = log sum_{j<=i} exp(s_ij),   out_i = sum_{j<=i} exp(s_ij - lse_i) v_j
@@ -107,7 +119,9 @@ void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Te
                                    const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
                                    const Tensor& dk, const Tensor& dv);
 
-// ---- layernorm (layernorm.cpp, cpu/layernorm.cpp, cuda/layernorm.cu) -----------------------------------
+// ---- layernorm --------------------------------------------------------------------------------------------
+// Dispatch layernorm.cpp. Versions (layernorm_versions.h): CPU v1 cpu/layernorm.cpp; CUDA v1
+// cuda/layernorm.cu, v2 cuda/layernorm_warp.cu.
 struct LayerNormOutput {
   Tensor y;     ///< same shape as x
   Tensor mean;  ///< x.shape without the last dim, float32 (float64 for float64 input)
@@ -123,14 +137,19 @@ struct LayerNormGrads {
 LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd, bool has_bias);
 
-// ---- embedding (embedding.cpp, cpu/embedding.cpp, cuda/embedding.cu) -----------------------------------
+// ---- embedding --------------------------------------------------------------------------------------------
+// Dispatch embedding.cpp; the forward has one version per backend (cpu/embedding.cpp,
+// cuda/embedding.cu). Backward versions (embedding_backward_versions.h): CPU v1 cpu/embedding.cpp; CUDA
+// v1-v2 cuda/embedding.cu.
 /// weight [V, C] gathered at ids (int32/int64, any shape) -> [..., C]. Throws ValueError for an id
 /// outside [0, V), naming the id and V.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// Scatter-add of grad_out [..., C] into a [V, C] gradient at ids.
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num_embeddings);
 
-// ---- loss (loss.cpp, cpu/loss.cpp, cuda/loss.cu) ------------------------------------------------------
+// ---- loss -------------------------------------------------------------------------------------------------
+// Dispatch loss.cpp. Cross-entropy versions (cross_entropy_versions.h): CPU v1 cpu/loss.cpp; CUDA v1-v2
+// cuda/loss.cu.
 struct CrossEntropyOutput {
   Tensor loss;         ///< 0-d float32 (float64 for float64 logits): mean over non-ignored targets
   Tensor grad_logits;  ///< d(loss)/d(logits), logits' shape and dtype (undefined unless asked for)
@@ -141,14 +160,17 @@ struct CrossEntropyOutput {
 CrossEntropyOutput cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                                  bool compute_grad = true);
 
-// ---- random, masks (random.cpp, cpu/random.cpp, cuda/random.cu) -----------------------------------------
+// ---- random, masks ----------------------------------------------------------------------------------------
+// Dispatch random.cpp; one version per backend: cpu/random.cpp, cuda/random.cu.
 /// x * mask / (1 - p) where mask[i] = uniform(state, i) >= p. The same state always gives the same mask,
 /// on CPU and CUDA, so backward (and recomputation) regenerates it instead of storing it.
 Tensor dropout(const Tensor& x, double p, const GeneratorState& state);
 /// [T, T] with 1 above the diagonal (positions a query must not see) and 0 elsewhere.
 Tensor causal_mask(int64_t T, TensorOptions options = {});
 
-// ---- optimizer math (optim.cpp, cpu/optim.cpp, cuda/optim.cu) -------------------------------------------
+// ---- optimizer math ---------------------------------------------------------------------------------------
+// Dispatch optim.cpp. AdamW versions (adamw_versions.h): CPU v1 cpu/optim.cpp; CUDA v1-v2
+// cuda/optim.cu. global_l2_norm: one version per backend (cpu/optim.cpp, cuda/optim.cu).
 struct AdamWStep {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   int64_t step = 1;  ///< 1-based, for bias correction

@@ -155,9 +155,10 @@ done
 log "kernel benchmarks: $bench_status ($bench_chart); $(grep -cE '^  [a-z_]+_bench: FAILED' "$OUT/bench_kernels.log" || true) failed suites"
 
 # ---- issue 5 (memory-bound kernels): each version as % of the copy rate at GPT-2 shapes (own timeout: 20 s) -----
-# No GPU time: reads the kernel bench JSON above. scripts/memory_bound_summary.py prints every version of
-# kernels/cuda/memory_kernels.h (elementwise and AdamW scalar/vector128, cross-entropy, embedding backward
-# atomic/sorted) in f32 and bf16 to memory_bound.txt; its last line (f32, v1 -> v2) goes into the summary.
+# No GPU time: reads the kernel bench JSON above. scripts/memory_bound_summary.py prints every CUDA version
+# of the memory-bound kernels (kernels/elementwise_versions.h and adamw_versions.h v1-scalar/v2-vector128,
+# cross_entropy_versions.h, embedding_backward_versions.h v1-atomic/v2-sorted) in f32 and bf16 to
+# memory_bound.txt; its last line (f32, v1 -> v2) goes into the summary.
 memory_bound="no result"
 if t=$(capped 20) && timeout "$t" python3 scripts/memory_bound_summary.py "$OUT"/bench/kernels-*.json \
      > "$OUT/memory_bound.txt" 2>&1; then

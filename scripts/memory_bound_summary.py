@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reads bench/kernels_bench JSON (Google Benchmark format) and prints each version of the memory-bound CUDA
-kernels of kernels/cuda/memory_kernels.h at GPT-2 shapes as a percent of the copy rate measured at the start
+kernels (kernels/elementwise_versions.h, adamw_versions.h, cross_entropy_versions.h,
+embedding_backward_versions.h) at GPT-2 shapes as a percent of the copy rate measured at the start
 of that run (the pct_peak counter: the roofline time over the measured time). The last line is a one-line
 brief for scripts/gpu_check.sh's summary: float32, v1 -> v2, per op. Issue 5 asks >= 85%.
 
@@ -9,16 +10,16 @@ Usage: scripts/memory_bound_summary.py kernels-*.json
 import json
 import sys
 
-# The versions' names (kernels/cuda/memory_kernels.h), v1 first in each pair.
+# The CUDA versions' names (their *_kernel_name in kernels/<op>_versions.h), v1 first in each pair.
 PAIRS = {
-    'gelu_fwd': ('scalar', 'vector128'),
-    'gelu_bwd': ('scalar', 'vector128'),
-    'residual_add': ('scalar', 'vector128'),
-    'bias_add': ('scalar', 'vector128'),
-    'add_inplace': ('scalar', 'vector128'),
-    'adamw': ('scalar', 'vector128'),
-    'cross_entropy': ('block_per_row', 'vector_row'),
-    'embedding_bwd': ('atomic', 'sorted'),
+    'gelu_fwd': ('v1-scalar', 'v2-vector128'),
+    'gelu_bwd': ('v1-scalar', 'v2-vector128'),
+    'residual_add': ('v1-scalar', 'v2-vector128'),
+    'bias_add': ('v1-scalar', 'v2-vector128'),
+    'add_inplace': ('v1-scalar', 'v2-vector128'),
+    'adamw': ('v1-scalar', 'v2-vector128'),
+    'cross_entropy': ('v1-block-per-row', 'v2-vector-row'),
+    'embedding_bwd': ('v1-atomic', 'v2-sorted'),
 }
 
 pct = {}  # (op, dtype, impl) -> percent of the copy rate
@@ -36,14 +37,14 @@ if not pct:
     print('no memory-bound version cases at gpt2 shapes on cuda in', ' '.join(sys.argv[1:]) or 'no files')
     sys.exit(1)
 
-print(f"{'op':<16}{'dtype':<6}{'v1':>22}{'v2':>22}")
+print(f"{'op':<16}{'dtype':<6}{'v1':>26}{'v2':>26}")
 for op, (v1, v2) in PAIRS.items():
     for dtype in ('f32', 'bf16'):
         a, b = pct.get((op, dtype, v1)), pct.get((op, dtype, v2))
         if a is None and b is None:
             continue
         show = lambda name, value: f"{name} {value:5.1f}%" if value is not None else f"{name}     -"
-        print(f"{op:<16}{dtype:<6}{show(v1, a):>22}{show(v2, b):>22}")
+        print(f"{op:<16}{dtype:<6}{show(v1, a):>26}{show(v2, b):>26}")
 
 brief = []
 for op, (v1, v2) in PAIRS.items():

@@ -20,10 +20,11 @@
 //             l; O_blk = P V (over j) / l
 //   backward  S again, P = exp(S - lse), dP = dO_blk V^T, dS = P (dP - delta) scale; dQ_blk = dS K,
 //             dK += dS^T Q_blk, dV += P^T dO_blk (each over the block's rows, Q_blk/dO_blk held in registers)
-// Vector code is written on GCC vector types (vector_math.h, including its exp, ~2 ulp) and compiled twice,
-// for baseline x86-64 (4 lanes) and AVX2 (8 lanes, picked at run time). No FMA, lane-wise operations only,
-// and every element summed in the same order (d ascending, j ascending, rows ascending), so both give the
-// same bits; row sums are scalar, j ascending.
+// Vector code is written on GCC vector types (vector_math.h, including its exp, ~2 ulp) and compiled twice:
+// version 1 for baseline x86-64 (4 lanes) and version 2 for AVX2 (8 lanes), AttentionKernel::CpuBaseline
+// and CpuAvx2 of kernels/attention_versions.h, whose default picks v2 where the CPU has AVX2. No FMA,
+// lane-wise operations only, and every element summed in the same order (d ascending, j ascending, rows
+// ascending), so both give the same bits; row sums are scalar, j ascending.
 // float64 (gradcheck's dtype, accuracy over speed): the same formulas row by row with libm's exp.
 //
 // Napkin math, per (b, h): forward 2 T(T+1)/2 D multiply-adds (scores + weighted sum), backward 5; the tiles
@@ -41,6 +42,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_versions.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/vector_math.h"
@@ -528,19 +530,22 @@ __attribute__((target("avx2"), noinline)) void backward_task_avx2(const Problem&
 }
 #endif
 
+/// v2 (AVX2, kernel CpuAvx2) where the CPU runs it, else v1 (baseline x86-64): the same bits either way.
 template <typename T>
-ForwardTask<T> pick_forward() {
+ForwardTask<T> pick_forward(AttentionKernel kernel) {
 #if BRIGADE_CPU_AVX2
-  if (detail::cpu_has_avx2()) return &forward_task_avx2<T>;
+  if (kernel == AttentionKernel::CpuAvx2 && detail::cpu_has_avx2()) return &forward_task_avx2<T>;
 #endif
+  (void)kernel;
   return &forward_task_baseline<T>;
 }
 
 template <typename T>
-BackwardTask<T> pick_backward() {
+BackwardTask<T> pick_backward(AttentionKernel kernel) {
 #if BRIGADE_CPU_AVX2
-  if (detail::cpu_has_avx2()) return &backward_task_avx2<T>;
+  if (kernel == AttentionKernel::CpuAvx2 && detail::cpu_has_avx2()) return &backward_task_avx2<T>;
 #endif
+  (void)kernel;
   return &backward_task_baseline<T>;
 }
 
@@ -550,23 +555,38 @@ Problem problem_of(const Tensor& q, double scale) {
 
 }  // namespace
 
-void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                              const Tensor& out, const Tensor& lse) {
+void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   double scale, const Tensor& out, const Tensor& lse) {
   const Problem pr = problem_of(q, scale);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention", [&] {
-    forward_all<scalar_t>(pick_forward<scalar_t>(), pr, Heads(q), Heads(k), Heads(v), Heads(out),
+    forward_all<scalar_t>(pick_forward<scalar_t>(kernel), pr, Heads(q), Heads(k), Heads(v), Heads(out),
                           lse.data<acc_t<scalar_t>>());
   });
+}
+
+void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Problem pr = problem_of(q, scale);
+  BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention_backward", [&] {
+    backward_all<scalar_t>(pick_backward<scalar_t>(kernel), pr, Heads(dout), Heads(q), Heads(k), Heads(v),
+                           Heads(out), lse.data<acc_t<scalar_t>>(), Heads(dq), Heads(dk), Heads(dv));
+  });
+}
+
+// ---- the backend entry points (kernels/backend.h): the default version ------------------------------------
+
+void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                              const Tensor& out, const Tensor& lse) {
+  cpu::causal_attention_forward_with(default_attention_kernel(DeviceKind::CPU, q.dtype(), q.size(3)), q, k, v,
+                                     scale, out, lse);
 }
 
 void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
                                const Tensor& dk, const Tensor& dv) {
-  const Problem pr = problem_of(q, scale);
-  BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention_backward", [&] {
-    backward_all<scalar_t>(pick_backward<scalar_t>(), pr, Heads(dout), Heads(q), Heads(k), Heads(v),
-                           Heads(out), lse.data<acc_t<scalar_t>>(), Heads(dq), Heads(dk), Heads(dv));
-  });
+  cpu::causal_attention_backward_with(default_attention_kernel(DeviceKind::CPU, q.dtype(), q.size(3)), dout,
+                                      q, k, v, out, lse, scale, dq, dk, dv);
 }
 
 }  // namespace brigade::kernels::cpu

@@ -6,7 +6,8 @@
 // runs over the runs of tensor/strided_loop.h: a contiguous operand, a row vector broadcast over a matrix
 // (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
 // vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
-// kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2) instead of libm's tanhf.
+// kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2: ElementwiseKernel::CpuAvx2, v2)
+// instead of libm's tanhf.
 
 // The 8-lane templates of vector_math.h are always inlined into this file's AVX2 functions, so the ABI
 // g++ warns about (a 32-byte vector returned without AVX) is never used. Before the includes: the warning
@@ -21,6 +22,7 @@
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/elementwise_formulas.h"
+#include "kernels/elementwise_versions.h"
 #include "tensor/strided_loop.h"
 
 namespace brigade::kernels::cpu {
@@ -200,23 +202,35 @@ __attribute__((target("avx2"))) void gelu_grad_array_avx2(float* out, const floa
 }
 #endif
 
-void gelu_array(float* out, const float* a, int64_t n) {
+/// Whether `kernel` (a CPU ElementwiseKernel) runs the 8-lane AVX2 GELU here: v2 on a CPU with AVX2.
+bool runs_avx2(ElementwiseKernel kernel) {
 #if BRIGADE_CPU_AVX2
-  if (detail::cpu_has_avx2()) return gelu_array_avx2(out, a, n);
+  return kernel == ElementwiseKernel::CpuAvx2 && detail::cpu_has_avx2();
+#else
+  (void)kernel;
+  return false;
 #endif
+}
+
+void gelu_array(float* out, const float* a, int64_t n, bool avx2) {
+#if BRIGADE_CPU_AVX2
+  if (avx2) return gelu_array_avx2(out, a, n);
+#endif
+  (void)avx2;
   detail::gelu_array<detail::f32x4>(out, a, n);
 }
 
-void gelu_grad_array(float* out, const float* g, const float* a, int64_t n) {
+void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, bool avx2) {
 #if BRIGADE_CPU_AVX2
-  if (detail::cpu_has_avx2()) return gelu_grad_array_avx2(out, g, a, n);
+  if (avx2) return gelu_grad_array_avx2(out, g, a, n);
 #endif
+  (void)avx2;
   detail::gelu_grad_array<detail::f32x4>(out, g, a, n);
 }
 
 // GELU in float32: contiguous runs through gelu_array; strided ones run the same vector code on one lane,
 // so every layout gives the same bits.
-void gelu_float32(const Tensor& x, const Tensor& out) {
+void gelu_float32(const Tensor& x, const Tensor& out, bool avx2) {
   const float* xp = ptr<const float>(x);
   float* op = ptr<float>(out);
   for_each_run<2>(out.shape(), {&out.strides(), &x.strides()}, kParallelGrain,
@@ -224,14 +238,14 @@ void gelu_float32(const Tensor& x, const Tensor& out) {
                     float* o = op + off[0];
                     const float* a = xp + off[1];
                     if (st[0] == 1 && st[1] == 1) {
-                      gelu_array(o, a, n);
+                      gelu_array(o, a, n, avx2);
                     } else {
                       for (int64_t k = 0; k < n; ++k) o[k * st[0]] = detail::gelu_float(a[k * st[1]]);
                     }
                   });
 }
 
-void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& out) {
+void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& out, bool avx2) {
   const float* gp = ptr<const float>(grad_y);
   const float* xp = ptr<const float>(x);
   float* op = ptr<float>(out);
@@ -241,7 +255,7 @@ void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& 
                     const float* g = gp + off[1];
                     const float* a = xp + off[2];
                     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                      gelu_grad_array(o, g, a, n);
+                      gelu_grad_array(o, g, a, n, avx2);
                     } else {
                       for (int64_t k = 0; k < n; ++k) {
                         o[k * st[0]] = detail::gelu_grad_float(g[k * st[1]], a[k * st[2]]);
@@ -251,10 +265,10 @@ void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& 
 }
 
 template <typename T>
-void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out) {
+void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, bool avx2) {
   using A = acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::Gelu) return gelu_float32(x, out);
+    if (op == UnaryOp::Gelu) return gelu_float32(x, out, avx2);
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(
@@ -263,10 +277,10 @@ void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out) {
 
 template <typename T>
 void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y,
-                         const Tensor& out) {
+                         const Tensor& out, bool avx2) {
   using A = acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::Gelu) return gelu_backward_float32(grad_y, x, out);
+    if (op == UnaryOp::Gelu) return gelu_backward_float32(grad_y, x, out, avx2);
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(op, [&](auto k) {
@@ -336,13 +350,26 @@ void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, const Tens
 
 }  // namespace
 
+void unary_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& x, const Tensor& out) {
+  const bool avx2 = runs_avx2(kernel);
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_impl<scalar_t>(op, x, out, avx2); });
+}
+
+void unary_backward_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& grad_y, const Tensor& x,
+                         const Tensor& y, const Tensor& out) {
+  const bool avx2 = runs_avx2(kernel);
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op),
+                            [&] { unary_backward_impl<scalar_t>(op, grad_y, x, y, out, avx2); });
+}
+
+// ---- the backend entry points (kernels/backend.h): the default version (binary ops: one version) --------
+
 void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_impl<scalar_t>(op, x, out); });
+  cpu::unary_with(default_elementwise_kernel(DeviceKind::CPU), op, x, out);
 }
 
 void unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y, const Tensor& out) {
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op),
-                            [&] { unary_backward_impl<scalar_t>(op, grad_y, x, y, out); });
+  cpu::unary_backward_with(default_elementwise_kernel(DeviceKind::CPU), op, grad_y, x, y, out);
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {

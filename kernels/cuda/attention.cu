@@ -1,5 +1,6 @@
 // Fused causal attention on CUDA, version 1: the simple, obviously-right kernels (kernels.h:
-// causal_attention). The fast flash-attention kernels live beside these; v1 stays as the readable baseline.
+// causal_attention; AttentionKernel::CudaSimple, kernels/attention_versions.h, the default). The fast
+// flash-attention kernels live beside these; v1 stays as the readable baseline.
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] (stride 1 on D, other strides arbitrary), lse [B, H, T]
 //   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),  out_i = sum_j exp(s_ij - lse_i)
@@ -25,10 +26,12 @@
 // values per query -> ~T^2 D B H * 4 B of traffic for float32, i.e. ~1 flop per byte: memory/L2 bound at
 // ~4 TFLOP/s even if L2 serves it all, ~6% of fp32 peak. GPT-2 small (B 8, H 12, T 1024, D 64): 13 GFLOP
 // forward -> ~3 ms at best; backward recomputes the scores twice and does 3 more products: ~4x that.
-// The flash version (tiles of queries sharing each loaded key tile in shared memory) is the fix.
+// Next: v2 (kernels/cuda/attention_flash.cu), tiles of 64 queries sharing each loaded key tile in shared
+// memory (64x less K/V traffic), is the fix.
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_heads.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/v1_launchers.h"
 
 namespace brigade::kernels::cuda {
 namespace {
@@ -201,8 +204,8 @@ size_t shared_bytes_for(const char* op, const void* kernel, int64_t values, size
 
 }  // namespace
 
-void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                              const Tensor& out, const Tensor& lse) {
+void causal_attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                 const Tensor& out, const Tensor& lse) {
   const int64_t H = q.size(1), Tn = q.size(2), D = q.size(3), BH = q.size(0) * H;
   cudaStream_t stream = stream_for(q);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention", [&] {
@@ -217,9 +220,9 @@ void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   });
 }
 
-void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
-                               const Tensor& dk, const Tensor& dv) {
+void causal_attention_backward_v1(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv) {
   const int64_t H = q.size(1), Tn = q.size(2), D = q.size(3), BH = q.size(0) * H;
   cudaStream_t stream = stream_for(q);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention_backward", [&] {

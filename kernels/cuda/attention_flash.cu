@@ -1,5 +1,7 @@
 // Fused causal attention on CUDA, version 2: flash-attention tiles (v1, one row per block, is
-// kernels/cuda/attention.cu; kernels/cuda/attention_flash.h selects between them).
+// kernels/cuda/attention.cu; v3 and v4 are kernels/cuda/attention_flash_tc.cu; the versions are registered in
+// kernels/attention_versions.h). This file also holds the version dispatch (cuda::causal_attention_*_with)
+// and the backend entry points, which run the default.
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] (stride 1 on D, other strides arbitrary), lse [B, H, T]
 //   forward   s_ij = scale q_i.k_j (j <= i),  lse_i = log sum_j exp(s_ij),
@@ -43,19 +45,21 @@
 //   fp32 peak; K/V traffic per block is (T/2) * 2 * D * 4 B, once per 64 queries instead of once per query as
 //   in v1 (64x less L2 traffic), so the kernel is FFMA bound: expect ~30-50% of the fp32 peak (the softmax
 //   and the transposing stores cost issue slots). The backward does 2.5x the forward's FLOPs (S, dP, dV,
-//   dK in one kernel, S, dP, dQ in the other: 7 products of T^2/2 x D vs 2). The step to the issue's
-//   target (FlashAttention-3 level) is bf16 tensor cores (mma.sync, then wgmma), docs/kernels.md.
-//   Not yet measured.
+//   dK in one kernel, S, dP, dQ in the other: 7 products of T^2/2 x D vs 2). Not yet measured.
+//
+// Next: v3 (kernels/cuda/attention_flash_tc.cu) runs every product on the bf16 tensor cores (WMMA): the
+//   step towards FlashAttention-3's level (mma.sync, then wgmma), docs/kernels.md.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention_versions.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/attention_flash_tc.h"
 #include "kernels/cuda/attention_heads.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/v1_launchers.h"
 #include "tensor/cuda/cuda_check.h"
 
 namespace brigade::kernels::cuda {
@@ -472,48 +476,25 @@ void dispatch_flash(DType dtype, int64_t D, Fn fn) {
   }
 }
 
+/// Whether `kernel` is one of the flash versions (v2-v4) and runs these inputs itself (else v1 runs them).
+bool runs_flash(AttentionKernel kernel, const Tensor& q) {
+  const bool flash = kernel == AttentionKernel::CudaFlash || kernel == AttentionKernel::CudaFlashTensorCore ||
+                     kernel == AttentionKernel::CudaFlashTensorCoreAsync;
+  return flash && attention_kernel_supports(kernel, q.dtype(), q.size(3));
+}
+
 }  // namespace
-
-const char* attention_kernel_name(AttentionKernel kernel) {
-  switch (kernel) {
-    case AttentionKernel::Simple:
-      return "simple";
-    case AttentionKernel::Flash:
-      return "flash";
-    case AttentionKernel::FlashTensorCore:
-      return "flash_tc";
-    case AttentionKernel::FlashTensorCoreAsync:
-      return "flash_tc_async";
-  }
-  return "unknown";
-}
-
-const std::vector<AttentionKernel>& all_attention_kernels() {
-  static const std::vector<AttentionKernel> kernels = {AttentionKernel::Simple, AttentionKernel::Flash,
-                                                       AttentionKernel::FlashTensorCore,
-                                                       AttentionKernel::FlashTensorCoreAsync};
-  return kernels;
-}
-
-bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim) {
-  if (kernel == AttentionKernel::Simple) return dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat64;
-  const bool flash_dim = head_dim == 64 || head_dim == 128;
-  const bool tensor_cores =
-      kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync;
-  if (tensor_cores) return dtype == kBFloat16 && flash_dim;
-  return (dtype == kFloat32 || dtype == kBFloat16) && flash_dim;
-}
 
 void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
                                    double scale, const Tensor& out, const Tensor& lse) {
-  if (!attention_kernel_supports(kernel, q.dtype(), q.size(3)) || kernel == AttentionKernel::Simple) {
-    causal_attention_forward(q, k, v, scale, out, lse);
+  if (!runs_flash(kernel, q)) {
+    causal_attention_forward_v1(q, k, v, scale, out, lse);
     return;
   }
   if (q.numel() == 0) return;
-  if (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) {
+  if (kernel == AttentionKernel::CudaFlashTensorCore || kernel == AttentionKernel::CudaFlashTensorCoreAsync) {
     attention_detail::flash_tc_forward(q, k, v, scale, out, lse,
-                                       kernel == AttentionKernel::FlashTensorCoreAsync);
+                                       kernel == AttentionKernel::CudaFlashTensorCoreAsync);
     return;
   }
   cudaStream_t stream = stream_for(q);
@@ -524,20 +505,35 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
 void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                                     double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  if (!attention_kernel_supports(kernel, q.dtype(), q.size(3)) || kernel == AttentionKernel::Simple) {
-    causal_attention_backward(dout, q, k, v, out, lse, scale, dq, dk, dv);
+  if (!runs_flash(kernel, q)) {
+    causal_attention_backward_v1(dout, q, k, v, out, lse, scale, dq, dk, dv);
     return;
   }
   if (q.numel() == 0) return;
-  if (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) {
+  if (kernel == AttentionKernel::CudaFlashTensorCore || kernel == AttentionKernel::CudaFlashTensorCoreAsync) {
     attention_detail::flash_tc_backward(dout, q, k, v, out, lse, scale, dq, dk, dv,
-                                        kernel == AttentionKernel::FlashTensorCoreAsync);
+                                        kernel == AttentionKernel::CudaFlashTensorCoreAsync);
     return;
   }
   cudaStream_t stream = stream_for(q);
   dispatch_flash(q.dtype(), q.size(3), [&]<typename T, int D>() {
     backward_flash<T, D>(dout, q, k, v, out, lse, scale, dq, dk, dv, stream);
   });
+}
+
+// ---- the backend entry points (kernels/backend.h): the default version ------------------------------------
+
+void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                              const Tensor& out, const Tensor& lse) {
+  cuda::causal_attention_forward_with(default_attention_kernel(DeviceKind::CUDA, q.dtype(), q.size(3)), q, k,
+                                      v, scale, out, lse);
+}
+
+void causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
+                               const Tensor& dk, const Tensor& dv) {
+  cuda::causal_attention_backward_with(default_attention_kernel(DeviceKind::CUDA, q.dtype(), q.size(3)), dout,
+                                       q, k, v, out, lse, scale, dq, dk, dv);
 }
 
 }  // namespace brigade::kernels::cuda

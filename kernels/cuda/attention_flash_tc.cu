@@ -1,6 +1,7 @@
 // Fused causal attention on CUDA, versions 3 and 4: flash attention with every product on the tensor cores
-// (v1 kernels/cuda/attention.cu, v2 kernels/cuda/attention_flash.cu; attention_flash.h selects). v4 is v3
-// with the streamed tiles double-buffered by cp.async (the template flag kAsync; see "v4" below).
+// (v1 kernels/cuda/attention.cu, v2 kernels/cuda/attention_flash.cu; kernels/attention_versions.h registers
+// them). v4 is v3 with the streamed tiles double-buffered by cp.async (the template flag kAsync; see "v4"
+// below).
 //
 //   q, k, v, out, dout, dq, dk, dv [B, H, T, D] bfloat16 (stride 1 on D, other strides arbitrary),
 //   lse [B, H, T] float32; D = 64 or 128 (a template parameter). Same math and lse contract as v2:
@@ -64,6 +65,10 @@
 //   specialisation) ~75%. The backward executes 7 products of the forward's size (S^T, dP^T, dV, dK; S,
 //   dP, dQ) against the forward's 2, of which 5 are needed: S and dP are computed in both kernels to keep
 //   dQ free of atomics. Compiled and emulated on a CPU; not yet run on a GPU.
+//
+// Next (not written yet): mma.sync fed by ldmatrix (kernels/cuda/mma_ptx.cuh) keeps S in registers with a
+//   known layout and drops the scratch round trip; then wgmma, TMA and warp specialisation
+//   (FlashAttention-3), docs/kernels.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>

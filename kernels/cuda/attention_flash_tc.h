@@ -1,8 +1,9 @@
 // Causal attention versions 3 and 4 (kernels/cuda/attention_flash_tc.cu): flash attention with the products
 // on the tensor cores (WMMA, bf16 in, fp32 accumulate); v4 (`pipelined`) prefetches the next streamed tile
 // with cp.async into a second shared buffer. Internal to the CUDA backend: reached through
-// causal_attention_forward_with / causal_attention_backward_with (kernels/cuda/attention_flash.h) with
-// AttentionKernel::FlashTensorCore or FlashTensorCoreAsync, which check attention_kernel_supports first.
+// causal_attention_forward_with / causal_attention_backward_with (kernels/attention_versions.h) with
+// AttentionKernel::CudaFlashTensorCore or CudaFlashTensorCoreAsync, which check attention_kernel_supports
+// first.
 // Plain C++ (no CUDA headers). The argument contract is the backend's (kernels/backend.h).
 #pragma once
 

@@ -7,8 +7,8 @@
 // The op is a kernel argument and the switch on it is uniform across the grid (no divergence).
 // Math happens in acc_t: float for float32/bfloat16, double for float64; the scalar formulas are
 // kernels/elementwise_formulas.h, the same code as the CPU backend's.
-// kernels/cuda/elementwise_vec.cu is version 2 (128-bit loads and stores); kernels/cuda/memory_kernels.h
-// selects between them.
+// This is version 1 (ElementwiseKernel::CudaScalar, kernels/elementwise_versions.h). v2 improves: 16-byte
+// loads and stores, kernels/cuda/elementwise_vec.cu, which falls back here for the layouts it does not take.
 //
 // Napkin math (H200, ~4.3 TB/s): memory-bound, ~1 FLOP per byte at most. A float32 unary op over
 // N = 64M elements moves 2 x 4 x 64M = 512 MiB -> ~125 us; a binary op 768 MiB -> ~190 us; bfloat16 halves
@@ -16,7 +16,7 @@
 // memory for <= 4 dims).
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/memory_kernels.h"
+#include "kernels/cuda/v1_launchers.h"
 #include "kernels/elementwise_formulas.h"
 
 namespace brigade::kernels::cuda {
@@ -102,7 +102,7 @@ bool backward_needs_y(UnaryOp op) {
 
 }  // namespace
 
-// v1 entry points (memory_kernels.h); the backend functions unary, binary, ... are in elementwise_vec.cu.
+// v1 entry points (v1_launchers.h); the backend functions unary, binary, ... are in elementwise_vec.cu.
 
 void unary_v1(UnaryOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = out.numel();

@@ -1,6 +1,6 @@
 // Elementwise kernels, version 2: unary, unary backward, binary and binary-with-scalar on contiguous tensors
-// with 16-byte loads and stores (v1, one element per thread with any strides, is elementwise.cu;
-// kernels/cuda/memory_kernels.h selects between them). The backend entry points (kernels/backend.h: unary,
+// with 16-byte loads and stores (v1, one element per thread with any strides, is elementwise.cu; the versions
+// are registered in kernels/elementwise_versions.h). The backend entry points (kernels/backend.h: unary,
 // unary_backward, binary, binary_scalar) live here and run v2, which falls back to v1 for the layouts it
 // does not take.
 //
@@ -21,15 +21,16 @@
 //     ~20 FLOP/elt incl. one expf -> 0.5 GFLOP, nowhere near the FP32/SFU roofs. bfloat16: 24 us.
 //   GELU backward: read dy, x, write dx: 12 B/elt -> 302 MB -> 70 us.
 //   bias add [N, F] + [F]: 8 B/elt -> 47 us; residual add [N, C]: 12 B/elt, 75 MB -> 18 us.
-//   Target (issue 5): >= 85% of the measured copy rate. v1 issues 4-byte (2-byte for bf16) accesses: 4x
+//   Target: >= 85% of the measured copy rate. v1 issues 4-byte (2-byte for bf16) accesses: 4x
 //   (8x) the memory instructions of v2 for the same bytes. Not yet measured on a GPU.
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/memory_kernels.h"
+#include "kernels/cuda/v1_launchers.h"
 #include "kernels/cuda/vec128.cuh"
 #include "kernels/elementwise_formulas.h"
+#include "kernels/elementwise_versions.h"
 
 namespace brigade::kernels::cuda {
 namespace {
@@ -37,9 +38,6 @@ namespace {
 using formulas::apply_binary;
 using formulas::apply_unary;
 using formulas::apply_unary_grad;
-
-/// The elementwise version the backend entry points run.
-constexpr ElementwiseKernel kDefaultElementwiseKernel = ElementwiseKernel::Vector128;
 
 /// An input of a binary op: period 0: element i is data[i] (moved in packs); period P > 0: element i is
 /// data[i % P] (a broadcast block, read element by element).
@@ -188,20 +186,10 @@ unsigned vec_blocks(int64_t n) {
 
 }  // namespace
 
-const char* elementwise_kernel_name(ElementwiseKernel kernel) {
-  return kernel == ElementwiseKernel::Vector128 ? "vector128" : "scalar";
-}
-
-const std::vector<ElementwiseKernel>& all_elementwise_kernels() {
-  static const std::vector<ElementwiseKernel> kernels = {ElementwiseKernel::Scalar,
-                                                         ElementwiseKernel::Vector128};
-  return kernels;
-}
-
 void unary_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& x, const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  const int64_t head = kernel == ElementwiseKernel::Vector128 ? vec_head(out, {&x}) : -1;
+  const int64_t head = kernel == ElementwiseKernel::CudaVector128 ? vec_head(out, {&x}) : -1;
   if (head < 0) return unary_v1(op, x, out);
   cudaStream_t stream = stream_for(out);
   BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] {
@@ -220,7 +208,7 @@ void unary_backward_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& gra
   BRIGADE_CHECK(!needs_x || x.defined(), name, "_backward: the input x is required");
   BRIGADE_CHECK(!needs_y || y.defined(), name, "_backward: the output y is required");
   int64_t head = -1;
-  if (kernel == ElementwiseKernel::Vector128) {
+  if (kernel == ElementwiseKernel::CudaVector128) {
     head = needs_x && needs_y ? vec_head(out, {&grad_y, &x, &y})
            : needs_x          ? vec_head(out, {&grad_y, &x})
            : needs_y          ? vec_head(out, {&grad_y, &y})
@@ -241,7 +229,7 @@ void binary_with(ElementwiseKernel kernel, BinaryOp op, const Tensor& a, const T
   if (n == 0) return;
   int64_t head = -1;
   const int64_t period_a = operand_period(a, n), period_b = operand_period(b, n);
-  if (kernel == ElementwiseKernel::Vector128 && period_a >= 0 && period_b >= 0) {
+  if (kernel == ElementwiseKernel::CudaVector128 && period_a >= 0 && period_b >= 0) {
     head = period_a == 0 && period_b == 0 ? vec_head(out, {&a, &b})
            : period_a == 0                ? vec_head(out, {&a})
            : period_b == 0                ? vec_head(out, {&b})
@@ -261,7 +249,7 @@ void binary_scalar_with(ElementwiseKernel kernel, BinaryOp op, const Tensor& a, 
                         bool scalar_first, const Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  const int64_t head = kernel == ElementwiseKernel::Vector128 ? vec_head(out, {&a}) : -1;
+  const int64_t head = kernel == ElementwiseKernel::CudaVector128 ? vec_head(out, {&a}) : -1;
   if (head < 0) return binary_scalar_v1(op, a, scalar, scalar_first, out);
   cudaStream_t stream = stream_for(out);
   BRIGADE_DISPATCH_FLOATING(out.dtype(), binary_op_name(op), [&] {
@@ -275,19 +263,19 @@ void binary_scalar_with(ElementwiseKernel kernel, BinaryOp op, const Tensor& a, 
 // ---- the backend entry points ----------------------------------------------------------------------------
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
-  unary_with(kDefaultElementwiseKernel, op, x, out);
+  cuda::unary_with(default_elementwise_kernel(DeviceKind::CUDA), op, x, out);
 }
 
 void unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y, const Tensor& out) {
-  unary_backward_with(kDefaultElementwiseKernel, op, grad_y, x, y, out);
+  cuda::unary_backward_with(default_elementwise_kernel(DeviceKind::CUDA), op, grad_y, x, y, out);
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  binary_with(kDefaultElementwiseKernel, op, a, b, out);
+  cuda::binary_with(default_elementwise_kernel(DeviceKind::CUDA), op, a, b, out);
 }
 
 void binary_scalar(BinaryOp op, const Tensor& a, double scalar, bool scalar_first, const Tensor& out) {
-  binary_scalar_with(kDefaultElementwiseKernel, op, a, scalar, scalar_first, out);
+  cuda::binary_scalar_with(default_elementwise_kernel(DeviceKind::CUDA), op, a, scalar, scalar_first, out);
 }
 
 }  // namespace brigade::kernels::cuda

@@ -14,7 +14,7 @@
 //    Accumulating in float avoids bf16 rounding at every repeated id; the price is 4*V*C bytes of scratch.
 // Determinism: floating-point atomics add in the order the threads arrive, so a row hit by several ids can
 // differ in the last bits between runs (float32: relative ~1e-7 per add). Rows hit once are exact.
-// That is backward v1 (EmbeddingBackwardKernel::Atomic in memory_kernels.h).
+// That is backward v1 (EmbeddingBackwardKernel::CudaAtomic in kernels/embedding_backward_versions.h).
 //
 // Backward v2 (Sorted, the default): deterministic, and the CPU backend's sums exactly (bit for bit):
 //  1. bucket_count_kernel: counts[id] += 1 per position (integer atomics: the counts do not depend on order).
@@ -41,7 +41,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/memory_kernels.h"
+#include "kernels/embedding_backward_versions.h"
 #include "tensor/device_ops.h"
 
 namespace brigade::kernels::cuda {
@@ -315,24 +315,16 @@ void embedding_backward_sorted(const Tensor& grad_out, const Tensor& ids, const 
 
 }  // namespace
 
-const char* embedding_backward_kernel_name(EmbeddingBackwardKernel kernel) {
-  return kernel == EmbeddingBackwardKernel::Sorted ? "sorted" : "atomic";
-}
-
-const std::vector<EmbeddingBackwardKernel>& all_embedding_backward_kernels() {
-  static const std::vector<EmbeddingBackwardKernel> kernels = {EmbeddingBackwardKernel::Atomic,
-                                                               EmbeddingBackwardKernel::Sorted};
-  return kernels;
-}
-
 void embedding_backward_with(EmbeddingBackwardKernel kernel, const Tensor& grad_out, const Tensor& ids,
                              const Tensor& grad_weight) {
-  if (kernel == EmbeddingBackwardKernel::Sorted) return embedding_backward_sorted(grad_out, ids, grad_weight);
+  if (kernel == EmbeddingBackwardKernel::CudaSorted)
+    return embedding_backward_sorted(grad_out, ids, grad_weight);
   embedding_backward_atomic(grad_out, ids, grad_weight);
 }
 
 void embedding_backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_weight) {
-  embedding_backward_with(EmbeddingBackwardKernel::Sorted, grad_out, ids, grad_weight);
+  cuda::embedding_backward_with(default_embedding_backward_kernel(DeviceKind::CUDA), grad_out, ids,
+                                grad_weight);
 }
 
 }  // namespace brigade::kernels::cuda

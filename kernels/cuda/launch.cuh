@@ -61,6 +61,12 @@ inline int row_threads(int64_t cols) {
   return static_cast<int>(std::clamp<int64_t>(threads, kWarpSize, kMaxRowThreads));
 }
 
+/// t's data as T, or nullptr for an undefined t (the optional operands: weight, bias, dweight, ...).
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 /// Makes `t`'s device current for this thread and returns that device's current stream.
 inline cudaStream_t stream_for(const Tensor& t) {
   BRIGADE_CHECK_DEVICE(t.device().is_cuda(), "CUDA kernel called with a tensor on ", t.device().str());
@@ -180,6 +186,14 @@ struct MinOp {
   template <typename A>
   __device__ A operator()(A a, A b) const {
     return b < a ? b : a;
+  }
+};
+/// A NaN b is dropped (a NaN a is kept): a kernel that must propagate NaN carries it another way (the
+/// softmax's sum of exp does).
+struct MaxOp {
+  template <typename A>
+  __device__ A operator()(A a, A b) const {
+    return b > a ? b : a;
   }
 };
 

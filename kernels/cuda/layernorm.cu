@@ -1,5 +1,7 @@
-// LayerNorm over the last dim on CUDA. x, y, dy, dx are [R, C] contiguous; weight, bias [C] (or undefined);
-// mean, rstd [R] in acc_t (float32, float64 for float64 x); dweight, dbias [C] in acc_t (or undefined).
+// LayerNorm over the last dim on CUDA, version 1 (LayerNormKernel::CudaBlockPerRow,
+// kernels/layernorm_versions.h; the default). x, y, dy, dx are [R, C] contiguous; weight, bias [C] (or
+// undefined); mean, rstd [R] in acc_t (float32, float64 for float64 x); dweight, dbias [C] in acc_t (or
+// undefined).
 //
 //   forward:  mean = sum(x) / C, var = sum((x - mean)^2) / C (two passes: no cancellation),
 //             rstd = 1 / sqrt(var + eps), y = (x - mean) * rstd * w + b
@@ -11,14 +13,18 @@
 //  - layernorm_forward_kernel, layernorm_dx_kernel: one block per row, row_threads(C) threads, block_reduce.
 //  - dweight/dbias, deterministically (no float atomics): layernorm_param_partials_kernel runs a
 //    (ceil(C/256), P) grid; block (cx, p) sums rows [p*R/P, (p+1)*R/P) for 256 columns (coalesced reads of
-//    dy and x rows) into a [P, C] scratch; layernorm_param_finish_kernel then sums the P partials of each
-//    column in order. P = min(R, 128) depends only on R, so the result is bitwise reproducible.
+//    dy and x rows) into a [P, C] scratch; column_sum_kernel then sums the P partials of each column in
+//    order. P = min(R, 128) depends only on R, so the result is bitwise reproducible.
 //
 // Napkin math (H200, ~4.3 TB/s), float32, R = 8192, C = 768 (6.3M elements):
 //   forward reads x 3 times (the last two mostly from L2) and writes y: ~16 B/elt -> 100 MB -> ~25 us.
 //   backward reads dy, x twice for dx and once more for the parameter partials: ~28 B/elt -> ~40 us.
+//
+// Next: v2 (kernels/cuda/layernorm_warp.cu) gives each row of up to 1024 elements to one warp that holds
+// it in registers (one read of the row, shuffles only) and sums the parameter gradients in the same sweep.
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/v1_launchers.h"
 
 namespace brigade::kernels::cuda {
 namespace {
@@ -143,19 +149,10 @@ __global__ void column_sum_kernel(const A* __restrict__ partial, A* __restrict__
   }
 }
 
-template <typename T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-template <typename T>
-T* mutable_data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
-void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                       const Tensor& mean, const Tensor& rstd) {
+void layernorm_forward_v1(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   const int64_t R = mean.numel();
   if (R == 0) return;
   const int64_t C = x.size(-1);
@@ -169,8 +166,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
   });
 }
 
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+void layernorm_backward_v1(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   const int64_t R = mean.numel();
   const int64_t C = x.size(-1);
   cudaStream_t stream = stream_for(x);
@@ -194,10 +191,9 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     Tensor dweight_partial = dweight.defined() ? empty({P, C}, scratch_options) : Tensor();
     Tensor dbias_partial = dbias.defined() ? empty({P, C}, scratch_options) : Tensor();
     dim3 grid(static_cast<unsigned>((C + kParamThreads - 1) / kParamThreads), static_cast<unsigned>(P));
-    layernorm_param_partials_kernel<scalar_t>
-        <<<grid, kParamThreads, 0, stream>>>(dy.data<scalar_t>(), x.data<scalar_t>(), mean.data<A>(),
-                                             rstd.data<A>(), mutable_data_or_null<A>(dweight_partial),
-                                             mutable_data_or_null<A>(dbias_partial), R, C, rows_per_partial);
+    layernorm_param_partials_kernel<scalar_t><<<grid, kParamThreads, 0, stream>>>(
+        dy.data<scalar_t>(), x.data<scalar_t>(), mean.data<A>(), rstd.data<A>(),
+        data_or_null<A>(dweight_partial), data_or_null<A>(dbias_partial), R, C, rows_per_partial);
     BRIGADE_CUDA_CHECK_LAUNCH("layernorm_param_partials_kernel");
     if (dweight.defined()) {
       column_sum_kernel<A><<<grid_for(C, kParamThreads), kParamThreads, 0, stream>>>(

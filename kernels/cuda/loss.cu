@@ -12,7 +12,8 @@
 //  2. cross_entropy_kernel: one block per row (grid-stride beyond 65535 rows), row_threads(V) threads. One
 //     online pass computes (max, sum) (MaxSum in launch.cuh), a second pass writes the gradient row.
 //     Deterministic (fixed reduction order).
-//  2'. cross_entropy_vec_kernel (v2, CrossEntropyKernel::VectorRow in memory_kernels.h; opt-in): the same
+//  2'. cross_entropy_vec_kernel (v2, CrossEntropyKernel::CudaVectorRow in kernels/cross_entropy_versions.h;
+//  opt-in): the same
 //     two passes with 16-byte loads and stores (4 float / 8 bf16 / 2 double per access). A row of odd V
 //     starts anywhere, so each row is cut into a scalar head up to its first 16-byte boundary, whole packs,
 //     and a scalar tail; the gradient row must share the logits row's alignment (host check, else v1).
@@ -28,8 +29,8 @@
 #include <climits>
 
 #include "kernels/backend.h"
+#include "kernels/cross_entropy_versions.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/memory_kernels.h"
 #include "kernels/cuda/vec128.cuh"
 #include "tensor/device_ops.h"
 
@@ -144,20 +145,10 @@ __global__ void __launch_bounds__(kMaxVecRowThreads)
 }
 }  // namespace
 
-const char* cross_entropy_kernel_name(CrossEntropyKernel kernel) {
-  return kernel == CrossEntropyKernel::VectorRow ? "vector_row" : "block_per_row";
-}
-
-const std::vector<CrossEntropyKernel>& all_cross_entropy_kernels() {
-  static const std::vector<CrossEntropyKernel> kernels = {CrossEntropyKernel::BlockPerRow,
-                                                          CrossEntropyKernel::VectorRow};
-  return kernels;
-}
-
 int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                       const Tensor& row_loss, const Tensor& grad, int64_t* count) {
-  return cross_entropy_with(CrossEntropyKernel::BlockPerRow, logits, targets, ignore_index, row_loss, grad,
-                            count);
+  return cuda::cross_entropy_with(default_cross_entropy_kernel(DeviceKind::CUDA), logits, targets,
+                                  ignore_index, row_loss, grad, count);
 }
 
 int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, const Tensor& targets,
@@ -189,7 +180,7 @@ int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, cons
     BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
       // v2 needs the gradient rows aligned as the logits rows (both from the allocator: they are).
       const bool vec =
-          kernel == CrossEntropyKernel::VectorRow &&
+          kernel == CrossEntropyKernel::CudaVectorRow &&
           (grad_ptr == nullptr ||
            (reinterpret_cast<uintptr_t>(grad_ptr) - reinterpret_cast<uintptr_t>(logits.data<T>())) % 16 == 0);
       if (vec) {

@@ -1,14 +1,14 @@
-// cuda::gemm: brigade's own CUDA GEMM kernels (v1, v2 here; v3-v5 in their own files), the dispatcher
+// cuda::gemm: brigade's own CUDA GEMM kernels (v1, v2 here; v3-v8 in their own files), the dispatcher
 // gemm_native, and the switch to the cuBLAS baseline.
 //
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)     (GemmArgs, kernels/backend.h)
 //   float32 and bfloat16 accumulate in float (bfloat16 in, float math, bfloat16 out), float64 in double.
 //
-// Which implementation runs is kernels::matmul_backend(): Native -> default_gemm_kernel(dtype) (v2 Tiled
-// for float32 and float64, v5 Wmma for bfloat16); Cublas -> gemm_cublas (kernels/cuda/matmul_cublas.cu).
-// The initial value comes from BRIGADE_MATMUL_BACKEND=native|cublas (see kernels/matmul.cpp).
-// kernels/cuda/matmul.h exposes gemm_native(args, GemmKernel) to run any version directly (tests,
-// benchmarks) and all_gemm_kernels() to iterate over them.
+// Which implementation runs is kernels::matmul_backend(): Native -> default_matmul_kernel(CUDA, dtype) (v2
+// Tiled for float32 and float64, v5 Wmma for bfloat16); Cublas -> gemm_cublas
+// (kernels/cuda/matmul_cublas.cu). The initial value comes from BRIGADE_MATMUL_BACKEND=native|cublas (see
+// kernels/matmul.cpp). gemm_native(args, MatmulKernel) runs any version directly; the versions are registered
+// in kernels/matmul_versions.h (all_matmul_kernels(), gemm_with).
 //
 // The versions (docs/kernels.md, "CUDA kernels", tells the whole story with the figures):
 //   v1 Naive       all dtypes  here              one thread per output
@@ -46,6 +46,9 @@
 //   came from HBM, and most hit L2, so v2 is bound by issue (FMA + shared loads), not by memory: expect
 //   ~40-60% of peak without vectorised loads or double buffering. bfloat16 runs through the same fp32 FMA
 //   path in v1/v2 (the bf16 tensor-core peak, ~989 TFLOP/s, is what v5 and cuBLAS aim at).
+//
+// Next: v3 (kernels/cuda/matmul_sgemm.cu) improves on v2 with 16-byte loads and shared reads (4x fewer
+//   shared load instructions per FMA) and a k-major tile for every layout.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -53,7 +56,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -207,8 +210,8 @@ void launch_tiled(const GemmArgs& args, cudaStream_t stream) {
 
 /// v1 or v2 for element type T.
 template <typename T>
-void launch_simple(const GemmArgs& args, GemmKernel kernel, int device, cudaStream_t stream) {
-  if (kernel == GemmKernel::Naive) {
+void launch_simple(const GemmArgs& args, MatmulKernel kernel, int device, cudaStream_t stream) {
+  if (kernel == MatmulKernel::CudaNaive) {
     launch_naive<T>(args, stream);
     return;
   }
@@ -224,62 +227,13 @@ void launch_simple(const GemmArgs& args, GemmKernel kernel, int device, cudaStre
 
 }  // namespace
 
-const char* gemm_kernel_name(GemmKernel kernel) {
-  switch (kernel) {
-    case GemmKernel::Naive:
-      return "naive";
-    case GemmKernel::Tiled:
-      return "tiled";
-    case GemmKernel::Vectorized:
-      return "vectorized";
-    case GemmKernel::Warptiled:
-      return "warptiled";
-    case GemmKernel::Wmma:
-      return "wmma";
-    case GemmKernel::WmmaAsync:
-      return "wmma_async";
-    case GemmKernel::MmaSync:
-      return "mma_sync";
-    case GemmKernel::Wgmma:
-      return "wgmma";
+bool current_device_runs_wgmma() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
   }
-  return "?";
-}
-
-const std::vector<GemmKernel>& all_gemm_kernels() {
-  static const std::vector<GemmKernel> kernels = {GemmKernel::Naive,      GemmKernel::Tiled,
-                                                  GemmKernel::Vectorized, GemmKernel::Warptiled,
-                                                  GemmKernel::Wmma,       GemmKernel::WmmaAsync,
-                                                  GemmKernel::MmaSync,    GemmKernel::Wgmma};
-  return kernels;
-}
-
-bool gemm_kernel_supports(GemmKernel kernel, DType dtype) {
-  switch (kernel) {
-    case GemmKernel::Naive:
-    case GemmKernel::Tiled:
-      return dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float64;
-    case GemmKernel::Vectorized:
-    case GemmKernel::Warptiled:
-      return dtype == DType::Float32;
-    case GemmKernel::Wmma:
-    case GemmKernel::WmmaAsync:
-    case GemmKernel::MmaSync:
-      return dtype == DType::BFloat16;
-    case GemmKernel::Wgmma: {
-      int device = 0;
-      if (dtype != DType::BFloat16 || cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      return gemm_detail::wgmma_available(device);
-    }
-  }
-  return false;
-}
-
-GemmKernel default_gemm_kernel(DType dtype) {
-  return dtype == DType::BFloat16 ? GemmKernel::Wmma : GemmKernel::Tiled;
+  return gemm_detail::wgmma_available(device);
 }
 
 int device_of_pointer(const void* ptr) {
@@ -290,42 +244,47 @@ int device_of_pointer(const void* ptr) {
   return attributes.device;
 }
 
-void gemm_native(const GemmArgs& args, GemmKernel kernel) {
+void gemm_native(const GemmArgs& args, MatmulKernel kernel) {
+  BRIGADE_CHECK_VALUE(matmul_kernel_backend(kernel) == DeviceKind::CUDA, "matmul: '",
+                      matmul_kernel_name(kernel), "' is a CPU version, not a CUDA kernel");
   // Wgmma's support also depends on the device: a bf16 call on another device is a DeviceError below.
-  const bool implements =
-      kernel == GemmKernel::Wgmma ? args.dtype == DType::BFloat16 : gemm_kernel_supports(kernel, args.dtype);
-  BRIGADE_CHECK_DTYPE(implements, "matmul: the CUDA kernel '",
-                      gemm_kernel_name(kernel), "' does not implement ", dtype_name(args.dtype),
-                      " (see gemm_kernel_supports in kernels/cuda/matmul.h)");
+  const bool implements = kernel == MatmulKernel::CudaWgmma ? args.dtype == DType::BFloat16
+                                                            : matmul_kernel_supports(kernel, args.dtype);
+  BRIGADE_CHECK_DTYPE(implements, "matmul: the CUDA kernel '", matmul_kernel_name(kernel),
+                      "' does not implement ", dtype_name(args.dtype),
+                      " (see matmul_kernel_supports in kernels/matmul_versions.h)");
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   const int device = device_of_pointer(args.c);
   cuda_detail::set_device(device);
   cudaStream_t stream = cuda_detail::current_stream(device);
   // K = 0 (an empty sum, C = 0): v2 writes the zeros; the staged versions need not handle empty operands.
-  if (args.k <= 0) kernel = GemmKernel::Tiled;
+  if (args.k <= 0) kernel = MatmulKernel::CudaTiled;
   switch (kernel) {
-    case GemmKernel::Vectorized:
+    case MatmulKernel::CudaVectorized:
       gemm_detail::launch_sgemm_vectorized(args, stream);
       return;
-    case GemmKernel::Warptiled:
+    case MatmulKernel::CudaWarptiled:
       gemm_detail::launch_sgemm_warptiled(args, stream);
       return;
-    case GemmKernel::Wmma:
+    case MatmulKernel::CudaWmma:
       gemm_detail::launch_gemm_wmma_bf16(args, stream);
       return;
-    case GemmKernel::WmmaAsync:
+    case MatmulKernel::CudaWmmaAsync:
       gemm_detail::launch_gemm_wmma_async_bf16(args, stream);
       return;
-    case GemmKernel::MmaSync:
+    case MatmulKernel::CudaMmaSync:
       gemm_detail::launch_gemm_mma_bf16(args, stream);
       return;
-    case GemmKernel::Wgmma:
-      BRIGADE_CHECK_DEVICE(gemm_detail::wgmma_available(device), "matmul: the CUDA kernel 'wgmma' needs an "
-                           "sm_90 device and a build with sm_90a code; device ", device, " cannot run it");
+    case MatmulKernel::CudaWgmma:
+      BRIGADE_CHECK_DEVICE(gemm_detail::wgmma_available(device),
+                           "matmul: the CUDA kernel 'v8-wgmma' needs an "
+                           "sm_90 device and a build with sm_90a code; device ",
+                           device, " cannot run it");
       gemm_detail::launch_gemm_wgmma_bf16(args, stream);
       return;
-    case GemmKernel::Naive:
-    case GemmKernel::Tiled:
+    case MatmulKernel::CpuBlocked:  // rejected at the top
+    case MatmulKernel::CudaNaive:
+    case MatmulKernel::CudaTiled:
       break;
   }
   switch (args.dtype) {
@@ -345,7 +304,7 @@ void gemm_native(const GemmArgs& args, GemmKernel kernel) {
 }
 
 void gemm_native(const GemmArgs& args) {
-  gemm_native(args, default_gemm_kernel(args.dtype));
+  gemm_native(args, default_matmul_kernel(DeviceKind::CUDA, args.dtype));
 }
 
 void gemm(const GemmArgs& args) {

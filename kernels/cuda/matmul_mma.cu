@@ -40,6 +40,9 @@
 //   kernels, and a 128 x 128 tile with 2 blocks per SM and no warp specialisation sits below that.
 //   Expect ~50-65% of cuBLAS at 8192^3 (v6 was estimated 40-55%); wgmma + TMA (v8) is the way past it.
 //   NOT MEASURED: compiled and emulated (scripts/cuda_emulation) only; no GPU has run it.
+//
+// Next: v8 (kernels/cuda/matmul_wgmma.cu) uses Hopper's wgmma, which reads both operands from swizzled
+//   shared memory through descriptors (no ldmatrix, 64 x 128 x 16 per instruction), 4 stages.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -48,7 +51,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/gemm_staging.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"

@@ -40,13 +40,16 @@
 //   FMA issue and shared-memory bandwidth. Per k a thread issues 4 LDS.128 for 64 FFMAs (v3 and v4): the
 //   FFMA pipe, not shared memory, is the limit, which is what makes ~80-90% of cuBLAS's fp32 rate (cuBLAS
 //   itself reaches ~75-85% of the fp32 peak) reachable. Not yet measured: see docs/kernels.md.
+//
+// Next: v5 (kernels/cuda/matmul_wmma.cu) moves the products to the tensor cores (bfloat16 in, fp32
+//   accumulate): ~15x the fp32 CUDA-core peak.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "tensor/cuda/cuda_check.h"
 
 namespace brigade::kernels::cuda::gemm_detail {

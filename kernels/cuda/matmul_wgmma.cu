@@ -36,13 +36,16 @@
 //   limit (one m64n128k16 = 262 kFLOP per warpgroup). Expect ~350-550 TFLOP/s at 8192^3, between v6 and the
 //   790 bar; 128 x 256 tiles, TMA + mbarriers, a producer warpgroup and a persistent grid are what close the
 //   gap. Compiled for sm_90a and emulated on the CPU; never run on a GPU.
+//
+// Next (not written yet): TMA loads with mbarriers, a producer warpgroup, 128 x 256 tiles, MN-major
+//   descriptors so that the backward's layouts run here too (docs/kernels.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 #include "kernels/cuda/wgmma_ptx.cuh"
 #include "tensor/bfloat16.h"

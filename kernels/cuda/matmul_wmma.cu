@@ -26,6 +26,9 @@
 //   mma.sync path (Hopper's full rate needs wgmma), expect a fraction of cuBLAS: ~25-40%. The steps
 //   beyond it (cp.async multi-stage pipeline, ldmatrix + mma.sync, then wgmma + TMA) are listed in
 //   docs/kernels.md. Not yet measured.
+//
+// Next: v6 (kernels/cuda/matmul_wmma_async.cu) keeps the tiles in their stored layout (no transposing
+//   scatter) and double-buffers them with cp.async, so the loads overlap the mma_syncs.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -34,7 +37,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "kernels/cuda/wmma_epilogue.cuh"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"

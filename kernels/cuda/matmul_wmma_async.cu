@@ -24,6 +24,9 @@
 //   as in v5; what v6 removes is the exposed latency (v5 loads, waits, then computes) and the scatter's bank
 //   conflicts. Expect roughly 1.5-2x v5, i.e. ~40-55% of cuBLAS at 8192^3. Beyond it: ldmatrix + mma.sync
 //   with swizzled tiles and 3-4 stages, then wgmma + TMA (docs/kernels.md). Not yet measured.
+//
+// Next: v7 (kernels/cuda/matmul_mma.cu) issues mma.sync itself from ldmatrix fragments (a register
+//   epilogue, no scratch) with a 3-stage pipeline.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -33,7 +36,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/gemm_staging.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #include "kernels/cuda/mma_ptx.cuh"
 #include "kernels/cuda/wmma_epilogue.cuh"
 #include "tensor/bfloat16.h"

@@ -5,7 +5,8 @@
 //   p = p - lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p),   bc1 = 1 - b1^t, bc2 = 1 - b2^t (host,
 //   double) Math in acc_t; a bfloat16 param is read, updated in float32 and rounded once when stored. Launch:
 //   one thread per element, 256 per block, grid-stride.
-// adamw v2 (memory_kernels.h, ElementwiseKernel::Vector128, the default): the same arithmetic per element,
+// adamw v2 (kernels/adamw_versions.h: AdamWKernel::CudaVector128, the default): the same arithmetic per
+// element,
 //   moved in packs of L = 16 / sizeof(acc_t) elements: m and v by one 16-byte access each, param and grad by
 //   one L * sizeof(T)-byte access (16 for float32/float64, 8 for bfloat16); scalar head and tail
 //   (vec128.cuh's GridPacks). Runs when all four tensors share an alignment at the head, else v1.
@@ -18,9 +19,9 @@
 // ~12 FLOP/param incl. one sqrt and one division: 1.5 GFLOP, far below the FP32 roof. v1 moves the same
 // bytes with 4-byte accesses (7 memory instructions per element; v2 7 per 4 elements). Not yet measured.
 // sum_squares reads 4 bytes/elt: 124M -> ~0.12 ms (FP64 adds at ~67 TFLOP/s on H200 are not the bound).
+#include "kernels/adamw_versions.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/memory_kernels.h"
 #include "kernels/cuda/vec128.cuh"
 #include "tensor/device_ops.h"
 
@@ -112,8 +113,8 @@ __global__ void sum_squares_finish_kernel(const double* __restrict__ partials, i
 
 }  // namespace
 
-void adamw_with(ElementwiseKernel kernel, const Tensor& param, const Tensor& grad, const Tensor& m,
-                const Tensor& v, const AdamWStep& s) {
+void adamw_with(AdamWKernel kernel, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& s) {
   const int64_t n = param.numel();
   if (n == 0) return;
   BRIGADE_CHECK_VALUE(s.step >= 1, "adamw: step is 1-based, found ", s.step);
@@ -131,8 +132,7 @@ void adamw_with(ElementwiseKernel kernel, const Tensor& param, const Tensor& gra
     constexpr int L = kPack128<A>;
     const int64_t head = head_elements(m.data_ptr(), sizeof(A), 16);
     const int64_t pack_bytes = static_cast<int64_t>(sizeof(scalar_t)) * L;
-    const bool vec = kernel == ElementwiseKernel::Vector128 &&
-                     aligned_at(v.data_ptr(), head, sizeof(A), 16) &&
+    const bool vec = kernel == AdamWKernel::CudaVector128 && aligned_at(v.data_ptr(), head, sizeof(A), 16) &&
                      aligned_at(param.data_ptr(), head, sizeof(scalar_t), pack_bytes) &&
                      aligned_at(grad.data_ptr(), head, sizeof(scalar_t), pack_bytes);
     if (vec) {
@@ -149,7 +149,7 @@ void adamw_with(ElementwiseKernel kernel, const Tensor& param, const Tensor& gra
 }
 
 void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s) {
-  adamw_with(ElementwiseKernel::Vector128, param, grad, m, v, s);
+  cuda::adamw_with(default_adamw_kernel(DeviceKind::CUDA), param, grad, m, v, s);
 }
 
 double sum_squares(const Tensor& x) {

@@ -1,4 +1,5 @@
-// Softmax / log-softmax over the last dim on CUDA, and their backward. x, y, dy, dx are [R, C] contiguous.
+// Softmax / log-softmax over the last dim on CUDA, version 1, and their backward (SoftmaxKernel::
+// CudaBlockPerRow, kernels/softmax_versions.h; the default). x, y, dy, dx are [R, C] contiguous.
 //
 //   forward:  m, s = max_j x_j, sum_j exp(x_j - m)   (one online pass, see MaxSum in launch.cuh)
 //             y_j = exp(x_j - m) / s                  (softmax)
@@ -13,8 +14,12 @@
 // Napkin math (H200, ~4.3 TB/s): forward reads x twice and writes y once: 12 bytes per float32 element.
 // GPT-2 logits, R = 8*1024, C = 50304: 412M elements -> 4.9 GB -> ~1.15 ms (the second read of a row often
 // hits L2: 200 KB per row). Backward reads dy, y twice and writes dx: 20 bytes/element -> ~1.9 ms.
+//
+// Next: v2 (kernels/cuda/softmax_warp.cu) gives each row of up to 1024 elements to one warp that holds it
+// in registers: one read of the row, shuffles instead of block barriers.
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/v1_launchers.h"
 
 namespace brigade::kernels::cuda {
 namespace {
@@ -60,7 +65,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 
 }  // namespace
 
-void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
+void softmax_rows_v1(const Tensor& x, const Tensor& out, bool log) {
   const int64_t C = x.dim() == 0 ? 1 : x.size(-1);
   if (x.numel() == 0 || C == 0) return;
   const int64_t R = x.numel() / C;
@@ -72,7 +77,7 @@ void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
   });
 }
 
-void softmax_backward_rows(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
+void softmax_backward_rows_v1(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
   const int64_t C = y.dim() == 0 ? 1 : y.size(-1);
   if (y.numel() == 0 || C == 0) return;
   const int64_t R = y.numel() / C;

@@ -1,5 +1,6 @@
-// CPU emulation of every GEMM version through the public dispatcher, cuda::gemm_native(args, kernel)
-// (kernels/cuda/matmul.h): all_gemm_kernels() x the dtypes each supports (v1 and v2 in float32, bfloat16
+// CPU emulation of every CUDA GEMM version through the public dispatcher, cuda::gemm_native(args, kernel)
+// (kernels/cuda/matmul.h): the CUDA versions of all_matmul_kernels() (kernels/matmul_versions.h) x the
+// dtypes each supports (v1 and v2 in float32, bfloat16
 // and float64 too). The kernel files are transformed and compiled as separate translation units by
 // run.sh and linked here. Cases: tails, all four trans combinations, batch 2 with B broadcast, aligned and
 // misaligned operands, padded C rows that must stay untouched, and K = 0; for v7 also K = 136 (five K steps
@@ -16,7 +17,8 @@
 #include <vector>
 
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
+#include "kernels/matmul_versions.h"
 #include "tensor/bfloat16.h"
 
 namespace brigade::kernels::cuda {
@@ -35,8 +37,15 @@ void set_device(int) {}
 using namespace brigade;
 using namespace brigade::kernels;
 
+/// matmul_kernel_supports, except for v8: the registry in the CPU library (built without CUDA) says no to
+/// it; the emulated dispatcher's answer is what counts here.
+bool supports(MatmulKernel kernel, DType dtype) {
+  if (kernel == MatmulKernel::CudaWgmma) return dtype == kBFloat16 && cuda::current_device_runs_wgmma();
+  return matmul_kernel_supports(kernel, dtype);
+}
+
 template <typename T>
-int check(cuda::GemmKernel kernel, double tol) {
+int check(MatmulKernel kernel, double tol) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   struct S {
@@ -44,9 +53,9 @@ int check(cuda::GemmKernel kernel, double tol) {
   };
   std::vector<S> shapes = {{1, 1, 1}, {37, 53, 29}, {131, 136, 48}, {130, 260, 33}, {70, 45, 0}};
   // v8 stages K in 64-wide steps through a 4-stage ring: a K of 5+ steps with a tail wraps the ring.
-  if (kernel == cuda::GemmKernel::Wgmma) shapes.push_back({130, 136, 300});
+  if (kernel == MatmulKernel::CudaWgmma) shapes.push_back({130, 136, 300});
   // v7 stages K in 32-wide steps through a 3-stage ring: 5 steps with a tail wrap it (one block: cheap).
-  if (kernel == cuda::GemmKernel::MmaSync) shapes.push_back({70, 40, 136});
+  if (kernel == MatmulKernel::CudaMmaSync) shapes.push_back({70, 40, 136});
   int failures = 0;
   for (auto s : shapes) {
     for (int flags = 0; flags < 4; ++flags) {
@@ -71,7 +80,7 @@ int check(cuda::GemmKernel kernel, double tol) {
         args.m = s.m, args.n = s.n, args.k = s.k, args.lda = lda, args.ldb = ldb, args.ldc = ldc;
         args.trans_a = ta, args.trans_b = tb, args.batch = batch;
         args.stride_a = ar * lda, args.stride_b = 0, args.stride_c = s.m * ldc;
-        if (kernel == cuda::GemmKernel::Wgmma && s.k > 0) {
+        if (kernel == MatmulKernel::CudaWgmma && s.k > 0) {
           // v8's own kernel takes exactly the K-major, 16-byte aligned cases; v6 runs the rest.
           const bool expected = !ta && tb && !misalign;
           if (cuda::gemm_detail::wgmma_handles(args) != expected) {
@@ -103,8 +112,8 @@ int check(cuda::GemmKernel kernel, double tol) {
         if (worst > tol || pad_writes != 0) {
           ++failures;
           std::printf("  %s %s %dx%dx%d ta=%d tb=%d misalign=%d: worst %.3g, pad writes %d FAIL\n",
-                      cuda::gemm_kernel_name(kernel), dtype_name(dtype_of<T>()), s.m, s.n, s.k, ta, tb,
-                      misalign, worst, pad_writes);
+                      matmul_kernel_name(kernel), dtype_name(dtype_of<T>()), s.m, s.n, s.k, ta, tb, misalign,
+                      worst, pad_writes);
         }
       }
     }
@@ -114,15 +123,16 @@ int check(cuda::GemmKernel kernel, double tol) {
 
 int main() {
   int failures = 0;
-  // EMU_GEMM_ONLY=name (gemm_kernel_name) runs one version: quicker while working on it.
+  // EMU_GEMM_ONLY=name (matmul_kernel_name, e.g. v7-mma-sync) runs one version: quicker while working on it.
   const char* only = std::getenv("EMU_GEMM_ONLY");
-  for (cuda::GemmKernel kernel : cuda::all_gemm_kernels()) {
-    if (only != nullptr && std::string(only) != cuda::gemm_kernel_name(kernel)) continue;
+  for (MatmulKernel kernel : all_matmul_kernels()) {
+    if (matmul_kernel_backend(kernel) != DeviceKind::CUDA) continue;
+    if (only != nullptr && std::string(only) != matmul_kernel_name(kernel)) continue;
     int f = 0;
-    if (cuda::gemm_kernel_supports(kernel, kFloat32)) f += check<float>(kernel, 1e-5);
-    if (cuda::gemm_kernel_supports(kernel, kBFloat16)) f += check<bfloat16>(kernel, 1e-2);
-    if (cuda::gemm_kernel_supports(kernel, kFloat64)) f += check<double>(kernel, 1e-12);
-    std::printf("gemm %s: %d failures\n", cuda::gemm_kernel_name(kernel), f);
+    if (supports(kernel, kFloat32)) f += check<float>(kernel, 1e-5);
+    if (supports(kernel, kBFloat16)) f += check<bfloat16>(kernel, 1e-2);
+    if (supports(kernel, kFloat64)) f += check<double>(kernel, 1e-12);
+    std::printf("gemm %s: %d failures\n", matmul_kernel_name(kernel), f);
     failures += f;
   }
   std::printf("gemm emulation (every version, via gemm_native): %d failures\n", failures);

@@ -1,6 +1,7 @@
-// CPU emulation of the memory-bound CUDA kernels of kernels/cuda/memory_kernels.h through their host entry
-// points (the *_with functions, on CPU tensors standing in for device ones): elementwise v1 and v2 (unary and
-// backward for every op, binary with full, bias-row, scalar-tensor and in-place operands, binary with a
+// CPU emulation of the memory-bound CUDA kernels through their host entry points (the CUDA sides of the
+// *_with functions of kernels/elementwise_versions.h, adamw_versions.h, cross_entropy_versions.h and
+// embedding_backward_versions.h, on CPU tensors standing in for device ones): elementwise v1 and v2 (unary
+// and backward for every op, binary with full, bias-row, scalar-tensor and in-place operands, binary with a
 // scalar), AdamW v1 and v2, cross-entropy v1 and v2, embedding backward v1 (atomic) and v2 (sorted). The
 // kernel files (elementwise, elementwise_vec, optim, loss, embedding) are transformed and compiled as
 // separate translation units by run.sh, with memory_emu_support.h force-included, and linked here.
@@ -22,8 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adamw_versions.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/memory_kernels.h"
+#include "kernels/cross_entropy_versions.h"
+#include "kernels/elementwise_versions.h"
+#include "kernels/embedding_backward_versions.h"
 #include "kernels/kernels.h"
 #include "tensor/device_ops.h"
 
@@ -115,8 +119,8 @@ void check_elementwise(DType dt) {
         cpu::unary(op, xin, ref);
         Tensor v1 = at_offset(zeros({n}, TensorOptions(dt)), oo),
                v2 = at_offset(zeros({n}, TensorOptions(dt)), oo);
-        kc::unary_with(kc::ElementwiseKernel::Scalar, op, xin, v1);
-        kc::unary_with(kc::ElementwiseKernel::Vector128, op, xin, v2);
+        kc::unary_with(ElementwiseKernel::CudaScalar, op, xin, v1);
+        kc::unary_with(ElementwiseKernel::CudaVector128, op, xin, v2);
         const std::string name = label(unary_op_name(op), dt, n, oi, oo);
         expect(same_bits(v1, v2), name + ": v2 differs from v1");
         expect(worst(v2, ref, tol) <= 1, name + ": v2 vs cpu");
@@ -127,8 +131,8 @@ void check_elementwise(DType dt) {
         Tensor d1 = at_offset(zeros({n}, TensorOptions(dt)), oo),
                d2 = at_offset(zeros({n}, TensorOptions(dt)), oo);
         const Tensor yin = at_offset(ref, oi);
-        kc::unary_backward_with(kc::ElementwiseKernel::Scalar, op, gin, xin, yin, d1);
-        kc::unary_backward_with(kc::ElementwiseKernel::Vector128, op, gin, xin, yin, d2);
+        kc::unary_backward_with(ElementwiseKernel::CudaScalar, op, gin, xin, yin, d1);
+        kc::unary_backward_with(ElementwiseKernel::CudaVector128, op, gin, xin, yin, d2);
         expect(same_bits(d1, d2), name + " backward: v2 differs from v1");
         expect(worst(d2, dref, tol) <= 1, name + " backward: v2 vs cpu");
       }
@@ -142,8 +146,8 @@ void check_elementwise(DType dt) {
         cpu::binary(op, a, b, ref);
         Tensor v1 = at_offset(zeros({n}, TensorOptions(dt)), oo),
                v2 = at_offset(zeros({n}, TensorOptions(dt)), oo);
-        kc::binary_with(kc::ElementwiseKernel::Scalar, op, a, b, v1);
-        kc::binary_with(kc::ElementwiseKernel::Vector128, op, a, b, v2);
+        kc::binary_with(ElementwiseKernel::CudaScalar, op, a, b, v1);
+        kc::binary_with(ElementwiseKernel::CudaVector128, op, a, b, v2);
         const std::string name = label(binary_op_name(op), dt, n, oi, oo);
         expect(same_bits(v1, v2), name + ": v2 differs from v1");
         expect(worst(v2, ref, tol) <= 1, name + ": v2 vs cpu");
@@ -151,8 +155,8 @@ void check_elementwise(DType dt) {
                s2 = at_offset(zeros({n}, TensorOptions(dt)), oo);
         Tensor sref = empty({n}, TensorOptions(dt));
         cpu::binary_scalar(op, a, 0.75, o % 2 == 1, sref);
-        kc::binary_scalar_with(kc::ElementwiseKernel::Scalar, op, a, 0.75, o % 2 == 1, s1);
-        kc::binary_scalar_with(kc::ElementwiseKernel::Vector128, op, a, 0.75, o % 2 == 1, s2);
+        kc::binary_scalar_with(ElementwiseKernel::CudaScalar, op, a, 0.75, o % 2 == 1, s1);
+        kc::binary_scalar_with(ElementwiseKernel::CudaVector128, op, a, 0.75, o % 2 == 1, s2);
         expect(same_bits(s1, s2), name + " scalar: v2 differs from v1");
         expect(worst(s2, sref, tol) <= 1, name + " scalar: v2 vs cpu");
       }
@@ -161,7 +165,7 @@ void check_elementwise(DType dt) {
         Tensor a = at_offset(x0, oi), b = at_offset(b0, oi);
         Tensor ref = empty({n}, TensorOptions(dt));
         cpu::binary(BinaryOp::Add, a, b, ref);
-        kc::binary_with(kc::ElementwiseKernel::Vector128, BinaryOp::Add, a, b, a);
+        kc::binary_with(ElementwiseKernel::CudaVector128, BinaryOp::Add, a, b, a);
         expect(same_bits(a, ref), label("add in place", dt, n, oi, oi) + ": v2 vs cpu");
       }
     }
@@ -181,8 +185,8 @@ void check_elementwise(DType dt) {
           cpu::binary(BinaryOp::Sub, lhs, rhs, ref);
           Tensor v1 = at_offset(zeros({R, F}, TensorOptions(dt)), off);
           Tensor v2 = at_offset(zeros({R, F}, TensorOptions(dt)), off);
-          kc::binary_with(kc::ElementwiseKernel::Scalar, BinaryOp::Sub, lhs, rhs, v1);
-          kc::binary_with(kc::ElementwiseKernel::Vector128, BinaryOp::Sub, lhs, rhs, v2);
+          kc::binary_with(ElementwiseKernel::CudaScalar, BinaryOp::Sub, lhs, rhs, v1);
+          kc::binary_with(ElementwiseKernel::CudaVector128, BinaryOp::Sub, lhs, rhs, v2);
           const std::string name =
               label(b.size(1) == F && b.stride(1) == 1 ? "sub bias row" : "sub scalar", dt, R * F, off, off) +
               " side " + std::to_string(side);
@@ -213,7 +217,7 @@ void check_adamw(DType dt) {
           p[k] = at_offset(p0, off);
           m[k] = at_offset(m0, moff);
           v[k] = at_offset(v0, moff);
-          kc::adamw_with(k == 0 ? kc::ElementwiseKernel::Scalar : kc::ElementwiseKernel::Vector128, p[k],
+          kc::adamw_with(k == 0 ? AdamWKernel::CudaScalar : AdamWKernel::CudaVector128, p[k],
                          at_offset(g0, off), m[k], v[k], s);
         }
         const std::string name = label("adamw", dt, n, off, moff);
@@ -242,13 +246,14 @@ void check_cross_entropy(DType dt) {
     Tensor ref_loss = empty({N}, TensorOptions(loss_dt)), ref_grad = empty({N, V}, TensorOptions(dt));
     int64_t ref_count = 0;
     cpu::cross_entropy(logits, targets, -100, ref_loss, ref_grad, &ref_count);
-    for (kc::CrossEntropyKernel kernel : kc::all_cross_entropy_kernels()) {
+    for (CrossEntropyKernel kernel :
+         {CrossEntropyKernel::CudaBlockPerRow, CrossEntropyKernel::CudaVectorRow}) {
       for (bool with_grad : {true, false}) {
         Tensor loss = empty({N}, TensorOptions(loss_dt));
         Tensor grad = with_grad ? empty({N, V}, TensorOptions(dt)) : Tensor();
         int64_t count = 0;
         const int64_t bad = kc::cross_entropy_with(kernel, logits, targets, -100, loss, grad, &count);
-        const std::string name = std::string("cross_entropy ") + kc::cross_entropy_kernel_name(kernel) + " " +
+        const std::string name = std::string("cross_entropy ") + cross_entropy_kernel_name(kernel) + " " +
                                  dtype_name(dt) + " V=" + std::to_string(V) + (with_grad ? "" : " loss only");
         expect(bad == -1 && count == ref_count, name + ": count / bad target");
         expect(worst(loss, ref_loss, tol) <= 1, name + ": row loss vs cpu");
@@ -275,12 +280,12 @@ void check_embedding(DType dt) {
       Tensor sorted[2];
       for (int run = 0; run < 2; ++run) {
         sorted[run] = zeros({V, C}, TensorOptions(dt));
-        kc::embedding_backward_with(kc::EmbeddingBackwardKernel::Sorted, grad_out, id_tensor, sorted[run]);
+        kc::embedding_backward_with(EmbeddingBackwardKernel::CudaSorted, grad_out, id_tensor, sorted[run]);
       }
       expect(same_bits(sorted[0], ref), name + ": sorted differs from the cpu bits");
       expect(same_bits(sorted[0], sorted[1]), name + ": sorted differs between runs");
       Tensor atomic = zeros({V, C}, TensorOptions(dt));
-      kc::embedding_backward_with(kc::EmbeddingBackwardKernel::Atomic, grad_out, id_tensor, atomic);
+      kc::embedding_backward_with(EmbeddingBackwardKernel::CudaAtomic, grad_out, id_tensor, atomic);
       Tol t = tol_for(dt);
       if (dt == kFloat32) t = {1e-5, 1e-5};  // float atomics in arrival order
       expect(worst(atomic, ref, t) <= 1, name + ": atomic vs cpu");

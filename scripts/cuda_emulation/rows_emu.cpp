@@ -1,12 +1,14 @@
-// CPU emulation of the v2 row kernels (kernels/cuda/rows_warp.cu), float32, called directly: softmax and
-// log-softmax forward (rows with -inf entries) and backward, layernorm forward, layernorm backward with the
-// per-warp partials and the sliced column sums; C from 1 to 1024 across the lane-count templates, R 3 and
-// 37. References: the CPU backend. Built and run by run.sh.
+// CPU emulation of the v2 row kernels (one warp per row: kernels/cuda/softmax_warp.cu and layernorm_warp.cu),
+// float32, called directly: softmax and log-softmax forward (rows with -inf entries) and backward, layernorm
+// forward, layernorm backward with the per-warp partials and the sliced column sums; C from 1 to 1024 across
+// the lane-count templates, R 3 and 37. References: the CPU backend. GEN_FILE is softmax_warp.cu, GEN_FILE2
+// layernorm_warp.cu (transformed). Built and run by run.sh.
 #include <cuda_runtime.h>
 
 #include "stubs.h"
 #include "tensor/cuda/cuda_check.h"
 #include GEN_FILE
+#include GEN_FILE2
 #include <cstdio>
 
 #include "kernels/kernels.h"

@@ -18,7 +18,8 @@
 # On a shared machine run it as `nice -n 19 scripts/cuda_emulation/run.sh ...`.
 # About 5 minutes on a quiet 2-core machine before v7; the whole run took 19.5 minutes at load averages of
 # 100-1100 (2026-11-29), of which GEMM v7 (mma.sync through shuffle-based reference paths: one warp barrier
-# per shuffle) is 4-8 minutes. EMU_GEMM_ONLY=<gemm_kernel_name> makes gemm_all run one version.
+# per shuffle) is 4-8 minutes. EMU_GEMM_ONLY=<matmul_kernel_name> (e.g. v7-mma-sync) makes gemm_all run one
+# version.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -30,39 +31,48 @@ libs=("$build/kernels/libbrigade_kernels.a" "$build/tensor/libbrigade_tensor.a")
 cxx=("${CXX:-g++}" -std=c++20 -O1 -w -DBRIGADE_CUDA_EMULATION -I"$here/include" -I"$repo" -fopenmp -pthread)
 
 failed=0
+# EMU_ONLY="rows flash" runs only the named harnesses (gemm_all mma_ptx rows flash flash_tc attention_v1
+# rows_v1 memory): quicker while working on one kernel. Unset: every harness.
+wanted() { [ -z "${EMU_ONLY:-}" ] || [[ " $EMU_ONLY " == *" $1 "* ]]; }
 emulate() {  # NAME KERNEL_FILE HARNESS [extra compiler flags]
   local name=$1 src=$2 harness=$3
   shift 3
+  wanted "$name" || return 0
   python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
   "${cxx[@]}" -DGEN_FILE="\"$out/$src.cpp\"" "$@" "$here/$harness" -o "$out/$name" "${libs[@]}"
   "$out/$name" || failed=$((failed + 1))
 }
 # Every GEMM version through the dispatcher: the kernel files as separate translation units.
-gemm_objects=()
-for src in matmul matmul_sgemm matmul_wmma matmul_wmma_async matmul_mma matmul_wgmma; do
-  python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
-  "${cxx[@]}" -x c++ -c "$out/$src.cpp" -o "$out/$src.o"
-  gemm_objects+=("$out/$src.o")
-done
-"${cxx[@]}" "$here/gemm_all_emu.cpp" "${gemm_objects[@]}" -o "$out/gemm_all" "${libs[@]}"
-"$out/gemm_all" || failed=$((failed + 1))
+if wanted gemm_all; then
+  gemm_objects=()
+  for src in matmul matmul_sgemm matmul_wmma matmul_wmma_async matmul_mma matmul_wgmma; do
+    python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/$src.cpp"
+    "${cxx[@]}" -x c++ -c "$out/$src.cpp" -o "$out/$src.o"
+    gemm_objects+=("$out/$src.o")
+  done
+  "${cxx[@]}" "$here/gemm_all_emu.cpp" "${gemm_objects[@]}" -o "$out/gemm_all" "${libs[@]}"
+  "$out/gemm_all" || failed=$((failed + 1))
+fi
 emulate mma_ptx mma_ptx_probe mma_ptx_emu.cpp  # the reference paths of kernels/cuda/mma_ptx.cuh
-emulate rows rows_warp rows_emu.cpp
+python3 "$here/transform.py" "$repo/kernels/cuda/layernorm_warp.cu" "$out/layernorm_warp.cpp"
+emulate rows softmax_warp rows_emu.cpp -DGEN_FILE2="\"$out/layernorm_warp.cpp\""  # softmax, layernorm v2
 emulate flash attention_flash flash_emu.cpp
 emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3/v4 (WMMA; v4 + cp.async), bf16
 emulate attention_v1 attention attention_v1_emu.cpp
 python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
-emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""
-# The memory-bound kernels (elementwise v1/v2, AdamW, cross-entropy, embedding backward) through their host
-# entry points (kernels/cuda/memory_kernels.h): each kernel file its own unit, memory_emu_support.h
-# force-included (host atomics; CPU tensors stand in for device ones).
-memory_objects=()
-for src in elementwise elementwise_vec optim loss embedding; do
-  python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/memory_$src.cpp"
-  "${cxx[@]}" -include "$here/memory_emu_support.h" -x c++ -c "$out/memory_$src.cpp" -o "$out/memory_$src.o"
-  memory_objects+=("$out/memory_$src.o")
-done
-"${cxx[@]}" "$here/memory_emu.cpp" "${memory_objects[@]}" -o "$out/memory" "${libs[@]}"
-"$out/memory" || failed=$((failed + 1))
+emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""  # softmax, layernorm v1
+# The memory-bound kernels (elementwise v1/v2, AdamW, cross-entropy, embedding backward) through the CUDA
+# sides of their *_with functions (kernels/<op>_versions.h): each kernel file its own unit,
+# memory_emu_support.h force-included (host atomics; CPU tensors stand in for device ones).
+if wanted memory; then
+  memory_objects=()
+  for src in elementwise elementwise_vec optim loss embedding; do
+    python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/memory_$src.cpp"
+    "${cxx[@]}" -include "$here/memory_emu_support.h" -x c++ -c "$out/memory_$src.cpp" -o "$out/memory_$src.o"
+    memory_objects+=("$out/memory_$src.o")
+  done
+  "${cxx[@]}" "$here/memory_emu.cpp" "${memory_objects[@]}" -o "$out/memory" "${libs[@]}"
+  "$out/memory" || failed=$((failed + 1))
+fi
 echo "cuda emulation: $failed harness(es) failed"
 exit $((failed != 0))

@@ -1,13 +1,14 @@
 // What the transformed kernel files reference but a harness does not run: the CUDA stream/device helpers of
-// tensor/cuda/cuda_check.h, and the v1 entry points the *_with dispatchers fall back to (the harnesses call
-// kernels directly, so these only have to link). A harness that compiles a v1 file itself defines
-// EMU_ATTENTION_V1, EMU_ATTENTION_V3 or EMU_ROWS_V1 to drop the matching stubs.
+// tensor/cuda/cuda_check.h, and the v1 launchers (kernels/cuda/v1_launchers.h) the *_with dispatchers fall
+// back to (the harnesses call kernels directly, so these only have to link). A harness that compiles a v1
+// file itself defines EMU_ATTENTION_V1, EMU_ATTENTION_V3 or EMU_ROWS_V1 to drop the matching stubs.
 #pragma once
 
 #include <stdexcept>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_flash_tc.h"
+#include "kernels/cuda/v1_launchers.h"
 
 namespace brigade::cuda_detail {
 inline cudaStream_t current_stream(int) {
@@ -18,31 +19,31 @@ inline void set_device(int) {}
 
 namespace brigade::kernels::cuda {
 [[noreturn]] inline void not_emulated() {
-  throw std::runtime_error("this v1 CUDA entry point is not emulated");
+  throw std::runtime_error("this v1 CUDA launcher is not emulated");
 }
 #if !defined(EMU_ROWS_V1)
-void softmax_rows(const Tensor&, const Tensor&, bool) {
+void softmax_rows_v1(const Tensor&, const Tensor&, bool) {
   not_emulated();
 }
-void softmax_backward_rows(const Tensor&, const Tensor&, const Tensor&, bool) {
+void softmax_backward_rows_v1(const Tensor&, const Tensor&, const Tensor&, bool) {
   not_emulated();
 }
-void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
-                       const Tensor&) {
+void layernorm_forward_v1(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
+                          const Tensor&) {
   not_emulated();
 }
-void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, const Tensor&, const Tensor&) {
+void layernorm_backward_v1(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&) {
   not_emulated();
 }
 #endif
 #if !defined(EMU_ATTENTION_V1)
-void causal_attention_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&,
-                              const Tensor&) {
+void causal_attention_forward_v1(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&,
+                                 const Tensor&) {
   not_emulated();
 }
-void causal_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) {
+void causal_attention_backward_v1(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, double, const Tensor&, const Tensor&, const Tensor&) {
   not_emulated();
 }
 #endif

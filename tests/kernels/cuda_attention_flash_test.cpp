@@ -1,5 +1,5 @@
-// Every CUDA causal-attention version (kernels/cuda/attention_flash.h: v1 simple, v2 flash, v3 flash_tc,
-// v4 flash_tc_async) against the CPU backend (the reference), forward and backward, float32 and bfloat16,
+// Every CUDA causal-attention version (kernels/attention_versions.h: v1 simple, v2 flash, v3 flash-tc,
+// v4 flash-tc-async) against the CPU backend (the reference), forward and backward, float32 and bfloat16,
 // head dims 64 and 128 (flash's own) and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1,
 // 37, 64, 65, 130, 200), contiguous and head-split (strided) inputs. v3 and v4 run themselves only in
 // bfloat16 (float32 falls back to v1). Then v2-v4 run twice for identical bits, and v3 and v4 against each
@@ -19,21 +19,27 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_versions.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
-#if BRIGADE_WITH_CUDA
-#include "kernels/cuda/attention_flash.h"
-#endif
 
 namespace brigade {
 namespace {
 
 #if BRIGADE_WITH_CUDA
-using kernels::cuda::all_attention_kernels;
-using kernels::cuda::attention_kernel_name;
-using kernels::cuda::attention_kernel_supports;
-using kernels::cuda::AttentionKernel;
+using kernels::attention_kernel_name;
+using kernels::attention_kernel_supports;
+using kernels::AttentionKernel;
 using testing::allclose;
+
+/// The CUDA versions of all_attention_kernels(), v1 first.
+std::vector<AttentionKernel> cuda_attention_kernels() {
+  std::vector<AttentionKernel> list;
+  for (AttentionKernel kernel : kernels::all_attention_kernels()) {
+    if (kernels::attention_kernel_backend(kernel) == DeviceKind::CUDA) list.push_back(kernel);
+  }
+  return list;
+}
 
 Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
   Generator gen(seed);
@@ -42,23 +48,23 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
 
 // Host code only: runs without a GPU.
 TEST(CudaAttentionKernels, ListAndSupportTable) {
-  const auto& list = all_attention_kernels();
+  const std::vector<AttentionKernel> list = cuda_attention_kernels();
   ASSERT_EQ(list.size(), 4u);
-  EXPECT_EQ(std::string(attention_kernel_name(list[0])), "simple");
-  EXPECT_EQ(std::string(attention_kernel_name(list[1])), "flash");
-  EXPECT_EQ(std::string(attention_kernel_name(list[2])), "flash_tc");
-  EXPECT_EQ(std::string(attention_kernel_name(list[3])), "flash_tc_async");
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCoreAsync, kBFloat16, 128));
-  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::FlashTensorCoreAsync, kFloat32, 128));
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kBFloat16, 64));
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kBFloat16, 128));
-  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kFloat32, 64));
-  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::FlashTensorCore, kBFloat16, 24));
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Flash, kFloat32, 64));
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Flash, kBFloat16, 128));
-  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::Flash, kFloat32, 24));
-  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::Flash, kFloat64, 64));
-  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::Simple, kFloat64, 24));
+  EXPECT_EQ(std::string(attention_kernel_name(list[0])), "v1-simple");
+  EXPECT_EQ(std::string(attention_kernel_name(list[1])), "v2-flash");
+  EXPECT_EQ(std::string(attention_kernel_name(list[2])), "v3-flash-tc");
+  EXPECT_EQ(std::string(attention_kernel_name(list[3])), "v4-flash-tc-async");
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCoreAsync, kBFloat16, 128));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCoreAsync, kFloat32, 128));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCore, kBFloat16, 64));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCore, kBFloat16, 128));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCore, kFloat32, 64));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::CudaFlashTensorCore, kBFloat16, 24));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaFlash, kFloat32, 64));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaFlash, kBFloat16, 128));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::CudaFlash, kFloat32, 24));
+  EXPECT_FALSE(attention_kernel_supports(AttentionKernel::CudaFlash, kFloat64, 64));
+  EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaSimple, kFloat64, 24));
 }
 
 struct Case {
@@ -73,9 +79,9 @@ void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const double rtol = dtype == kBFloat16 ? 2e-2 : 1e-4, atol = dtype == kBFloat16 ? 4e-3 : 1e-5;
-  const bool tensor_cores =
-      (kernel == AttentionKernel::FlashTensorCore || kernel == AttentionKernel::FlashTensorCoreAsync) &&
-      attention_kernel_supports(kernel, dtype, D);
+  const bool tensor_cores = (kernel == AttentionKernel::CudaFlashTensorCore ||
+                             kernel == AttentionKernel::CudaFlashTensorCoreAsync) &&
+                            attention_kernel_supports(kernel, dtype, D);
   const double grad_atol = tensor_cores ? 1e-2 : atol;
   const Device gpu = q_gpu.device();
   const TensorOptions options = TensorOptions().dtype(dtype).device(gpu);
@@ -85,15 +91,15 @@ void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k
 
   Tensor out = empty({B, H, T, D}, options);
   Tensor lse = empty({B, H, T}, TensorOptions(kFloat32).device(gpu));
-  kernels::cuda::causal_attention_forward_with(kernel, q_gpu, k_gpu, v_gpu, scale, out, lse);
+  kernels::causal_attention_forward_with(kernel, q_gpu, k_gpu, v_gpu, scale, out, lse);
   EXPECT_TRUE(allclose(out.cpu(), cpu.out, rtol, atol)) << what << " out";
   EXPECT_TRUE(allclose(lse.cpu(), cpu.lse, 1e-5, 1e-5)) << what << " lse";
 
   // Backward from the CPU forward results, so that only the backward differs.
   Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options),
          dv = empty({B, H, T, D}, options);
-  kernels::cuda::causal_attention_backward_with(kernel, dout.to(gpu), q_gpu, k_gpu, v_gpu, cpu.out.to(gpu),
-                                                cpu.lse.to(gpu), scale, dq, dk, dv);
+  kernels::causal_attention_backward_with(kernel, dout.to(gpu), q_gpu, k_gpu, v_gpu, cpu.out.to(gpu),
+                                          cpu.lse.to(gpu), scale, dq, dk, dv);
   EXPECT_TRUE(allclose(dq.cpu(), cpu_g.dq, rtol, grad_atol)) << what << " dq";
   EXPECT_TRUE(allclose(dk.cpu(), cpu_g.dk, rtol, grad_atol)) << what << " dk";
   EXPECT_TRUE(allclose(dv.cpu(), cpu_g.dv, rtol, grad_atol)) << what << " dv";
@@ -105,7 +111,7 @@ TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
   const Case cases[] = {{1, 1, 1, 64},   {2, 3, 37, 64},   {1, 2, 64, 64}, {1, 2, 65, 128},
                         {1, 2, 130, 64}, {2, 1, 200, 128}, {1, 2, 70, 24}};
   uint64_t seed = 11;
-  for (AttentionKernel kernel : all_attention_kernels()) {
+  for (AttentionKernel kernel : cuda_attention_kernels()) {
     for (DType dtype : {kFloat32, kBFloat16}) {
       for (const Case& c : cases) {
         const Shape shape{c.B, c.H, c.T, c.D};
@@ -128,7 +134,7 @@ TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
 TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
   BRIGADE_REQUIRE_CUDA();
   const int64_t B = 2, T = 77, H = 3;
-  for (AttentionKernel kernel : all_attention_kernels()) {
+  for (AttentionKernel kernel : cuda_attention_kernels()) {
     for (int64_t D : {64, 128}) {
       const DType dtype = attention_kernel_supports(kernel, kFloat32, D) ? kFloat32 : kBFloat16;
       const Tensor qkv = random({B, T, 3, H, D}, dtype, 5 + D);
@@ -158,9 +164,9 @@ std::vector<std::vector<float>> run_once(AttentionKernel kernel, const Tensor& q
   Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options),
          dv = empty({B, H, T, D}, options);
   const Tensor qg = q.to(gpu), kg = k.to(gpu), vg = v.to(gpu);
-  kernels::cuda::causal_attention_forward_with(kernel, qg, kg, vg, scale, out, lse);
-  kernels::cuda::causal_attention_backward_with(kernel, dout.to(gpu), qg, kg, vg, cpu.out.to(gpu),
-                                                cpu.lse.to(gpu), scale, dq, dk, dv);
+  kernels::causal_attention_forward_with(kernel, qg, kg, vg, scale, out, lse);
+  kernels::causal_attention_backward_with(kernel, dout.to(gpu), qg, kg, vg, cpu.out.to(gpu), cpu.lse.to(gpu),
+                                          scale, dq, dk, dv);
   std::vector<std::vector<float>> result;
   for (const Tensor& t : {out, lse, dq, dk, dv}) result.push_back(t.cpu().to_vector<float>());
   return result;
@@ -178,17 +184,17 @@ TEST(CudaAttentionKernels, FlashVersionsAreDeterministicAndV3MatchesV4) {
     const Tensor v = random(shape, kBFloat16, 42 + D), dout = random(shape, kBFloat16, 43 + D);
     const kernels::AttentionOutput cpu = kernels::causal_attention(q, k, v, 1.0 / std::sqrt(double(D)));
     std::vector<std::vector<float>> v3;
-    for (AttentionKernel kernel :
-         {AttentionKernel::Flash, AttentionKernel::FlashTensorCore, AttentionKernel::FlashTensorCoreAsync}) {
+    for (AttentionKernel kernel : {AttentionKernel::CudaFlash, AttentionKernel::CudaFlashTensorCore,
+                                   AttentionKernel::CudaFlashTensorCoreAsync}) {
       const auto first = run_once(kernel, q, k, v, dout, cpu), second = run_once(kernel, q, k, v, dout, cpu);
       for (size_t i = 0; i < first.size(); ++i) {
         EXPECT_EQ(first[i], second[i])
             << attention_kernel_name(kernel) << " D" << D << " " << names[i] << " differs between two runs";
       }
-      if (kernel == AttentionKernel::FlashTensorCore) v3 = first;
-      if (kernel == AttentionKernel::FlashTensorCoreAsync) {
+      if (kernel == AttentionKernel::CudaFlashTensorCore) v3 = first;
+      if (kernel == AttentionKernel::CudaFlashTensorCoreAsync) {
         for (size_t i = 0; i < first.size(); ++i) {
-          EXPECT_EQ(first[i], v3[i]) << "flash_tc_async vs flash_tc D" << D << " " << names[i];
+          EXPECT_EQ(first[i], v3[i]) << "v4-flash-tc-async vs v3-flash-tc D" << D << " " << names[i];
         }
       }
     }

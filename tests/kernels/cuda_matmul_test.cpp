@@ -1,7 +1,8 @@
 // kernels::matmul on CUDA — brigade's kernels (the default per dtype through MatmulBackend::Native, and
-// every version v1..v8 of kernels/cuda/matmul.h directly through gemm_native) and the cuBLAS baseline —
-// against the double triple loop of kernels/reference on the op table's shapes (tests/ops/op_cases_matmul.h),
-// with the same tolerances. Every test that launches a kernel skips where no GPU is present.
+// every CUDA version v1..v8 of kernels/matmul_versions.h directly through gemm_native) and the cuBLAS
+// baseline — against the double triple loop of kernels/reference on the op table's shapes
+// (tests/ops/op_cases_matmul.h), with the same tolerances. Every test that launches a kernel skips where no
+// GPU is present.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/matmul_versions.h"
 #include "tensor/stream.h"
 #include "tests/kernels/matmul_check.h"
 #include "tests/ops/op_cases_matmul.h"
@@ -128,10 +130,18 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 #if BRIGADE_WITH_CUDA
-using kernels::cuda::all_gemm_kernels;
-using kernels::cuda::gemm_kernel_name;
-using kernels::cuda::gemm_kernel_supports;
-using kernels::cuda::GemmKernel;
+using GemmKernel = kernels::MatmulKernel;
+using kernels::matmul_kernel_name;
+using kernels::matmul_kernel_supports;
+
+/// The CUDA versions of all_matmul_kernels(), v1 first.
+std::vector<GemmKernel> cuda_gemm_kernels() {
+  std::vector<GemmKernel> list;
+  for (GemmKernel kernel : kernels::all_matmul_kernels()) {
+    if (kernels::matmul_kernel_backend(kernel) == DeviceKind::CUDA) list.push_back(kernel);
+  }
+  return list;
+}
 
 /// c = op(a) @ op(b) by one kernel through gemm_native. a, b, c are 3-d CUDA tensors whose last dim has
 /// unit stride; their row strides become the leading dims and their batch strides (0 for an expanded
@@ -160,9 +170,9 @@ void run_kernel(GemmKernel kernel, const Tensor& a, const Tensor& b, const Tenso
 /// The (kernel, dtype) pairs that gemm_native implements.
 std::vector<std::pair<GemmKernel, DType>> supported_pairs() {
   std::vector<std::pair<GemmKernel, DType>> pairs;
-  for (GemmKernel kernel : all_gemm_kernels()) {
+  for (GemmKernel kernel : cuda_gemm_kernels()) {
     for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-      if (gemm_kernel_supports(kernel, dtype)) pairs.emplace_back(kernel, dtype);
+      if (matmul_kernel_supports(kernel, dtype)) pairs.emplace_back(kernel, dtype);
     }
   }
   return pairs;
@@ -170,35 +180,36 @@ std::vector<std::pair<GemmKernel, DType>> supported_pairs() {
 
 // Runs without a GPU: the list, the names and the dtype table are host code.
 TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
-  const auto& list = all_gemm_kernels();
+  const std::vector<GemmKernel> list = cuda_gemm_kernels();
   ASSERT_EQ(list.size(), 8u);
-  EXPECT_EQ(list.front(), GemmKernel::Naive);
+  EXPECT_EQ(list.front(), GemmKernel::CudaNaive);
   std::vector<std::string> names;
-  for (GemmKernel kernel : list) names.emplace_back(gemm_kernel_name(kernel));
-  EXPECT_EQ(names, (std::vector<std::string>{"naive", "tiled", "vectorized", "warptiled", "wmma",
-                                             "wmma_async", "mma_sync", "wgmma"}));
+  for (GemmKernel kernel : list) names.emplace_back(matmul_kernel_name(kernel));
+  EXPECT_EQ(names, (std::vector<std::string>{"v1-naive", "v2-tiled", "v3-vectorized", "v4-warptiled",
+                                             "v5-wmma", "v6-wmma-async", "v7-mma-sync", "v8-wgmma"}));
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-    EXPECT_TRUE(gemm_kernel_supports(kernels::cuda::default_gemm_kernel(dtype), dtype)) << dtype_name(dtype);
+    EXPECT_TRUE(matmul_kernel_supports(kernels::default_matmul_kernel(DeviceKind::CUDA, dtype), dtype))
+        << dtype_name(dtype);
   }
-  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::Warptiled, kFloat32));
-  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Warptiled, kBFloat16));
-  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::Wmma, kFloat32));
-  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::WmmaAsync, kBFloat16));
-  EXPECT_TRUE(gemm_kernel_supports(GemmKernel::MmaSync, kBFloat16));
-  EXPECT_FALSE(gemm_kernel_supports(GemmKernel::MmaSync, kFloat32));
-  EXPECT_EQ(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wmma);
-  EXPECT_EQ(kernels::cuda::default_gemm_kernel(kFloat32), GemmKernel::Tiled);
+  EXPECT_TRUE(matmul_kernel_supports(GemmKernel::CudaWarptiled, kFloat32));
+  EXPECT_FALSE(matmul_kernel_supports(GemmKernel::CudaWarptiled, kBFloat16));
+  EXPECT_FALSE(matmul_kernel_supports(GemmKernel::CudaWmma, kFloat32));
+  EXPECT_TRUE(matmul_kernel_supports(GemmKernel::CudaWmmaAsync, kBFloat16));
+  EXPECT_TRUE(matmul_kernel_supports(GemmKernel::CudaMmaSync, kBFloat16));
+  EXPECT_FALSE(matmul_kernel_supports(GemmKernel::CudaMmaSync, kFloat32));
+  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kBFloat16), GemmKernel::CudaWmma);
+  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kFloat32), GemmKernel::CudaTiled);
 }
 
 // Runs without a GPU: the dtype check comes before any CUDA call.
 TEST(CudaGemmKernels, UnsupportedDtypeIsATypedError) {
   kernels::GemmArgs args;  // m = n = 0: nothing would be launched
   args.dtype = kBFloat16;
-  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Vectorized), DTypeError);
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::CudaVectorized), DTypeError);
   args.dtype = kFloat32;
-  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wmma), DTypeError);
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::CudaWmma), DTypeError);
   args.dtype = kInt32;
-  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Tiled), DTypeError);
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::CudaTiled), DTypeError);
 }
 
 // Every version, every dtype it supports, the shared shape table plus shapes made of whole 128-tiles
@@ -221,7 +232,7 @@ TEST(CudaGemmKernels, EveryKernelMatchesReference) {
         Tensor c = empty({2, s.m, s.n}, TensorOptions().dtype(dtype).device(gpu));
         run_kernel(kernel, a.to(gpu), b.to(gpu), c, ta, tb);
         EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype)))
-            << gemm_kernel_name(kernel) << " " << testing::shape_name(s) << " ta=" << ta << " tb=" << tb
+            << matmul_kernel_name(kernel) << " " << testing::shape_name(s) << " ta=" << ta << " tb=" << tb
             << " " << dtype_name(dtype);
       }
     }
@@ -238,7 +249,7 @@ TEST(CudaGemmKernels, EmptyKWritesZeros) {
     Tensor c = full({2, 70, 45}, 7.0, options);
     run_kernel(kernel, a, b, c, false, false);
     EXPECT_TRUE(testing::allclose(c, zeros({2, 70, 45}), 0.0, 0.0))
-        << gemm_kernel_name(kernel) << " " << dtype_name(dtype);
+        << matmul_kernel_name(kernel) << " " << dtype_name(dtype);
   }
 }
 
@@ -270,7 +281,7 @@ TEST(CudaGemmKernels, PaddedMisalignedAndBroadcastOperands) {
         Tensor b_gpu = b_store.to(gpu).narrow(1, offset, br).narrow(2, offset, bc).expand({kBatch, br, bc});
         ASSERT_EQ(b_gpu.stride(0), 0);
         run_kernel(kernel, a_gpu, b_gpu, c, ta, tb);
-        const std::string what = std::string(gemm_kernel_name(kernel)) + " " + dtype_name(dtype) +
+        const std::string what = std::string(matmul_kernel_name(kernel)) + " " + dtype_name(dtype) +
                                  " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
                                  " offset=" + std::to_string(offset);
         EXPECT_TRUE(matmul_matches_reference(c, a, b, ta, tb, matmul_tolerance(dtype))) << what;

@@ -1,4 +1,4 @@
-// bf16 GEMM v8 (GemmKernel::Wgmma, kernels/cuda/matmul_wgmma.cu) beyond what cuda_matmul_test.cpp's
+// bf16 GEMM v8 (MatmulKernel::CudaWgmma, kernels/cuda/matmul_wgmma.cu) beyond what cuda_matmul_test.cpp's
 // all-kernel tests already run: when the kernel is offered (an sm_90 device and sm_90a code in the build),
 // which arguments its own kernel takes and which go to v6, and the GPT's layer shapes with deep K, batch
 // and tails against the double reference (tolerance as tests/kernels/matmul_check.h: bf16 1e-2 of sum_k |a
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
+#include "kernels/matmul_versions.h"
 #include "tests/kernels/matmul_check.h"
 #include "tests/ops/op_cases_matmul.h"
 #include "tests/test_support.h"
@@ -16,14 +17,14 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/matmul.h"
-#include "kernels/cuda/matmul_versions.cuh"
+#include "kernels/cuda/matmul_launchers.cuh"
 #endif
 
 namespace brigade {
 namespace {
 
 #if BRIGADE_WITH_CUDA
-using kernels::cuda::GemmKernel;
+using GemmKernel = kernels::MatmulKernel;
 
 /// Whether the current device is compute capability 9.0 (false without a device).
 bool device_is_sm90() {
@@ -47,13 +48,13 @@ constexpr bool kBuiltForSm90a =
 
 // Runs without a GPU: offered exactly on an sm_90 device of a build with sm_90a code, and only in bf16.
 TEST(CudaGemmWgmma, OfferedOnlyOnSm90InBf16) {
-  EXPECT_FALSE(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kFloat32));
-  EXPECT_FALSE(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kFloat64));
+  EXPECT_FALSE(kernels::matmul_kernel_supports(GemmKernel::CudaWgmma, kFloat32));
+  EXPECT_FALSE(kernels::matmul_kernel_supports(GemmKernel::CudaWgmma, kFloat64));
   const bool expected = cuda_available() && device_is_sm90() && kBuiltForSm90a;
-  EXPECT_EQ(kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16), expected)
+  EXPECT_EQ(kernels::matmul_kernel_supports(GemmKernel::CudaWgmma, kBFloat16), expected)
       << "cuda_available " << cuda_available() << ", sm_90 " << device_is_sm90() << ", built for sm_90a "
       << kBuiltForSm90a;
-  EXPECT_NE(kernels::cuda::default_gemm_kernel(kBFloat16), GemmKernel::Wgmma)
+  EXPECT_NE(kernels::default_matmul_kernel(DeviceKind::CUDA, kBFloat16), GemmKernel::CudaWgmma)
       << "the default flips only after a GPU has measured v8";
 }
 
@@ -61,13 +62,13 @@ TEST(CudaGemmWgmma, OfferedOnlyOnSm90InBf16) {
 TEST(CudaGemmWgmma, Float32IsATypedError) {
   kernels::GemmArgs args;
   args.dtype = kFloat32;
-  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wgmma), DTypeError);
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::CudaWgmma), DTypeError);
 }
 
 // On a GPU that cannot run v8 (not compute capability 9.0, or no sm_90a code): a DeviceError naming why.
 TEST(CudaGemmWgmma, OtherDevicesGetADeviceError) {
   BRIGADE_REQUIRE_CUDA();
-  if (kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16)) {
+  if (kernels::matmul_kernel_supports(GemmKernel::CudaWgmma, kBFloat16)) {
     GTEST_SKIP() << "this device runs v8 (LayerShapesMatchReference checks it)";
   }
   const TensorOptions options = TensorOptions().dtype(kBFloat16).device(Device::cuda());
@@ -78,7 +79,7 @@ TEST(CudaGemmWgmma, OtherDevicesGetADeviceError) {
   args.m = args.n = args.k = 8;
   args.lda = args.ldb = args.ldc = 8;
   args.trans_b = true;
-  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::Wgmma), DeviceError);
+  EXPECT_THROW(kernels::cuda::gemm_native(args, GemmKernel::CudaWgmma), DeviceError);
 }
 
 // Runs without a GPU (host code): v8's kernel takes A untransposed, B transposed, 16-byte aligned rows.
@@ -114,7 +115,7 @@ TEST(CudaGemmWgmma, HandlesOnlyKMajorAlignedOperands) {
 // with B broadcast, including whole 128 x 128 tiles, K tails, K spanning many stages, and M/N tails.
 TEST(CudaGemmWgmma, LayerShapesMatchReference) {
   BRIGADE_REQUIRE_CUDA();
-  if (!kernels::cuda::gemm_kernel_supports(GemmKernel::Wgmma, kBFloat16)) {
+  if (!kernels::matmul_kernel_supports(GemmKernel::CudaWgmma, kBFloat16)) {
     // An H100/H200 with a build lacking sm_90a code is a misconfigured GPU check, not a reason to skip.
     if (device_is_sm90() && std::getenv("BRIGADE_REQUIRE_GPU") != nullptr) {
       FAIL() << "BRIGADE_REQUIRE_GPU is set on an sm_90 device, but the build has no sm_90a code "
@@ -142,7 +143,7 @@ TEST(CudaGemmWgmma, LayerShapesMatchReference) {
     args.batch = 2;
     args.stride_a = s.m * s.k, args.stride_b = 0, args.stride_c = s.m * s.n;
     EXPECT_EQ(kernels::cuda::gemm_detail::wgmma_handles(args), s.k % 8 == 0) << testing::shape_name(s);
-    kernels::cuda::gemm_native(args, GemmKernel::Wgmma);
+    kernels::cuda::gemm_native(args, GemmKernel::CudaWgmma);
     EXPECT_TRUE(testing::matmul_matches_reference(c, a, b, false, true, testing::matmul_tolerance(kBFloat16)))
         << "wgmma " << testing::shape_name(s);
   }
@@ -163,7 +164,7 @@ TEST(CudaGemmWgmma, LayerShapesMatchReference) {
     args.batch = 1;
     args.stride_a = m * ld, args.stride_b = n * ld, args.stride_c = m * n;
     EXPECT_TRUE(kernels::cuda::gemm_detail::wgmma_handles(args)) << "padded rows are 16-byte aligned";
-    kernels::cuda::gemm_native(args, GemmKernel::Wgmma);
+    kernels::cuda::gemm_native(args, GemmKernel::CudaWgmma);
     EXPECT_TRUE(testing::matmul_matches_reference(c, a_padded.narrow(2, 0, k), b_padded.narrow(2, 0, k),
                                                   false, true, testing::matmul_tolerance(kBFloat16)))
         << "wgmma K 70 in rows of 72";

@@ -1,4 +1,5 @@
-// Every version of the CUDA memory-bound kernels of kernels/cuda/memory_kernels.h against the CPU backend:
+// Every CUDA version of the memory-bound kernels (kernels/elementwise_versions.h, adamw_versions.h,
+// cross_entropy_versions.h, embedding_backward_versions.h) against the CPU backend:
 // elementwise v1/v2 (unary and backward for every op, binary full/bias-row/scalar-tensor/in place, binary
 // with a scalar), AdamW v1/v2, cross-entropy v1/v2, embedding backward v1 (atomic) and v2 (sorted). Sizes
 // around the 16-byte packs and GPT-2 widths (768, 3072, V 50257), operands at 0-3 elements past a 16-byte
@@ -18,21 +19,41 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adamw_versions.h"
 #include "kernels/backend.h"
+#include "kernels/cross_entropy_versions.h"
+#include "kernels/elementwise_versions.h"
+#include "kernels/embedding_backward_versions.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
-#if BRIGADE_WITH_CUDA
-#include "kernels/cuda/memory_kernels.h"
-#endif
 
 namespace brigade {
 namespace {
 
 #if BRIGADE_WITH_CUDA
-namespace kc = kernels::cuda;
+namespace kc = kernels;
+using kernels::AdamWKernel;
 using kernels::BinaryOp;
+using kernels::CrossEntropyKernel;
+using kernels::ElementwiseKernel;
 using kernels::UnaryOp;
 using testing::allclose;
+
+// The CUDA versions of each registry, v1 first.
+const std::vector<ElementwiseKernel>& cuda_elementwise_kernels() {
+  static const std::vector<ElementwiseKernel> list = {ElementwiseKernel::CudaScalar,
+                                                      ElementwiseKernel::CudaVector128};
+  return list;
+}
+const std::vector<AdamWKernel>& cuda_adamw_kernels() {
+  static const std::vector<AdamWKernel> list = {AdamWKernel::CudaScalar, AdamWKernel::CudaVector128};
+  return list;
+}
+const std::vector<CrossEntropyKernel>& cuda_cross_entropy_kernels() {
+  static const std::vector<CrossEntropyKernel> list = {CrossEntropyKernel::CudaBlockPerRow,
+                                                       CrossEntropyKernel::CudaVectorRow};
+  return list;
+}
 
 struct Tolerance {
   double rtol, atol;
@@ -90,12 +111,16 @@ const std::vector<Offsets>& offsets() {
 // Host code only: runs without a GPU.
 TEST(CudaMemoryKernels, ListsAndNames) {
 #if BRIGADE_WITH_CUDA
-  ASSERT_EQ(kc::all_elementwise_kernels().size(), 2u);
-  EXPECT_EQ(std::string(kc::elementwise_kernel_name(kc::ElementwiseKernel::Vector128)), "vector128");
-  ASSERT_EQ(kc::all_cross_entropy_kernels().size(), 2u);
-  EXPECT_EQ(std::string(kc::cross_entropy_kernel_name(kc::CrossEntropyKernel::VectorRow)), "vector_row");
-  ASSERT_EQ(kc::all_embedding_backward_kernels().size(), 2u);
-  EXPECT_EQ(std::string(kc::embedding_backward_kernel_name(kc::EmbeddingBackwardKernel::Sorted)), "sorted");
+  for (ElementwiseKernel kernel : cuda_elementwise_kernels()) {
+    EXPECT_EQ(kc::elementwise_kernel_backend(kernel), DeviceKind::CUDA);
+  }
+  EXPECT_EQ(std::string(kc::elementwise_kernel_name(kc::ElementwiseKernel::CudaVector128)), "v2-vector128");
+  EXPECT_EQ(std::string(kc::adamw_kernel_name(kc::AdamWKernel::CudaVector128)), "v2-vector128");
+  EXPECT_EQ(std::string(kc::cross_entropy_kernel_name(kc::CrossEntropyKernel::CudaVectorRow)),
+            "v2-vector-row");
+  EXPECT_EQ(std::string(kc::embedding_backward_kernel_name(kc::EmbeddingBackwardKernel::CudaSorted)),
+            "v2-sorted");
+  EXPECT_EQ(kc::embedding_backward_kernel_backend(kc::EmbeddingBackwardKernel::CudaAtomic), DeviceKind::CUDA);
 #else
   GTEST_SKIP() << "brigade was built without CUDA: the per-version memory-bound kernels do not exist";
 #endif
@@ -121,8 +146,8 @@ TEST(CudaMemoryKernels, UnaryAndBackwardEveryVersionMatchesTheCpu) {
                                    std::to_string(n) + " offsets " + std::to_string(off.in) + "/" +
                                    std::to_string(off.out);
           Tensor outs[2], grads[2];
-          for (kc::ElementwiseKernel kernel : kc::all_elementwise_kernels()) {
-            const int k = static_cast<int>(kernel);
+          for (ElementwiseKernel kernel : cuda_elementwise_kernels()) {
+            const int k = kernel == ElementwiseKernel::CudaScalar ? 0 : 1;
             outs[k] = gpu_zeros_at({n}, dtype, off.out);
             grads[k] = gpu_zeros_at({n}, dtype, off.out);
             kc::unary_with(kernel, op, on_gpu_at(x, off.in), outs[k]);
@@ -155,7 +180,7 @@ TEST(CudaMemoryKernels, BinaryFullBiasScalarAndInPlaceMatchTheCpu) {
           const auto op = static_cast<BinaryOp>(o);
           const Tensor lhs = op == BinaryOp::Pow ? kernels::unary(UnaryOp::Abs, a) : a;
           const Tensor ref = kernels::binary(op, lhs, b), ref_scalar = kernels::binary(op, lhs, 0.75);
-          for (kc::ElementwiseKernel kernel : kc::all_elementwise_kernels()) {
+          for (ElementwiseKernel kernel : cuda_elementwise_kernels()) {
             const std::string what = std::string(kernels::binary_op_name(op)) + " " + dtype_name(dtype) +
                                      " n " + std::to_string(n) + " offsets " + std::to_string(off.in) + "/" +
                                      std::to_string(off.out) + " " + kc::elementwise_kernel_name(kernel);
@@ -168,7 +193,7 @@ TEST(CudaMemoryKernels, BinaryFullBiasScalarAndInPlaceMatchTheCpu) {
           }
         }
         // In place: a += b (out is a's memory).
-        for (kc::ElementwiseKernel kernel : kc::all_elementwise_kernels()) {
+        for (ElementwiseKernel kernel : cuda_elementwise_kernels()) {
           Tensor acc = on_gpu_at(a, off.in);
           kc::binary_with(kernel, BinaryOp::Add, acc, on_gpu_at(b, off.in), acc);
           EXPECT_TRUE(allclose(acc.cpu(), kernels::binary(BinaryOp::Add, a, b), tol.rtol, tol.atol))
@@ -186,7 +211,7 @@ TEST(CudaMemoryKernels, BinaryFullBiasScalarAndInPlaceMatchTheCpu) {
       for (const Tensor& small : {bias, scalar}) {
         const Tensor small_gpu = on_gpu_at(small, 1).unsqueeze(0).expand({R, F});
         const Tensor small_cpu = small.unsqueeze(0).expand({R, F});
-        for (kc::ElementwiseKernel kernel : kc::all_elementwise_kernels()) {
+        for (ElementwiseKernel kernel : cuda_elementwise_kernels()) {
           const std::string what = std::string(small.numel() == 1 ? "scalar tensor" : "bias") + " " +
                                    dtype_name(dtype) + " F " + std::to_string(F) + " " +
                                    kc::elementwise_kernel_name(kernel);
@@ -223,12 +248,12 @@ TEST(CudaMemoryKernels, AdamWEveryVersionMatchesTheCpu) {
               kernels::unary(UnaryOp::Abs, random_values({n}, moments, static_cast<uint64_t>(n + 3), 0.1));
           Tensor p_cpu = p0.clone(), m_cpu = m0.clone(), v_cpu = v0.clone();
           kernels::adamw_update(p_cpu, g, m_cpu, v_cpu, s);
-          for (kc::ElementwiseKernel kernel : kc::all_elementwise_kernels()) {
+          for (AdamWKernel kernel : cuda_adamw_kernels()) {
             Tensor p = on_gpu_at(p0, off), m = on_gpu_at(m0, moment_off), v = on_gpu_at(v0, moment_off);
             kc::adamw_with(kernel, p, on_gpu_at(g, off), m, v, s);
             const std::string what = std::string(dtype_name(dtype)) + " n " + std::to_string(n) +
                                      " offsets " + std::to_string(off) + "/" + std::to_string(moment_off) +
-                                     " " + kc::elementwise_kernel_name(kernel);
+                                     " " + kc::adamw_kernel_name(kernel);
             EXPECT_TRUE(allclose(p.cpu(), p_cpu, tol.rtol, tol.atol)) << what << " param";
             EXPECT_TRUE(allclose(m.cpu(), m_cpu, mtol.rtol, mtol.atol)) << what << " m";
             EXPECT_TRUE(allclose(v.cpu(), v_cpu, mtol.rtol, mtol.atol)) << what << " v";
@@ -254,7 +279,7 @@ TEST(CudaMemoryKernels, CrossEntropyEveryVersionMatchesTheCpu) {
       Tensor loss_cpu = empty({N}, TensorOptions(loss_dtype)), grad_cpu = empty({N, V}, TensorOptions(dtype));
       int64_t count_cpu = 0;
       kernels::cpu::cross_entropy(logits, targets, -100, loss_cpu, grad_cpu, &count_cpu);
-      for (kc::CrossEntropyKernel kernel : kc::all_cross_entropy_kernels()) {
+      for (CrossEntropyKernel kernel : cuda_cross_entropy_kernels()) {
         for (bool with_grad : {true, false}) {
           const std::string what = std::string(kc::cross_entropy_kernel_name(kernel)) + " " +
                                    dtype_name(dtype) + " V " + std::to_string(V) +
@@ -296,13 +321,13 @@ TEST(CudaMemoryKernels, EmbeddingBackwardSortedIsTheCpuBitForBitOnEveryRun) {
           Tensor runs[2];
           for (int run = 0; run < 2; ++run) {
             runs[run] = zeros({V, C}, TensorOptions(dtype).device(Device::cuda()));
-            kc::embedding_backward_with(kc::EmbeddingBackwardKernel::Sorted, grad_out.to(Device::cuda()),
+            kc::embedding_backward_with(kc::EmbeddingBackwardKernel::CudaSorted, grad_out.to(Device::cuda()),
                                         id_tensor.to(Device::cuda()), runs[run]);
           }
           EXPECT_TRUE(same_bits(runs[0], ref)) << what << ": sorted differs from the CPU bits";
           EXPECT_TRUE(same_bits(runs[0], runs[1])) << what << ": sorted differs between runs";
           Tensor atomic = zeros({V, C}, TensorOptions(dtype).device(Device::cuda()));
-          kc::embedding_backward_with(kc::EmbeddingBackwardKernel::Atomic, grad_out.to(Device::cuda()),
+          kc::embedding_backward_with(kc::EmbeddingBackwardKernel::CudaAtomic, grad_out.to(Device::cuda()),
                                       id_tensor.to(Device::cuda()), atomic);
           const Tolerance tol = dtype == kFloat32 ? Tolerance{1e-5, 1e-4} : cpu_tolerance(dtype);
           EXPECT_TRUE(allclose(atomic.cpu(), ref, tol.rtol, tol.atol)) << what << " atomic";

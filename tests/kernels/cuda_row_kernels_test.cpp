@@ -1,8 +1,9 @@
-// Every CUDA row-kernel version (kernels/cuda/row_kernels.h: v1 block per row, v2 warp per row) against the
-// CPU backend: softmax and log-softmax forward and backward, layernorm forward and backward with and
-// without affine parameters; float32, bfloat16, float64; C around the warp's 32 lanes and the template steps
-// of v2 (1, 5, 32, 33, 100, 768, 1024) and past v2's limit (1500: falls back to v1); R = 3 and 257. Rows with
-// -inf entries (masked scores) are included. Skips without a GPU, except the host-side table test.
+// Every CUDA row-kernel version (kernels/softmax_versions.h, kernels/layernorm_versions.h: v1 block per row,
+// v2 warp per row) against the CPU backend: softmax and log-softmax forward and backward, layernorm forward
+// and backward with and without affine parameters; float32, bfloat16, float64; C around the warp's 32 lanes
+// and the template steps of v2 (1, 5, 32, 33, 100, 768, 1024) and past v2's limit (1500: falls back to v1);
+// R = 3 and 257. Rows with -inf entries (masked scores) are included. Skips without a GPU, except the
+// host-side table test.
 //
 // Tolerances (the same math in float, or double for float64, summed in other orders): float32 rtol 1e-5,
 // atol 1e-6; float64 1e-12, 1e-14; bfloat16 outputs are rounded once from float by both backends: rtol
@@ -11,23 +12,43 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
+#include "kernels/layernorm_versions.h"
+#include "kernels/softmax_versions.h"
 #include "test_support.h"
-#if BRIGADE_WITH_CUDA
-#include "kernels/cuda/row_kernels.h"
-#endif
 
 namespace brigade {
 namespace {
 
 #if BRIGADE_WITH_CUDA
-using kernels::cuda::all_row_kernels;
-using kernels::cuda::row_kernel_name;
-using kernels::cuda::row_kernel_supports;
-using kernels::cuda::RowKernel;
+using kernels::LayerNormKernel;
+using kernels::SoftmaxKernel;
 using testing::allclose;
+
+/// A CUDA row-kernel version: softmax's and layernorm's share their mechanism and numbering (v1 one block per
+/// row, v2 one warp per row; kernels/softmax_versions.h, kernels/layernorm_versions.h).
+struct RowKernel {
+  SoftmaxKernel softmax;
+  LayerNormKernel layernorm;
+};
+
+const std::vector<RowKernel>& all_row_kernels() {
+  static const std::vector<RowKernel> kernels = {
+      {SoftmaxKernel::CudaBlockPerRow, LayerNormKernel::CudaBlockPerRow},
+      {SoftmaxKernel::CudaWarpPerRow, LayerNormKernel::CudaWarpPerRow}};
+  return kernels;
+}
+
+const char* row_kernel_name(const RowKernel& kernel) {
+  return kernels::softmax_kernel_name(kernel.softmax);
+}
+
+bool row_kernel_supports(const RowKernel& kernel, int64_t cols) {
+  return kernels::softmax_kernel_supports(kernel.softmax, cols);
+}
 
 struct Tolerance {
   double rtol, atol;
@@ -85,11 +106,15 @@ void for_each_row_case(const std::string& variant_name, F&& f) {
 // Host code only: runs without a GPU.
 TEST(CudaRowKernels, ListAndSupportTable) {
   ASSERT_EQ(all_row_kernels().size(), 2u);
-  EXPECT_EQ(std::string(row_kernel_name(all_row_kernels()[1])), "warp_per_row");
-  EXPECT_TRUE(row_kernel_supports(RowKernel::WarpPerRow, 1));
-  EXPECT_TRUE(row_kernel_supports(RowKernel::WarpPerRow, 1024));
-  EXPECT_FALSE(row_kernel_supports(RowKernel::WarpPerRow, 1025));
-  EXPECT_TRUE(row_kernel_supports(RowKernel::BlockPerRow, 50304));
+  EXPECT_EQ(std::string(row_kernel_name(all_row_kernels()[1])), "v2-warp-per-row");
+  EXPECT_EQ(std::string(kernels::layernorm_kernel_name(all_row_kernels()[1].layernorm)), "v2-warp-per-row");
+  EXPECT_TRUE(kernels::softmax_kernel_supports(SoftmaxKernel::CudaWarpPerRow, 1));
+  EXPECT_TRUE(kernels::softmax_kernel_supports(SoftmaxKernel::CudaWarpPerRow, 1024));
+  EXPECT_FALSE(kernels::softmax_kernel_supports(SoftmaxKernel::CudaWarpPerRow, 1025));
+  EXPECT_TRUE(kernels::softmax_kernel_supports(SoftmaxKernel::CudaBlockPerRow, 50304));
+  EXPECT_TRUE(kernels::layernorm_kernel_supports(LayerNormKernel::CudaWarpPerRow, 1024));
+  EXPECT_FALSE(kernels::layernorm_kernel_supports(LayerNormKernel::CudaWarpPerRow, 1025));
+  EXPECT_TRUE(kernels::layernorm_kernel_supports(LayerNormKernel::CudaBlockPerRow, 50304));
 }
 
 TEST(CudaRowKernels, SoftmaxForwardAndBackwardMatchTheCpuBackend) {
@@ -102,14 +127,14 @@ TEST(CudaRowKernels, SoftmaxForwardAndBackwardMatchTheCpuBackend) {
     const Tensor x = random_rows(c.R, c.C, c.dtype, seed++, /*masked=*/c.C > 2);
     const Tensor y_cpu = log ? kernels::log_softmax(x) : kernels::softmax(x);
     Tensor y = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
-    kernels::cuda::softmax_rows_with(c.kernel, x.to(gpu), y, log);
+    kernels::softmax_rows_with(c.kernel.softmax, x.to(gpu), y, log);
     EXPECT_TRUE(allclose(y.cpu(), y_cpu, tol.rtol, tol.atol)) << c.what << " forward";
 
     const Tensor dy = random_rows(c.R, c.C, c.dtype, seed++, false);
     const Tensor dx_cpu =
         log ? kernels::log_softmax_backward(dy, y_cpu) : kernels::softmax_backward(dy, y_cpu);
     Tensor dx = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
-    kernels::cuda::softmax_backward_rows_with(c.kernel, dy.to(gpu), y_cpu.to(gpu), dx, log);
+    kernels::softmax_backward_rows_with(c.kernel.softmax, dy.to(gpu), y_cpu.to(gpu), dx, log);
     EXPECT_TRUE(allclose(dx.cpu(), dx_cpu, tol.rtol, tol.atol)) << c.what << " backward";
   });
 }
@@ -129,8 +154,8 @@ TEST(CudaRowKernels, LayerNormForwardMatchesTheCpuBackend) {
     Tensor y = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
     Tensor mean = empty({c.R}, TensorOptions(stat_dtype).device(gpu));
     Tensor rstd = empty({c.R}, TensorOptions(stat_dtype).device(gpu));
-    kernels::cuda::layernorm_forward_with(c.kernel, x.to(gpu), affine ? w.to(gpu) : Tensor(),
-                                          affine ? b.to(gpu) : Tensor(), 1e-5, y, mean, rstd);
+    kernels::layernorm_forward_with(c.kernel.layernorm, x.to(gpu), affine ? w.to(gpu) : Tensor(),
+                                    affine ? b.to(gpu) : Tensor(), 1e-5, y, mean, rstd);
     EXPECT_TRUE(allclose(y.cpu(), cpu.y, tol.rtol, tol.atol)) << c.what << " y";
     const double stat_rtol = c.dtype == kFloat64 ? 1e-12 : 1e-5;
     EXPECT_TRUE(allclose(mean.cpu(), cpu.mean, stat_rtol, 1e-6)) << c.what << " mean";
@@ -158,8 +183,8 @@ TEST(CudaRowKernels, LayerNormBackwardMatchesTheCpuBackend) {
     Tensor dx = empty({c.R, c.C}, TensorOptions().dtype(c.dtype).device(gpu));
     Tensor dweight = affine ? empty({c.C}, TensorOptions(stat_dtype).device(gpu)) : Tensor();
     Tensor dbias = empty({c.C}, TensorOptions(stat_dtype).device(gpu));
-    kernels::cuda::layernorm_backward_with(c.kernel, dy.to(gpu), x.to(gpu), affine ? w.to(gpu) : Tensor(),
-                                           fwd.mean.to(gpu), fwd.rstd.to(gpu), dx, dweight, dbias);
+    kernels::layernorm_backward_with(c.kernel.layernorm, dy.to(gpu), x.to(gpu), affine ? w.to(gpu) : Tensor(),
+                                     fwd.mean.to(gpu), fwd.rstd.to(gpu), dx, dweight, dbias);
     EXPECT_TRUE(allclose(dx.cpu(), cpu.dx, tol.rtol, tol.atol)) << c.what << " dx";
     EXPECT_TRUE(allclose(dbias.cpu(), cpu.dbias, tol.rtol, param_atol)) << c.what << " dbias";
     if (affine) {

@@ -1,0 +1,86 @@
+// The causal attention version registry (kernels/attention_versions.h).
+#include "kernels/attention_versions.h"
+
+namespace brigade::kernels {
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::CpuBaseline:
+      return "v1-baseline";
+    case AttentionKernel::CpuAvx2:
+      return "v2-avx2";
+    case AttentionKernel::CudaSimple:
+      return "v1-simple";
+    case AttentionKernel::CudaFlash:
+      return "v2-flash";
+    case AttentionKernel::CudaFlashTensorCore:
+      return "v3-flash-tc";
+    case AttentionKernel::CudaFlashTensorCoreAsync:
+      return "v4-flash-tc-async";
+  }
+  return "?";
+}
+
+DeviceKind attention_kernel_backend(AttentionKernel kernel) {
+  return kernel == AttentionKernel::CpuBaseline || kernel == AttentionKernel::CpuAvx2 ? DeviceKind::CPU
+                                                                                      : DeviceKind::CUDA;
+}
+
+const std::vector<AttentionKernel>& all_attention_kernels() {
+  static const std::vector<AttentionKernel> kernels = {
+      AttentionKernel::CpuBaseline,         AttentionKernel::CpuAvx2,
+      AttentionKernel::CudaSimple,          AttentionKernel::CudaFlash,
+      AttentionKernel::CudaFlashTensorCore, AttentionKernel::CudaFlashTensorCoreAsync};
+  return kernels;
+}
+
+bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim) {
+  const bool floating = dtype == kFloat32 || dtype == kBFloat16 || dtype == kFloat64;
+  const bool flash_dim = head_dim == 64 || head_dim == 128;
+  switch (kernel) {
+    case AttentionKernel::CpuBaseline:
+    case AttentionKernel::CudaSimple:
+      return floating;
+    case AttentionKernel::CpuAvx2:
+      return floating && detail::cpu_runs_avx2();
+    case AttentionKernel::CudaFlash:
+      return (dtype == kFloat32 || dtype == kBFloat16) && flash_dim;
+    case AttentionKernel::CudaFlashTensorCore:
+    case AttentionKernel::CudaFlashTensorCoreAsync:
+      return dtype == kBFloat16 && flash_dim;
+  }
+  return false;
+}
+
+AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_t head_dim) {
+  if (backend == DeviceKind::CUDA) return AttentionKernel::CudaSimple;
+  return attention_kernel_supports(AttentionKernel::CpuAvx2, dtype, head_dim) ? AttentionKernel::CpuAvx2
+                                                                              : AttentionKernel::CpuBaseline;
+}
+
+void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   double scale, const Tensor& out, const Tensor& lse) {
+  const char* name = attention_kernel_name(kernel);
+  const DeviceKind backend = attention_kernel_backend(kernel);
+  detail::check_version_device("causal_attention", name, backend, {&q, &k, &v, &out, &lse});
+  if (backend == DeviceKind::CPU) return cpu::causal_attention_forward_with(kernel, q, k, v, scale, out, lse);
+  BRIGADE_RUN_CUDA_VERSION("causal_attention", name,
+                           causal_attention_forward_with(kernel, q, k, v, scale, out, lse));
+}
+
+void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
+                                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const char* name = attention_kernel_name(kernel);
+  const DeviceKind backend = attention_kernel_backend(kernel);
+  detail::check_version_device("causal_attention_backward", name, backend,
+                               {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
+  if (backend == DeviceKind::CPU) {
+    return cpu::causal_attention_backward_with(kernel, dout, q, k, v, out, lse, scale, dq, dk, dv);
+  }
+  BRIGADE_RUN_CUDA_VERSION(
+      "causal_attention_backward", name,
+      causal_attention_backward_with(kernel, dout, q, k, v, out, lse, scale, dq, dk, dv));
+}
+
+}  // namespace brigade::kernels

@@ -1,0 +1,55 @@
+// The cross-entropy (fused with log-softmax) kernel versions, on each backend (the shape of every
+// kernels/<op>_versions.h: kernels/kernel_versions.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernel_versions.h"
+#include "tensor/tensor.h"
+
+namespace brigade::kernels {
+
+enum class CrossEntropyKernel {
+  /// CPU v1 (kernels/cpu/loss.cpp): one row per OpenMP iteration, the row's logsumexp in double (float32
+  /// through the 4-lane exp of kernels/cpu/vector_math.h).
+  CpuRowLoop,
+  /// CUDA v1 (kernels/cuda/loss.cu): one block per row, an online (max, sum) pass and a gradient pass,
+  /// scalar loads; the default. v2 improves: 16-byte accesses.
+  CudaBlockPerRow,
+  /// CUDA v2 (kernels/cuda/loss.cu): the same two passes with 16-byte loads of the logits and stores of the
+  /// gradient, each row cut into head, packs and tail by its own alignment (odd V); the gradient rows must
+  /// share the logits rows' alignment, else v1.
+  CudaVectorRow,
+};
+
+/// "v1-row-loop" (CPU); "v1-block-per-row", "v2-vector-row" (CUDA).
+const char* cross_entropy_kernel_name(CrossEntropyKernel kernel);
+
+/// DeviceKind::CPU or DeviceKind::CUDA.
+DeviceKind cross_entropy_kernel_backend(CrossEntropyKernel kernel);
+
+/// Every CrossEntropyKernel, in enum order.
+const std::vector<CrossEntropyKernel>& all_cross_entropy_kernels();
+
+/// Whether `kernel` runs here: always (v2 hands rows it cannot align to v1).
+bool cross_entropy_kernel_supports(CrossEntropyKernel kernel);
+
+/// What kernels::cross_entropy runs on `backend`: the CPU's row loop; CUDA v1 (v2 stays opt-in until a GPU
+/// has measured it).
+CrossEntropyKernel default_cross_entropy_kernel(DeviceKind backend);
+
+/// cross_entropy of kernels/backend.h (tensors on the version's backend) by one version: returns the first
+/// row with a bad target or -1, and sets *count.
+#define BRIGADE_CROSS_ENTROPY_VERSION_FUNCTIONS                                                      \
+  int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, const Tensor& targets, \
+                             int64_t ignore_index, const Tensor& row_loss, const Tensor& grad,       \
+                             int64_t* count);
+BRIGADE_CROSS_ENTROPY_VERSION_FUNCTIONS
+
+namespace cuda {
+/// The CUDA side of cross_entropy_with (kernels/cuda/loss.cu): `kernel` is a CUDA version. Call that instead.
+BRIGADE_CROSS_ENTROPY_VERSION_FUNCTIONS
+}  // namespace cuda
+
+}  // namespace brigade::kernels

@@ -1,0 +1,60 @@
+// The layernorm kernel versions (forward and backward over rows), on each backend (the shape of every
+// kernels/<op>_versions.h: kernels/kernel_versions.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernel_versions.h"
+#include "kernels/softmax_versions.h"  // kMaxWarpRowCols
+#include "tensor/tensor.h"
+
+namespace brigade::kernels {
+
+enum class LayerNormKernel {
+  /// CPU v1 (kernels/cpu/layernorm.cpp): one row per OpenMP iteration, statistics in double, parameter
+  /// gradients summed over fixed row blocks (independent of the thread count).
+  CpuRowLoop,
+  /// CUDA v1 (kernels/cuda/layernorm.cu): one block per row, block_reduce, the row read again for each
+  /// pass; parameter gradients through [P, C] partials and column sums (deterministic); any C; the default.
+  /// v2 improves: the row read once into registers, shuffles only.
+  CudaBlockPerRow,
+  /// CUDA v2 (kernels/cuda/layernorm_warp.cu): one warp per row, the row held in registers, butterfly
+  /// shuffles; the backward's per-warp partials summed in a fixed order; 1 <= C <= kMaxWarpRowCols (wider
+  /// rows run v1).
+  CudaWarpPerRow,
+};
+
+/// "v1-row-loop" (CPU); "v1-block-per-row", "v2-warp-per-row" (CUDA).
+const char* layernorm_kernel_name(LayerNormKernel kernel);
+
+/// DeviceKind::CPU or DeviceKind::CUDA.
+DeviceKind layernorm_kernel_backend(LayerNormKernel kernel);
+
+/// Every LayerNormKernel, in enum order.
+const std::vector<LayerNormKernel>& all_layernorm_kernels();
+
+/// Whether `kernel` itself runs rows of `cols` elements (v2: 1 .. kMaxWarpRowCols; the others: any).
+bool layernorm_kernel_supports(LayerNormKernel kernel, int64_t cols);
+
+/// What kernels::layernorm and layernorm_backward run on `backend`: the CPU's row loop; CUDA v1 (v2 stays
+/// opt-in until a GPU has measured it).
+LayerNormKernel default_layernorm_kernel(DeviceKind backend, int64_t cols);
+
+/// layernorm_forward / layernorm_backward of kernels/backend.h (tensors on the version's backend) by one
+/// version (v1 of its backend when !layernorm_kernel_supports(kernel, C)).
+#define BRIGADE_LAYERNORM_VERSION_FUNCTIONS                                                        \
+  void layernorm_forward_with(LayerNormKernel kernel, const Tensor& x, const Tensor& weight,       \
+                              const Tensor& bias, double eps, const Tensor& y, const Tensor& mean, \
+                              const Tensor& rstd);                                                 \
+  void layernorm_backward_with(LayerNormKernel kernel, const Tensor& dy, const Tensor& x,          \
+                               const Tensor& weight, const Tensor& mean, const Tensor& rstd,       \
+                               const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+BRIGADE_LAYERNORM_VERSION_FUNCTIONS
+
+namespace cuda {
+/// The CUDA side of the two above (kernels/cuda/layernorm_warp.cu): `kernel` is a CUDA version. Call those.
+BRIGADE_LAYERNORM_VERSION_FUNCTIONS
+}  // namespace cuda
+
+}  // namespace brigade::kernels

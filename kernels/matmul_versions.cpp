@@ -1,0 +1,87 @@
+// The matmul version registry (kernels/matmul_versions.h): names, backends, what each version supports,
+// the defaults, and gemm_with, which routes a version to its backend.
+#include "kernels/matmul_versions.h"
+
+#if BRIGADE_WITH_CUDA
+#include "kernels/cuda/matmul.h"
+#endif
+
+namespace brigade::kernels {
+
+const char* matmul_kernel_name(MatmulKernel kernel) {
+  switch (kernel) {
+    case MatmulKernel::CpuBlocked:
+      return "v1-blocked";
+    case MatmulKernel::CudaNaive:
+      return "v1-naive";
+    case MatmulKernel::CudaTiled:
+      return "v2-tiled";
+    case MatmulKernel::CudaVectorized:
+      return "v3-vectorized";
+    case MatmulKernel::CudaWarptiled:
+      return "v4-warptiled";
+    case MatmulKernel::CudaWmma:
+      return "v5-wmma";
+    case MatmulKernel::CudaWmmaAsync:
+      return "v6-wmma-async";
+    case MatmulKernel::CudaMmaSync:
+      return "v7-mma-sync";
+    case MatmulKernel::CudaWgmma:
+      return "v8-wgmma";
+  }
+  return "?";
+}
+
+DeviceKind matmul_kernel_backend(MatmulKernel kernel) {
+  return kernel == MatmulKernel::CpuBlocked ? DeviceKind::CPU : DeviceKind::CUDA;
+}
+
+const std::vector<MatmulKernel>& all_matmul_kernels() {
+  static const std::vector<MatmulKernel> kernels = {
+      MatmulKernel::CpuBlocked,     MatmulKernel::CudaNaive,     MatmulKernel::CudaTiled,
+      MatmulKernel::CudaVectorized, MatmulKernel::CudaWarptiled, MatmulKernel::CudaWmma,
+      MatmulKernel::CudaWmmaAsync,  MatmulKernel::CudaMmaSync,   MatmulKernel::CudaWgmma};
+  return kernels;
+}
+
+bool matmul_kernel_supports(MatmulKernel kernel, DType dtype) {
+  const bool floating = dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float64;
+  switch (kernel) {
+    case MatmulKernel::CpuBlocked:
+    case MatmulKernel::CudaNaive:
+    case MatmulKernel::CudaTiled:
+      return floating;
+    case MatmulKernel::CudaVectorized:
+    case MatmulKernel::CudaWarptiled:
+      return dtype == DType::Float32;
+    case MatmulKernel::CudaWmma:
+    case MatmulKernel::CudaWmmaAsync:
+    case MatmulKernel::CudaMmaSync:
+      return dtype == DType::BFloat16;
+    case MatmulKernel::CudaWgmma:
+#if BRIGADE_WITH_CUDA
+      return dtype == DType::BFloat16 && cuda::current_device_runs_wgmma();
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+MatmulKernel default_matmul_kernel(DeviceKind backend, DType dtype) {
+  if (backend == DeviceKind::CPU) return MatmulKernel::CpuBlocked;
+  return dtype == DType::BFloat16 ? MatmulKernel::CudaWmma : MatmulKernel::CudaTiled;
+}
+
+void gemm_with(MatmulKernel kernel, const GemmArgs& args) {
+  const char* name = matmul_kernel_name(kernel);
+  if (matmul_kernel_backend(kernel) == DeviceKind::CPU) {
+    BRIGADE_CHECK_DTYPE(matmul_kernel_supports(kernel, args.dtype), "matmul: the CPU kernel '", name,
+                        "' does not implement ", dtype_name(args.dtype));
+    cpu::gemm(args);
+    return;
+  }
+  BRIGADE_RUN_CUDA_VERSION("matmul", name, gemm_native(args, kernel));
+}
+
+}  // namespace brigade::kernels
