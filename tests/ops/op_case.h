@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <sstream>
@@ -61,6 +62,7 @@ constexpr int kOpCount = static_cast<int>(Op::Composite) + 1;
 /// How an input's values are drawn.
 enum class Values {
   Normal,    // standard normal
+  Masked,    // standard normal with every third element of each row (j = 1, 4, ...) -inf: masked scores
   Positive,  // uniform [0.5, 2): log, sqrt, rsqrt, divisors, pow bases, AdamW's v
   Discrete,  // multiples of 0.5 in [-2, 2]: comparisons meet equal values
   Small,     // normal * 0.1 (AdamW's m)
@@ -91,7 +93,7 @@ struct InputSpec {
 /// marked constant.
 inline bool differentiable(const InputSpec& s) {
   return !s.constant && s.dtype == InputDType::Case && s.values != Values::Mask && s.values != Values::Ids &&
-         s.values != Values::Targets && s.values != Values::Fixed;
+         s.values != Values::Targets && s.values != Values::Fixed && s.values != Values::Masked;
 }
 
 /// Napkin work of one call, for the perf mode (bench/kernels_bench.cpp): floating-point operations (2 per
@@ -225,10 +227,16 @@ inline std::vector<double> draw_values(const OpCase& c, size_t k) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::vector<double> values(static_cast<size_t>(shape_numel(spec.base)));
-  for (auto& v : values) {
+  const int64_t row = spec.base.empty() ? 1 : spec.base.back();
+  for (size_t i = 0; i < values.size(); ++i) {
+    double& v = values[i];
     switch (spec.values) {
       case Values::Normal:
         v = normal(rng);
+        break;
+      case Values::Masked:
+        v = normal(rng);
+        if (static_cast<int64_t>(i) % row % 3 == 1) v = -std::numeric_limits<double>::infinity();
         break;
       case Values::Positive:
         v = 0.5 + 1.5 * unit(rng);

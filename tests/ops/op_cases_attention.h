@@ -43,6 +43,18 @@ inline void add_attention_cases(OpTableBuilder& t) {
                          Heads{1, 1, 200, 128}}) {
     plain(kBFloat16, s);
   }
+  // The CUDA flash versions' own head dims (64, 128; 24 runs v1) and T around their 64- and 32-row tiles.
+  for (DType d : {kFloat32, kBFloat16}) {
+    for (const Heads& s : {Heads{1, 1, 1, 64}, Heads{2, 3, 37, 64}, Heads{1, 2, 64, 64}, Heads{1, 2, 65, 128},
+                           Heads{1, 2, 130, 64}, Heads{2, 1, 200, 128}, Heads{1, 2, 70, 24}}) {
+      plain(d, s);
+    }
+    for (int64_t D : {64, 128}) {
+      add_attention_pair(t, d,
+                         {head_split(2, 77, 3, D, 0), head_split(2, 77, 3, D, 1), head_split(2, 77, 3, D, 2)},
+                         1.0 / std::sqrt(static_cast<double>(D)), {2, 3, 77, D});
+    }
+  }
   // q, k, v as heads of packed [B, T, 3, H, D] projections (stride 1 on D only), as a GPT splits them.
   add_attention_pair(t, kFloat32,
                      {head_split(2, 37, 3, 24, 0), head_split(2, 37, 3, 24, 1), head_split(2, 37, 3, 24, 2)},

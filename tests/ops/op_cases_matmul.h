@@ -80,6 +80,17 @@ inline void add_matmul_cases(OpTableBuilder& t) {
     t.add(matmul_case(d, stepped, in({25, 9})));
     t.add(matmul_case(d, in({25, 9}), stepped, true, true));
   }
+  // Every shape (and whole 128-tiles, ragged tails in M, N and K) as a batch of 2: what every GEMM version
+  // runs (the CUDA versions' vector paths, tails, BK of 8, 16 or 32).
+  for (DType d : dtypes) {
+    std::vector<MatmulShape> shapes = matmul_shapes();
+    shapes.push_back({256, 384, 96});
+    shapes.push_back({300, 260, 70});
+    shapes.push_back({131, 257, 33});
+    for (const MatmulShape& s : shapes) {
+      for (int flags = 0; flags < 4; ++flags) t.add(matmul_case(d, s, flags & 1, flags & 2, 2, 2));
+    }
+  }
   // Transposed views (column-major, no copy) with no flag, and with a flag (two transposes cancel).
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), transposed({53, 29}, 0, 1)));
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), in({53, 29}), false, true));

@@ -58,6 +58,28 @@ inline void add_row_cases(OpTableBuilder& t) {
   layernorm(kFloat64, in({2, 3, 6}), {2, 3, 6}, 6, true, false, 1e-5);  // 3-d, weight only
   layernorm(kFloat64, in({4, 6}), {4, 6}, 6, false, false, 1e-3);       // plain, a larger eps
 
+  // ---- the widths of the CUDA row kernels: around a warp's 32 lanes and the register-row steps of the
+  // warp-per-row versions (1, 5, 32, 33, 100, 768, 1024) and past their limit (1500), 3 and 257 rows; the
+  // softmax rows have -inf entries (masked scores, never the first); layernorm with and without affine
+  // parameters, its backward with the bias gradient either way
+  for (DType d : floating) {
+    for (int64_t C : {1, 5, 32, 33, 100, 768, 1024, 1500}) {
+      for (int64_t R : {3, 257}) {
+        const Values scores = C > 2 ? Values::Masked : Values::Normal;
+        for (Op op : {Op::Softmax, Op::LogSoftmax}) t.add(make_case(op, d, {in({R, C}, scores)}));
+        for (Op op : {Op::SoftmaxBackward, Op::LogSoftmaxBackward}) {
+          t.add(make_case(op, d, {in({R, C}, scores), in({R, C})}));
+        }
+        layernorm(d, in({R, C}), {R, C}, C, true, true, 1e-5);
+        layernorm(d, in({R, C}), {R, C}, C, false, false, 1e-5);
+        OpCase b = make_case(Op::LayerNormBackward, d, {in({R, C}), in({R, C})});
+        b.has_bias = true;
+        b.scalar = 1e-5;
+        t.add(b);
+      }
+    }
+  }
+
   // ---- cross-entropy
   for (DType d : floating) {
     OpCase c = make_case(Op::CrossEntropy, d, {in({6, 9}), targets({6}, 9, -100)});
