@@ -169,12 +169,13 @@ log "memory-bound kernels: $memory_bound"
 # ---- issue 5 (CUDA kernels): racecheck over the shared-memory kernels (own timeout: 2 x 90 s) ---------------------
 # memcheck (step 3) cannot see a missing __syncthreads. compute-sanitizer racecheck runs one small test each of the
 # hand-written shared-memory kernels: GEMM v3-v8 on padded/misaligned/broadcast views (kernels_cuda_matmul_test) and
-# flash attention forward + backward at D 64 and 128 (kernels_cuda_attention_flash_test). docs/kernels.md.
+# every attention version forward + backward on head-split views at D 64 and 128 in bf16 (the op table's cases,
+# ops_cuda_op_table_test). docs/kernels.md.
 racecheck_total=0
 racecheck_clean=0
 if command -v compute-sanitizer >/dev/null 2>&1; then
   for spec in kernels_cuda_matmul_test:CudaGemmKernels.PaddedMisalignedAndBroadcastOperands \
-              kernels_cuda_attention_flash_test:CudaAttentionKernels.StridedHeadViewsMatchTheCpuBackend; do
+              'ops_cuda_op_table_test:Table/CudaOpTableTest.CudaMatchesReference/attention*bf16_2x77x3x3x*'; do
     name=${spec%%:*}
     [ -x "$build/tests/$name" ] || continue
     racecheck_total=$((racecheck_total + 1))

@@ -8,7 +8,6 @@
 
 namespace brigade::kernels::reference {
 
-using detail::broadcast_shapes;
 using detail::broadcast_source;
 using detail::float64_tensor;
 using detail::values_of;
@@ -122,7 +121,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad_y, const Tensor& x, const T
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  const Shape shape = broadcast_shapes(a.shape(), b.shape());
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "reference binary");
   const std::vector<double> av = values_of(a), bv = values_of(b);
   std::vector<double> out(static_cast<size_t>(shape_numel(shape)));
   for (int64_t i = 0; i < shape_numel(shape); ++i) {
@@ -145,7 +144,8 @@ Tensor binary(BinaryOp op, double scalar, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape()), b.shape());
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "reference where"),
+                                       b.shape(), "reference where");
   const std::vector<double> cv = values_of(cond), av = values_of(a), bv = values_of(b);
   std::vector<double> out(static_cast<size_t>(shape_numel(shape)));
   for (int64_t i = 0; i < shape_numel(shape); ++i) {
@@ -157,8 +157,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  BRIGADE_CHECK_SHAPE(broadcast_shapes(x.shape(), mask.shape()) == x.shape(), "reference masked_fill: mask ",
-                      shape_str(mask.shape()), " must broadcast to x ", shape_str(x.shape()));
+  BRIGADE_CHECK_SHAPE(broadcast_shapes(x.shape(), mask.shape(), "reference masked_fill") == x.shape(),
+                      "reference masked_fill: mask ", shape_str(mask.shape()), " must broadcast to x ",
+                      shape_str(x.shape()));
   std::vector<double> out = values_of(x);
   const std::vector<double> mv = values_of(mask);
   for (int64_t i = 0; i < x.numel(); ++i) {

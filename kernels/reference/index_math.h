@@ -1,8 +1,8 @@
-// Index arithmetic the references share: a flat row-major index <-> coordinates, broadcasting, and the
-// float64 result tensor. Internal to kernels/reference/.
+// Index arithmetic the references share: a flat row-major index <-> coordinates, the source of a broadcast
+// element, and the float64 result tensor. Internal to kernels/reference/. (The broadcast shape itself is
+// tensor/shape.h's broadcast_shapes.)
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -27,19 +27,6 @@ inline int64_t ravel(const Shape& shape, const std::vector<int64_t>& coords) {
   int64_t i = 0;
   for (size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + coords[d];
   return i;
-}
-
-/// The NumPy broadcast of two shapes (aligned at the last dim; a size-1 dim takes the other's size).
-inline Shape broadcast_shapes(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t k = 0; k < out.size(); ++k) {
-    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
-    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    BRIGADE_CHECK_SHAPE(da == db || da == 1 || db == 1, "reference: shapes ", shape_str(a), " and ",
-                        shape_str(b), " do not broadcast");
-    out[out.size() - 1 - k] = da == 1 ? db : da;
-  }
-  return out;
 }
 
 /// Flat index into an input of shape `in` of element i of a broadcast result of shape `out`.

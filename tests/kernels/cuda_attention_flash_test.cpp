@@ -1,18 +1,10 @@
-// Every CUDA causal-attention version (kernels/attention_versions.h: v1 simple, v2 flash, v3 flash-tc,
-// v4 flash-tc-async) against the CPU backend (the reference), forward and backward, float32 and bfloat16,
-// head dims 64 and 128 (flash's own) and 24 (flash falls back to v1), T around the 64- and 32-row tiles (1,
-// 37, 64, 65, 130, 200), contiguous and head-split (strided) inputs. v3 and v4 run themselves only in
-// bfloat16 (float32 falls back to v1). Then v2-v4 run twice for identical bits, and v3 and v4 against each
-// other for identical bits. Skips without a GPU, except the host-side table test.
-//
-// Tolerances as in cuda_attention_test.cpp: float32 rtol 1e-4, atol 1e-5 (the same float products summed
-// in other orders); bfloat16 rtol 2e-2, atol 4e-3 (both compute in float from the same bf16 inputs and round
-// once: a bf16 step or two apart); lse (float32 for both dtypes) rtol 1e-5, atol 1e-5.
-// v3's and v4's gradients: atol 1e-2. They round P and dS to bf16 before their tensor-core products
-// (relative error up to 2^-9 per term), and dS = P (dP - delta) carries dP = dout.v of size ~sqrt(D) for
-// unit inputs: in the CPU emulation (scripts/cuda_emulation/flash_tc_emu.cpp) the gradients reach 1.5x the
-// 4e-3 bound and 0.6x this one, while they agree to one bf16 step with a double loop that rounds P and dS
-// the same way.
+// The CUDA causal-attention versions (kernels/attention_versions.h: v1 simple, v2 flash, v3 flash-tc, v4
+// flash-tc-async) beyond their values: the support table (host code, runs without a GPU), and v2-v4 run twice
+// for identical bits, v3 and v4 against each other for identical bits (skips without a GPU). Every version's
+// values (forward and backward, float32 and bfloat16, head dims 24, 64, 128, T around the 64- and 32-row
+// tiles, contiguous and head-split inputs; v3 and v4 run themselves only in bfloat16, float32 falls back to
+// v1) are checked by the op table's versions axis (tests/ops/op_cases_attention.h, cuda_op_table_test.cpp)
+// against kernels/reference, with the tolerances this file had (there: the tensor-core gradients' 1e-2).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,7 +22,6 @@ namespace {
 using kernels::attention_kernel_name;
 using kernels::attention_kernel_supports;
 using kernels::AttentionKernel;
-using testing::allclose;
 
 /// The CUDA versions of all_attention_kernels(), v1 first.
 std::vector<AttentionKernel> cuda_attention_kernels() {
@@ -67,92 +58,8 @@ TEST(CudaAttentionKernels, ListAndSupportTable) {
   EXPECT_TRUE(attention_kernel_supports(AttentionKernel::CudaSimple, kFloat64, 24));
 }
 
-struct Case {
-  int64_t B, H, T, D;
-};
-
-/// Runs `kernel` forward and backward on the GPU copies of q, k, v, dout and compares with the CPU backend.
-void expect_matches_cpu(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& dout, const Tensor& q_gpu, const Tensor& k_gpu, const Tensor& v_gpu,
-                        const std::string& what) {
-  const DType dtype = q.dtype();
-  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  const double rtol = dtype == kBFloat16 ? 2e-2 : 1e-4, atol = dtype == kBFloat16 ? 4e-3 : 1e-5;
-  const bool tensor_cores = (kernel == AttentionKernel::CudaFlashTensorCore ||
-                             kernel == AttentionKernel::CudaFlashTensorCoreAsync) &&
-                            attention_kernel_supports(kernel, dtype, D);
-  const double grad_atol = tensor_cores ? 1e-2 : atol;
-  const Device gpu = q_gpu.device();
-  const TensorOptions options = TensorOptions().dtype(dtype).device(gpu);
-
-  kernels::AttentionOutput cpu = kernels::causal_attention(q, k, v, scale);
-  kernels::AttentionGrads cpu_g = kernels::causal_attention_backward(dout, q, k, v, cpu.out, cpu.lse, scale);
-
-  Tensor out = empty({B, H, T, D}, options);
-  Tensor lse = empty({B, H, T}, TensorOptions(kFloat32).device(gpu));
-  kernels::causal_attention_forward_with(kernel, q_gpu, k_gpu, v_gpu, scale, out, lse);
-  EXPECT_TRUE(allclose(out.cpu(), cpu.out, rtol, atol)) << what << " out";
-  EXPECT_TRUE(allclose(lse.cpu(), cpu.lse, 1e-5, 1e-5)) << what << " lse";
-
-  // Backward from the CPU forward results, so that only the backward differs.
-  Tensor dq = empty({B, H, T, D}, options), dk = empty({B, H, T, D}, options),
-         dv = empty({B, H, T, D}, options);
-  kernels::causal_attention_backward_with(kernel, dout.to(gpu), q_gpu, k_gpu, v_gpu, cpu.out.to(gpu),
-                                          cpu.lse.to(gpu), scale, dq, dk, dv);
-  EXPECT_TRUE(allclose(dq.cpu(), cpu_g.dq, rtol, grad_atol)) << what << " dq";
-  EXPECT_TRUE(allclose(dk.cpu(), cpu_g.dk, rtol, grad_atol)) << what << " dk";
-  EXPECT_TRUE(allclose(dv.cpu(), cpu_g.dv, rtol, grad_atol)) << what << " dv";
-}
-
-TEST(CudaAttentionKernels, EveryKernelMatchesTheCpuBackend) {
-  BRIGADE_REQUIRE_CUDA();
-  const Device gpu = Device::cuda(0);
-  const Case cases[] = {{1, 1, 1, 64},   {2, 3, 37, 64},   {1, 2, 64, 64}, {1, 2, 65, 128},
-                        {1, 2, 130, 64}, {2, 1, 200, 128}, {1, 2, 70, 24}};
-  uint64_t seed = 11;
-  for (AttentionKernel kernel : cuda_attention_kernels()) {
-    for (DType dtype : {kFloat32, kBFloat16}) {
-      for (const Case& c : cases) {
-        const Shape shape{c.B, c.H, c.T, c.D};
-        const Tensor q = random(shape, dtype, seed++), k = random(shape, dtype, seed++);
-        const Tensor v = random(shape, dtype, seed++), dout = random(shape, dtype, seed++);
-        const std::string what = std::string(attention_kernel_name(kernel)) + " " + dtype_name(dtype) + " B" +
-                                 std::to_string(c.B) + " H" + std::to_string(c.H) + " T" +
-                                 std::to_string(c.T) + " D" + std::to_string(c.D) +
-                                 (attention_kernel_supports(kernel, dtype, c.D) ? "" : " (falls back to v1)");
-        expect_matches_cpu(kernel, q, k, v, dout, q.to(gpu), k.to(gpu), v.to(gpu), what);
-      }
-    }
-  }
-}
-
-// q, k, v as views of one packed [B, T, 3, H, D] projection (what a fused qkv Linear gives): row strides
-// 3 * H * D, head stride D, batch stride T * 3 * H * D. Each kernel in a dtype it runs itself (float32, or
-// bfloat16 for v3 and v4), so that gpu_check.sh's racecheck of this test covers every version's shared
-// memory.
-TEST(CudaAttentionKernels, StridedHeadViewsMatchTheCpuBackend) {
-  BRIGADE_REQUIRE_CUDA();
-  const int64_t B = 2, T = 77, H = 3;
-  for (AttentionKernel kernel : cuda_attention_kernels()) {
-    for (int64_t D : {64, 128}) {
-      const DType dtype = attention_kernel_supports(kernel, kFloat32, D) ? kFloat32 : kBFloat16;
-      const Tensor qkv = random({B, T, 3, H, D}, dtype, 5 + D);
-      auto split = [&](const Tensor& packed, int64_t i) {
-        return packed.permute({2, 0, 3, 1, 4}).select(0, i);
-      };
-      const Tensor qkv_gpu = qkv.to(Device::cuda(0));
-      const Tensor dout = random({B, H, T, D}, dtype, 6 + D);
-      expect_matches_cpu(kernel, split(qkv, 0), split(qkv, 1), split(qkv, 2), dout, split(qkv_gpu, 0),
-                         split(qkv_gpu, 1), split(qkv_gpu, 2),
-                         std::string(attention_kernel_name(kernel)) + " " + dtype_name(dtype) + " strided D" +
-                             std::to_string(D));
-    }
-  }
-}
-
 /// out, lse, dq, dk, dv of one forward and one backward by `kernel` (the backward from the CPU forward's out
-/// and lse, as above), as floats (bf16 -> float is exact).
+/// and lse), as floats (bf16 -> float is exact).
 std::vector<std::vector<float>> run_once(AttentionKernel kernel, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& dout,
                                          const kernels::AttentionOutput& cpu) {

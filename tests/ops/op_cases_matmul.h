@@ -79,6 +79,19 @@ inline void add_matmul_cases(OpTableBuilder& t) {
         false, true));
     t.add(matmul_case(d, stepped, in({25, 9})));
     t.add(matmul_case(d, in({25, 9}), stepped, true, true));
+    // Batched views: a transposed view with its flag (two transposes cancel), a column-major view without
+    // one; a narrowed [33, 41] times a stepped [41, 25] slice; a permuted batch times an expanded one.
+    t.add(matmul_case(d, transposed({3, 97, 260}, 1, 2), in({3, 260, 33}), true, false));
+    t.add(matmul_case(d, in({3, 97, 260}), transposed({3, 33, 260}, 1, 2)));
+    t.add(matmul_case(d, narrow2({40, 50}, 2, 33, 5, 41), viewed({45, 50}, "SN", [](const Tensor& v) {
+                        return v.slice(1, 0, 50, 2).narrow(0, 0, 41);
+                      })));
+    t.add(matmul_case(d,
+                      viewed({10, 4, 12}, "P",
+                             [](const Tensor& v) {
+                               return v.permute({1, 0, 2});
+                             }),
+                      expanded({1, 12, 6}, {4, 12, 6})));
   }
   // Every shape (and whole 128-tiles, ragged tails in M, N and K) as a batch of 2: what every GEMM version
   // runs (the CUDA versions' vector paths, tails, BK of 8, 16 or 32).
@@ -96,13 +109,12 @@ inline void add_matmul_cases(OpTableBuilder& t) {
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), in({53, 29}), false, true));
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), in({29, 37}), true, true));
   t.add(matmul_case(kFloat64, transposed({4, 29, 37}, 1, 2), in({4, 29, 11})));
-  // A batch whose batch stride is not the largest stride (a permuted [M, B, K]), an expanded batch (batch
-  // stride 0), and a broadcast row (stride 0 along rows: no BLAS takes it as is).
+  // A batch whose batch stride is not the largest stride (a permuted [M, B, K]; times an expanded batch, batch
+  // stride 0, above), and a broadcast row (stride 0 along rows: no BLAS takes it as is).
   auto permuted = [] {
     return viewed({10, 4, 12}, "P", [](const Tensor& v) { return v.permute({1, 0, 2}); });
   };
   t.add(matmul_case(kFloat32, permuted(), in({4, 12, 6})));
-  t.add(matmul_case(kFloat32, permuted(), expanded({1, 12, 6}, {4, 12, 6})));
   t.add(matmul_case(kFloat32, expanded({1, 12}, {10, 12}), in({12, 5})));
   // A transposed view times a stepped slice, transposed (the gradcheck through both views).
   t.add(matmul_case(kFloat64, transposed({4, 3}, 0, 1),

@@ -1,4 +1,5 @@
-// Every case of the op table (op_cases.h) on the CPU against the plain reference of kernels/reference/.
+// Every case of the op table (op_cases.h) on the CPU, by the public op and by every CPU kernel version of its
+// family (op_versions.h), against the plain reference of kernels/reference/.
 // Checks a table cannot express (finite-difference gradients of the raw backward kernels, dropout
 // statistics, thread-count independence, AdamW by hand) are in tests/kernels/op_properties_test.cpp.
 //
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "tests/ops/op_check.h"
+#include "tests/ops/op_versions.h"
 
 namespace brigade::testing {
 namespace {
@@ -62,14 +64,20 @@ Tolerance cpu_tolerance(const OpCase& c, size_t output, DType output_dtype) {
 
 class OpTableTest : public ::testing::TestWithParam<size_t> {};
 
+// Every implementation on the CPU (the public op, then each CPU kernel version: op_versions.h), on fresh
+// inputs each, against one reference.
 TEST_P(OpTableTest, CpuMatchesReference) {
   const OpCase& c = op_cases()[GetParam()];
   const Device cpu = Device::cpu();
-  const std::vector<Tensor> operands = operands_of(c, make_inputs(c, cpu), ForwardFrom::Reference);
-  const std::vector<Expected> expected = reference_outputs(c, operands);  // before in-place ops write
-  const std::vector<Tensor> actual = kernel_call(c, operands, cpu)();
-  expect_matches_reference(c, actual, expected, cpu,
-                           [&c](size_t k, DType dtype) { return cpu_tolerance(c, k, dtype); });
+  const std::vector<Expected> expected =
+      reference_outputs(c, operands_of(c, make_inputs(c, cpu), ForwardFrom::Reference));
+  for (const Implementation& impl : implementations(c, cpu)) {
+    SCOPED_TRACE(impl.name);
+    const std::vector<Tensor> operands = operands_of(c, make_inputs(c, cpu), ForwardFrom::Reference);
+    const std::vector<Tensor> actual = implementation_call(c, impl, operands, cpu)();
+    expect_matches_reference(c, actual, expected, cpu,
+                             [&c](size_t k, DType dtype) { return cpu_tolerance(c, k, dtype); });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, OpTableTest, ::testing::ValuesIn(kernel_case_indices()),

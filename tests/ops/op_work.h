@@ -1,9 +1,9 @@
 // The napkin work of one call of a case's op, for the perf mode (bench/kernels_bench.cpp divides it by the
 // measured time and by the device's peaks).
 //   bytes: every operand read once (a broadcast or expanded input: its allocated base, read once) and every
-//          output written once; a unary backward reads x or y, whichever its derivative uses; embedding
-//          reads only the gathered rows, and its backward zero-fills the [V, C] gradient and reads and
-//          writes the hit rows.
+//          output written once; a softmax backward reads dy and y, not x; a unary backward reads x or y,
+//          whichever its derivative uses; embedding reads only the gathered rows, and its backward
+//          zero-fills the [V, C] gradient and reads and writes the hit rows.
 //   FLOPs: 2 per multiply-add; elementwise ops count the arithmetic of their formula roughly (GELU ~10 per
 //          element forward and ~15 backward, softmax ~5 and ~4, layernorm ~8 and ~12, cross-entropy ~6, or
 //          ~4 without the gradient, AdamW ~12, one for the rest): what matters for them is the bytes.
@@ -107,6 +107,10 @@ inline Work work_of(const OpCase& c, const std::vector<Tensor>& operands,
       w.bytes = bytes_of(operands[1]) + bytes_of(operands[from_y ? 2 : 0]) + bytes_of(outputs.at(0));
       break;
     }
+    case Op::SoftmaxBackward:
+    case Op::LogSoftmaxBackward:  // dy and y (x is only the forward's), dx
+      w.bytes = bytes_of(operands[1]) + bytes_of(operands[2]) + bytes_of(outputs.at(0));
+      break;
     case Op::Embedding:  // the gathered rows (read, write) and the ids
       w.bytes = 2 * bytes_of(outputs.at(0)) + bytes_of(operands[1]);
       break;
