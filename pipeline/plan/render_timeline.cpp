@@ -2,9 +2,12 @@
 #include "pipeline/plan/render_timeline.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+#include <vector>
 
 #include "pipeline/plan/svg_timeline.h"
 #include "pipeline/schedule/render_schedule.h"
@@ -28,6 +31,14 @@ std::string format_number(double x) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.10g", x);
   return buffer;
+}
+
+// The shortest text that reads back as the same double (JavaScript's Number.prototype.toString gives the
+// same digits), so that a reader of the JSON sees exactly the simulator's times.
+std::string json_number(double x) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, x);
+  return error == std::errc() ? std::string(buffer, end) : format_number(x);
 }
 
 std::string percent(double fraction) {
@@ -101,27 +112,84 @@ std::string render_time_grid(const Timeline& timeline, int max_columns) {
   return out.str();
 }
 
-std::string render_svg(const Timeline& timeline) {
+namespace {
+
+// How the blocks of one picture are scaled: a common time span and plot width, so that the schedules of
+// a comparison are drawn to one time scale, and a common memory scale, so that their curves compare too.
+struct PictureScale {
+  double span = 1.0;
+  double plot = 960.0;
+  double memory = 1.0;  ///< the live activations at the top of a memory band
+};
+
+PictureScale scale_for(const std::vector<const Timeline*>& timelines) {
+  PictureScale scale;
+  double shortest = std::numeric_limits<double>::infinity(), span = 1e-12, memory = 0.0;
+  for (const Timeline* t : timelines) {
+    span = std::max(span, t->step_time);
+    for (const auto& stage : t->stages) {
+      for (const TimedAction& a : stage) {
+        if (is_compute(a.action.kind) && a.end > a.start) shortest = std::min(shortest, a.end - a.start);
+      }
+    }
+    for (const StageStats& stats : t->stats) memory = std::max(memory, stats.peak_memory);
+  }
+  scale.span = span;
+  // Wide enough that the shortest action gets ~26 px for its label (960 to 2400 px of plot).
+  scale.plot = std::clamp(26.0 * span / std::min(shortest, span), 960.0, 2400.0);
+  scale.memory = memory > 0 ? memory : 1.0;
+  return scale;
+}
+
+std::string caption_of(const Timeline& timeline) {
+  const Costs& c = timeline.costs;
+  std::ostringstream caption;
+  caption << "step time " << format_number(timeline.step_time) << ", bubble " << percent(timeline.bubble)
+          << "  |  costs per stage and microbatch: F=" << format_number(c.forward)
+          << ", B=" << format_number(c.backward) << " of which Bw=" << format_number(c.weight);
+  if (c.transfer > 0) caption << ", transfer=" << format_number(c.transfer);
+  if (!c.per_chunk.empty()) caption << ", per-chunk costs";
+  return caption.str();
+}
+
+// The arrows of the messages: from the end of the Send on the producer's lane to the time its message is
+// there (TimedAction::arrival) on the consumer's, from the lane edge that faces the other stage.
+void draw_messages(SvgTimeline& svg, const Timeline& timeline) {
+  const SvgTimeline::Geometry& g = svg.geometry();
+  const Schedule& schedule = timeline.schedule;
+  const bool show_chunk = schedule.virtual_chunks > 1;
+  for (int st = 0; st < schedule.stages; ++st) {
+    for (const TimedAction& t : timeline.stages[st]) {
+      const ActionKind k = t.action.kind;
+      if (k != ActionKind::SendActivation && k != ActionKind::SendGrad) continue;
+      const int peer = t.action.peer;
+      const bool down = peer > st;
+      const double from_top = g.top + st * g.lane_pitch, to_top = g.top + peer * g.lane_pitch;
+      const double y0 = down ? from_top + g.lane : from_top, y1 = down ? to_top : to_top + g.lane;
+      const std::string what = k == ActionKind::SendGrad ? "gradient of " : "activation of ";
+      const std::string name = to_string(k == ActionKind::SendGrad ? B(t.action.microbatch, t.action.chunk)
+                                                                   : F(t.action.microbatch, t.action.chunk),
+                                         show_chunk);
+      svg.message(svg.x(t.end), y0, svg.x(t.arrival), y1, k == ActionKind::SendGrad,
+                  what + name + " from stage " + std::to_string(st) + " to " + std::to_string(peer) +
+                      ": sent " + format_number(t.end) + ", there " + format_number(t.arrival));
+    }
+  }
+}
+
+// One schedule's block: its lanes with the compute boxes, the memory band under each lane, the messages'
+// arrows, the time axis and, with `legend`, the legend (`chunk_note`: with the note on lighter chunks).
+SvgTimeline draw_timeline(const Timeline& timeline, const PictureScale& scale, bool legend, bool chunk_note) {
   const Schedule& schedule = timeline.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
   SvgTimeline::Geometry g;
   g.stages = schedule.stages;
-  g.span = std::max(timeline.step_time, 1e-12);
-  // Wide enough that the shortest action gets ~26 px for its label (960 to 2400 px of plot).
-  double shortest = g.span;
-  for (const auto& stage : timeline.stages) {
-    for (const TimedAction& t : stage) {
-      if (is_compute(t.action.kind) && t.end > t.start) shortest = std::min(shortest, t.end - t.start);
-    }
-  }
-  g.plot = std::clamp(26.0 * g.span / shortest, 960.0, 2400.0);
-  std::ostringstream costs;
-  costs << "step time " << format_number(timeline.step_time) << ", bubble " << percent(timeline.bubble)
-        << "  |  costs per stage and microbatch: F=" << format_number(timeline.costs.forward)
-        << ", B=" << format_number(timeline.costs.backward)
-        << " of which Bw=" << format_number(timeline.costs.weight);
-  if (timeline.costs.transfer > 0) costs << ", transfer=" << format_number(timeline.costs.transfer);
-  SvgTimeline svg(g, schedule.describe(), costs.str());
+  g.span = scale.span;
+  g.plot = scale.plot;
+  g.memory = 22;
+  g.lane_pitch = g.lane + g.memory + 10;
+  g.legend = legend;
+  SvgTimeline svg(g, schedule.describe(), caption_of(timeline));
 
   for (int st = 0; st < schedule.stages; ++st) {
     const double y = svg.lane(st);
@@ -135,34 +203,77 @@ std::string render_svg(const Timeline& timeline) {
     }
     const StageStats& stats = timeline.stats[st];
     svg.lane_note(
-        y, "idle " + percent(stats.bubble) + ", peak " + std::to_string(stats.peak_in_flight) + " in flight");
+        y, "idle " + percent(stats.bubble) + ", " + std::to_string(stats.peak_in_flight) + " in flight");
+    std::vector<std::pair<double, double>> points;
+    for (const MemoryPoint& p : stats.memory) points.emplace_back(p.time, p.live);
+    svg.memory_curve(y, points, scale.memory, "memory peak " + format_number(stats.peak_memory));
   }
+  draw_messages(svg, timeline);
   svg.time_axis("time", [](double tick, double) { return format_number(tick); });
-  svg.legend({{"step optimizer", svg_color(ActionKind::OptimizerStep)}},
-             show_chunk ? "lighter = later chunk (F3b: F3 on chunk 1)" : "");
-  return svg.finish();
+  if (legend) {
+    svg.legend({{"step optimizer", svg_color(ActionKind::OptimizerStep)},
+                {"activation message", "#1f3b5c"},
+                {"gradient message", "#8c2d2d"},
+                {"live activations", "#e45756"}},
+               chunk_note ? "lighter = later chunk (F3b: F3 on chunk 1)" : "");
+  }
+  return svg;
+}
+
+}  // namespace
+
+std::string render_svg(const Timeline& timeline) {
+  return draw_timeline(timeline, scale_for({&timeline}), true, timeline.schedule.virtual_chunks > 1).finish();
+}
+
+std::string render_compare_svg(const std::vector<Timeline>& timelines) {
+  std::vector<const Timeline*> all;
+  for (const Timeline& t : timelines) all.push_back(&t);
+  const PictureScale scale = scale_for(all);
+  std::ostringstream body;
+  double top = 0.0, width = 0.0;
+  bool chunks = false;  // the last block's legend explains the lighter chunks if any block has them
+  for (const Timeline& t : timelines) chunks = chunks || t.schedule.virtual_chunks > 1;
+  for (size_t k = 0; k < timelines.size(); ++k) {
+    const Timeline& t = timelines[k];
+    const SvgTimeline block = draw_timeline(t, scale, k + 1 == timelines.size(), chunks);
+    body << "<g transform=\"translate(0," << top << ")\">\n" << block.body() << "</g>\n";
+    top += block.geometry().height();
+    width = std::max(width, block.geometry().width());
+  }
+  return SvgTimeline::document(width, top, body.str());
 }
 
 std::string render_json(const Timeline& timeline) {
   const Schedule& s = timeline.schedule;
   const Costs& c = timeline.costs;
+  const auto n = json_number;
   std::ostringstream out;
   out << "{\n  \"schedule\": " << json_string(s.name) << ",\n  \"stages\": " << s.stages
       << ",\n  \"microbatches\": " << s.microbatches << ",\n  \"virtual_chunks\": " << s.virtual_chunks
+      << ",\n  \"placement\": " << json_string(to_string(s.placement))
       << ",\n  \"recompute\": " << json_string(to_string(s.recompute))
-      << ",\n  \"costs\": {\"forward\": " << format_number(c.forward)
-      << ", \"backward\": " << format_number(c.backward) << ", \"weight\": " << format_number(c.weight)
-      << ", \"recompute\": " << format_number(c.recompute < 0 ? c.forward : c.recompute)
-      << ", \"step\": " << format_number(c.step) << ", \"transfer\": " << format_number(c.transfer)
-      << ", \"per_chunk\": " << (c.per_chunk.empty() ? "false" : "true")
-      << "},\n  \"step_time\": " << format_number(timeline.step_time)
-      << ",\n  \"bubble\": " << format_number(timeline.bubble) << ",\n  \"stage_stats\": [";
+      << ",\n  \"costs\": {\"forward\": " << n(c.forward) << ", \"backward\": " << n(c.backward)
+      << ", \"weight\": " << n(c.weight)
+      << ", \"recompute\": " << n(c.recompute < 0 ? c.forward : c.recompute) << ", \"step\": " << n(c.step)
+      << ", \"transfer\": " << n(c.transfer) << ", \"per_chunk\": [";
+  for (size_t k = 0; k < c.per_chunk.size(); ++k) {
+    const ChunkCosts& p = c.per_chunk[k];
+    out << (k ? ", " : "") << "{\"forward\": " << n(p.forward) << ", \"backward\": " << n(p.backward)
+        << ", \"weight\": " << n(p.weight) << ", \"recompute\": " << n(p.recompute) << "}";
+  }
+  out << "]},\n  \"step_time\": " << n(timeline.step_time) << ",\n  \"bubble\": " << n(timeline.bubble)
+      << ",\n  \"stage_stats\": [";
   for (int st = 0; st < s.stages; ++st) {
     const StageStats& stats = timeline.stats[st];
-    out << (st ? "," : "") << "\n    {\"stage\": " << st << ", \"busy\": " << format_number(stats.busy)
-        << ", \"bubble\": " << format_number(stats.bubble) << ", \"peak_in_flight\": " << stats.peak_in_flight
-        << ", \"peak_full\": " << stats.peak_full << ", \"peak_memory\": " << format_number(stats.peak_memory)
-        << "}";
+    out << (st ? "," : "") << "\n    {\"stage\": " << st << ", \"busy\": " << n(stats.busy)
+        << ", \"bubble\": " << n(stats.bubble) << ", \"span\": " << n(stats.span)
+        << ", \"peak_in_flight\": " << stats.peak_in_flight << ", \"peak_full\": " << stats.peak_full
+        << ", \"peak_memory\": " << n(stats.peak_memory) << ",\n     \"memory\": [";
+    for (size_t k = 0; k < stats.memory.size(); ++k) {
+      out << (k ? ", " : "") << "[" << n(stats.memory[k].time) << ", " << n(stats.memory[k].live) << "]";
+    }
+    out << "]}";
   }
   out << "\n  ],\n  \"actions\": [";
   bool first = true;
@@ -173,7 +284,9 @@ std::string render_json(const Timeline& timeline) {
           << ", \"kind\": " << json_string(kind_name(a.kind))
           << ", \"label\": " << json_string(to_string(a, s.virtual_chunks > 1))
           << ", \"microbatch\": " << a.microbatch << ", \"chunk\": " << a.chunk << ", \"peer\": " << a.peer
-          << ", \"start\": " << format_number(t.start) << ", \"end\": " << format_number(t.end) << "}";
+          << ", \"start\": " << n(t.start) << ", \"end\": " << n(t.end);
+      if (t.arrival >= 0) out << ", \"arrival\": " << n(t.arrival);
+      out << "}";
       first = false;
     }
   }

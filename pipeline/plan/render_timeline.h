@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pipeline/plan/simulator.h"
 #include "pipeline/schedule/schedule.h"
@@ -18,12 +19,22 @@ std::string render_time_grid(const Timeline& timeline, int max_columns = 200);
 
 /// A self-contained SVG picture of the timeline: one lane per stage, a colored box per compute action
 /// (labelled where it fits, chunks as letters: "F3b" is F3 of chunk 1, in a lighter shade), idle time as the
-/// bare lane, a time axis, a legend, and each stage's bubble and peak activations at the end of its lane.
-/// Drawn with svg_timeline.h, as the measured step's picture (run/trace.h) is.
+/// bare lane; under each lane a band with the stage's live activations over time (StageStats::memory, drawn
+/// to the largest peak of the picture), an arrow per message from the end of its Send to the time it is
+/// there (slanted when messages take time); a time axis, a legend, and each stage's bubble, microbatches in
+/// flight and peak activations at the right. Drawn with svg_timeline.h, as the measured step's picture
+/// (run/trace.h) is.
 std::string render_svg(const Timeline& timeline);
 
-/// The timeline as JSON: the schedule's parameters, costs, step time, bubble, per-stage statistics and
-/// every action with its stage, step, kind, label, microbatch, chunk, peer, start and end.
+/// Several timelines in one SVG, one block each as render_svg draws it, stacked top to bottom and drawn to
+/// one time scale and one memory scale, so that the schedules compare at a glance (brigade schedule
+/// --compare).
+std::string render_compare_svg(const std::vector<Timeline>& timelines);
+
+/// The timeline as JSON: the schedule's parameters, costs (per_chunk: the per-model-chunk costs, empty for
+/// uniform ones), step time, bubble, per-stage statistics with the memory curve ([time, live] pairs), and
+/// every action with its stage, step, kind, label, microbatch, chunk, peer, start and end (and a Send's
+/// arrival). Numbers are written with the fewest digits that read back as the same double.
 std::string render_json(const Timeline& timeline);
 
 }  // namespace brigade::pipeline

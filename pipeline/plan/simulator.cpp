@@ -77,17 +77,24 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
   }
 }
 
-// Walks one stage's simulated actions in order through the activation ledger (activation_ledger.h).
+// Walks one stage's simulated actions in order through the activation ledger (activation_ledger.h); the
+// memory curve gets a point at each start or end that changes the live activations.
 void account_memory(const Schedule& s, int stage, const MemoryModel& memory,
                     const std::vector<TimedAction>& actions, StageStats& stats) {
   ActivationLedger ledger(s, stage, memory);
+  stats.memory = {MemoryPoint{0.0, 0.0}};
+  auto sample = [&](double time) {
+    if (ledger.live() != stats.memory.back().live) stats.memory.push_back({time, ledger.live()});
+  };
   for (const TimedAction& t : actions) {
     if (!ActivationLedger::tracks(t.action.kind)) continue;
     ledger.begin(t.action);
+    sample(t.start);
     stats.peak_memory = std::max(stats.peak_memory, ledger.live());
     stats.peak_in_flight = std::max(stats.peak_in_flight, ledger.in_flight());
     stats.peak_full = std::max(stats.peak_full, ledger.full());
     ledger.end(t.action);
+    sample(t.end);
   }
 }
 
@@ -132,6 +139,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
         }
         clock[st] = t.end;
         const bool send = a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad;
+        if (send) t.arrival = t.end + costs.transfer;
         progress.complete(st, a, t.end, send ? costs.transfer : 0.0);
         timeline.stages[st].push_back(t);
         ++next[st];

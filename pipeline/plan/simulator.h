@@ -69,6 +69,17 @@ struct TimedAction {
   int step = 0;  ///< index in the stage's list
   Action action;
   double start = 0.0, end = 0.0;
+  /// A Send: when its message is there for the Recv (its end plus the time the message takes on the link);
+  /// -1 for every other action.
+  double arrival = -1.0;
+};
+
+/// One step of a stage's activation memory over time: from `time` on (until the next point) the stage
+/// holds `live` (MemoryModel units).
+struct MemoryPoint {
+  double time = 0.0;
+  double live = 0.0;
+  bool operator==(const MemoryPoint&) const = default;
 };
 
 /// Per-stage figures.
@@ -82,6 +93,11 @@ struct StageStats {
   int peak_in_flight = 0;    ///< most (chunk, microbatch) pairs holding any activation at once (F .. B/Bw)
   int peak_full = 0;         ///< most holding their full activations at once
   double peak_memory = 0.0;  ///< in MemoryModel units
+  /// The live activations over the step, as the ledger walks the stage's actions: starting at {0, 0}, one
+  /// point wherever an action's start (F, R allocate) or end (Bi, B, Bw free) changes them, in time order
+  /// (two points may share a time: the end of one action and the start of the next). Its highest point is
+  /// peak_memory.
+  std::vector<MemoryPoint> memory;
 };
 
 /// The simulated step.

@@ -38,11 +38,6 @@ double chunk_shade(int chunk, int virtual_chunks) {
 
 SvgTimeline::SvgTimeline(const Geometry& geometry, const std::string& title, const std::string& caption)
     : g_(geometry) {
-  const double width = g_.width(), height = g_.height();
-  svg_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-       << "\" viewBox=\"0 0 " << width << " " << height
-       << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
-  svg_ << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg_ << "<text x=\"" << g_.left << "\" y=\"22\" font-size=\"15\" font-weight=\"bold\">" << xml_escape(title)
        << "</text>\n";
   svg_ << "<text x=\"" << g_.left << "\" y=\"40\" fill=\"#444\">" << xml_escape(caption) << "</text>\n";
@@ -98,23 +93,73 @@ void SvgTimeline::legend(const std::vector<SvgLegendEntry>& extra, const std::st
                                          {"R recompute", svg_color(ActionKind::Recompute)}};
   entries.insert(entries.end(), extra.begin(), extra.end());
   entries.push_back({"idle (bubble)", "#f2f2f2"});
-  double at = g_.left;
-  const double y = g_.lanes_bottom() + 52;
+  // The swatches flow left to right and wrap onto a second line where the picture ends.
+  double at = g_.left, y = g_.lanes_bottom() + 52;
+  auto make_room = [&](double width) {
+    if (at > g_.left && at + width > g_.width() - 8) at = g_.left, y += 20;
+  };
   for (const SvgLegendEntry& e : entries) {
+    make_room(19 + 7.0 * std::strlen(e.name));
     svg_ << "<rect x=\"" << at << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\"" << e.color
          << "\" stroke=\"#bbbbbb\"/><text x=\"" << at + 19 << "\" y=\"" << y + 11 << "\">"
          << xml_escape(e.name) << "</text>\n";
     at += 30 + 7.0 * std::strlen(e.name);
   }
   if (!note.empty()) {
+    make_room(7.0 * note.size());
     svg_ << "<text x=\"" << at << "\" y=\"" << y + 11 << "\" fill=\"#444\">" << xml_escape(note)
          << "</text>\n";
   }
 }
 
-std::string SvgTimeline::finish() {
-  svg_ << "</svg>\n";
-  return svg_.str();
+void SvgTimeline::memory_curve(double y, const std::vector<std::pair<double, double>>& points,
+                               double full_scale, const std::string& note) {
+  const double top = y + g_.lane + 2, height = g_.memory - 4, bottom = top + height;
+  auto level = [&](double value) { return bottom - (full_scale > 0 ? value / full_scale : 0.0) * height; };
+  svg_ << "<rect x=\"" << g_.left << "\" y=\"" << top << "\" width=\"" << g_.plot << "\" height=\"" << height
+       << "\" fill=\"#fbfbfb\" stroke=\"#e6e6e6\"/>\n";
+  // A step curve, closed along the band's bottom: each point's level holds until the next point's time.
+  std::ostringstream path;
+  path << "M" << g_.left << "," << bottom;
+  double held = bottom;
+  for (const auto& [time, value] : points) {
+    path << " L" << x(time) << "," << held;
+    held = level(value);
+    path << " L" << x(time) << "," << held;
+  }
+  path << " L" << g_.left + g_.plot << "," << held << " L" << g_.left + g_.plot << "," << bottom << " Z";
+  svg_ << "<path d=\"" << path.str() << "\" fill=\"#e45756\" fill-opacity=\"0.35\" stroke=\"#c03c3b\" "
+       << "stroke-width=\"0.8\"/>\n";
+  svg_ << "<text x=\"" << g_.left + g_.plot + 10 << "\" y=\"" << top + height / 2 + 4
+       << "\" fill=\"#c03c3b\" font-size=\"11\">" << xml_escape(note) << "</text>\n";
+}
+
+void SvgTimeline::message(double x0, double y0, double x1, double y1, bool gradient,
+                          const std::string& tooltip) {
+  svg_ << "<line x1=\"" << x0 << "\" y1=\"" << y0 << "\" x2=\"" << x1 << "\" y2=\"" << y1 << "\" stroke=\""
+       << (gradient ? "#8c2d2d" : "#1f3b5c")
+       << "\" stroke-opacity=\"0.55\" stroke-width=\"0.9\" marker-end=\"url(#"
+       << (gradient ? "gradient-head" : "activation-head") << ")\"><title>" << xml_escape(tooltip)
+       << "</title></line>\n";
+}
+
+std::string SvgTimeline::finish() const {
+  return document(g_.width(), g_.height(), svg_.str());
+}
+
+std::string SvgTimeline::document(double width, double height, const std::string& body) {
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" viewBox=\"0 0 " << width << " " << height
+      << "\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+  svg << "<defs>";
+  for (auto [id, color] : {std::pair{"activation-head", "#1f3b5c"}, std::pair{"gradient-head", "#8c2d2d"}}) {
+    svg << "<marker id=\"" << id << "\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
+        << "markerHeight=\"6\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"" << color
+        << "\" fill-opacity=\"0.7\"/></marker>";
+  }
+  svg << "</defs>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n" << body << "</svg>\n";
+  return svg.str();
 }
 
 }  // namespace brigade::pipeline

@@ -1,7 +1,10 @@
 // The SVG drawing both timelines share: the simulated step (render_svg, render_timeline.h) and the measured
 // one (render_measured_svg, run/trace.h). One lane per stage, a coloured box per compute action, the bare
-// lane where the stage idles, a time axis under the lanes and a legend below it; the same colours, sizes
-// and fonts in both, so that a prediction and a measurement can be laid side by side and read alike.
+// lane where the stage idles, optionally a band under each lane with the stage's memory over time and
+// arrows for the messages between stages, a time axis under the lanes and a legend below it; the same
+// colours, sizes and fonts in both, so that a prediction and a measurement can be laid side by side and
+// read alike. Several pictures stack into one document as blocks (body() and document(): the schedules
+// side by side of `brigade schedule --compare`).
 //
 // \code
 //   SvgTimeline svg({.stages = S, .span = step_time}, title, caption);
@@ -19,6 +22,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeline/schedule/schedule.h"
@@ -52,13 +56,16 @@ class SvgTimeline {
     double top = 52.0;         ///< above the first lane: the title and the caption
     double lane = 30.0;        ///< a compute lane's height
     double lane_pitch = 38.0;  ///< from one stage's lane to the next
+    double memory = 0.0;       ///< the memory band's height under each lane (0: no band); within lane_pitch
+    bool legend = true;        ///< room for a legend under the axis (a stack of blocks draws one, at the end)
     double lanes_bottom() const { return top + stages * lane_pitch; }
     double width() const { return left + plot + right; }
-    double height() const { return lanes_bottom() + 84.0; }
+    /// The axis, then one or two legend lines.
+    double height() const { return lanes_bottom() + (legend ? 92.0 : 48.0); }
     double scale() const { return plot / span; }
   };
 
-  /// Opens the picture: the frame, a white background, the title and a caption line under it.
+  /// Opens the picture with its title and a caption line under it.
   SvgTimeline(const Geometry& geometry, const std::string& title, const std::string& caption);
 
   const Geometry& geometry() const { return g_; }
@@ -72,6 +79,14 @@ class SvgTimeline {
               const std::string& tooltip, const std::string& label);
   /// Text at the right end of the lane whose top is `y` (a stage's idle fraction, its peak).
   void lane_note(double y, const std::string& text);
+  /// The memory band under the lane whose top is `y` (needs Geometry::memory > 0): a step curve through
+  /// `points` (time, value; from each time on the value holds until the next point, the last one until the
+  /// end of the plot), `full_scale` at the top of the band, and `note` at its right end (the peak).
+  void memory_curve(double y, const std::vector<std::pair<double, double>>& points, double full_scale,
+                    const std::string& note);
+  /// An arrow for a message from (x0, y0) to (x1, y1): an activation (forward, dark blue) or a gradient
+  /// (backward, dark red), with `tooltip` shown on hover.
+  void message(double x0, double y0, double x1, double y1, bool gradient, const std::string& tooltip);
   /// The time axis under the lanes: a tick every tick_step(span, 10), labelled by `tick_label(tick, step)`,
   /// and `unit` under its right end.
   void time_axis(const std::string& unit,
@@ -81,8 +96,13 @@ class SvgTimeline {
   void legend(const std::vector<SvgLegendEntry>& extra, const std::string& note = "");
   /// For what only one picture draws (the measured step's transfer wires): raw SVG elements.
   std::ostringstream& raw() { return svg_; }
-  /// Closes the picture and returns it.
-  std::string finish();
+  /// Closes the picture and returns it: document(width, height, body()).
+  std::string finish() const;
+  /// The picture's elements without the document around them, to stack blocks into one document.
+  std::string body() const { return svg_.str(); }
+  /// A complete SVG document of `width` x `height` pixels on a white background holding `body` (the
+  /// elements of one or more pictures; the arrowheads of message() are defined here).
+  static std::string document(double width, double height, const std::string& body);
 
  private:
   Geometry g_;
