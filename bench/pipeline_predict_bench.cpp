@@ -44,9 +44,9 @@
 // the step costs without the waits for a core. The layers are profiled with the thread CPU clock (exact
 // with one thread per stage, and blind to the waits for a core); --wall-clock times them with events.
 // On Linux with autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1) `nice` only ranks
-// processes within one session: other sessions' `nice -n 19` builds still take their equal share of the
-// cores. docs/pipeline.md says how the figures there were taken. The load average is printed at the start
-// and the end.
+// processes within one autogroup (one per setsid): other autogroups' `nice -n 19` builds still take their
+// equal share of the cores. docs/pipeline.md says how the figures there were taken. The load average is
+// printed at the start and the end.
 #include <omp.h>
 #include <sched.h>
 #include <sys/resource.h>

@@ -8,9 +8,9 @@
 //   ./pipeline_scaling_bench --table --device cuda  # one GPU, a compute + copy stream per stage
 //   ./pipeline_scaling_bench --benchmark_filter=PipelineStep/2/4   # Google Benchmark cases
 //
-// The model: 8 blocks of n_embd 128, 4 heads, context 64, vocabulary 16 (the shape `brigade train` uses,
-// with 8 blocks instead of 2 so that 8 stages have a layer each), global batch 32, no dropout. A microbatch
-// holds 32 / M sequences; M = 1 is the unpipelined step when S = 1.
+// The model: 8 blocks of n_embd 128, 4 heads, context 64, vocabulary 16 (wider than `brigade
+// train`'s default of 2 blocks of 64, so that 8 stages have a block each and there is work to cut), global
+// batch 32, no dropout. A microbatch holds 32 / M sequences; M = 1 is the unpipelined step when S = 1.
 //
 // Simulated. For each microbatch size the layers are profiled (profile.h: median of 15 forward and backward
 // times, one OpenMP thread unless --threads, timed with the thread's CPU clock when one thread, so that a

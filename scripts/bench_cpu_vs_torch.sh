@@ -19,7 +19,7 @@
 #
 # Needs Debian's python3-torch (/usr/bin/python3 -c 'import torch'); without it the script says so and
 # exits 0. PyTorch's matmuls go through whatever libblas.so.3 is installed: the script prints which (the
-# comparison the issue asks for is against OpenBLAS: scripts/install_deps.sh --torch installs both; Debian's
+# fair comparison is against OpenBLAS: scripts/install_deps.sh --torch installs both; Debian's
 # fallback, the netlib reference BLAS, is many times slower and would flatter brigade).
 set -euo pipefail
 

@@ -5,9 +5,9 @@
 #  2. runs every test with BRIGADE_REQUIRE_GPU=1, so a CUDA test that would skip fails instead;
 #  3. runs compute-sanitizer --tool memcheck over the CUDA op test executables;
 #  4. writes logs and a one-line summary (OUTDIR/summary.txt) — commit the summary under bench/results/.
-# Budget: GPU_CHECK_BUDGET_S seconds (default 540, under the device tool's 600 s per command). Every step after
+# Budget: GPU_CHECK_BUDGET_S seconds (default 540: a 10-minute slot with room to spare). Every step after
 # the build gets min(its own timeout, the time left); a step with under 10 s left is skipped and says so, so the
-# summary is always written. Later issues append their GPU checks in the marked section, most important first.
+# summary is always written. New GPU checks go in the marked section, most important first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-gpu_check_out}"
@@ -91,9 +91,9 @@ else
 fi
 log "memcheck clean: $memcheck_clean/$memcheck_total"
 
-# ---- later issues: GPU checks go here ------------------------------------------------------------------------------
+# ---- GPU checks of the features go here ----------------------------------------------------------------------------
 
-# issue 3: the default `brigade train` end to end on the GPU; it must reach >= 90% held-out accuracy. (The
+# the default `brigade train` end to end on the GPU; it must reach >= 90% held-out accuracy. (The
 # CPU-vs-CUDA loss comparison is tests/nn/cuda_train_test.cpp, run by ctest above: 20 steps, the first loss
 # within 1e-5 and every loss within 2e-3 relative.)
 train_cuda=FAILED
@@ -103,7 +103,7 @@ if t=$(capped 300) && timeout "$t" "$build/apps/brigade" train --device cuda --m
 fi
 log "brigade train --device cuda: $train_cuda; $(grep -E '^done:|^held-out' "$OUT/train_cuda.log" | tr '\n' ' ')"
 
-# ---- issue 4 (pipeline CLI): brigade train as 2 stages on streams of one GPU (own timeout: 60 s) -----------------
+# ---- pipeline CLI: brigade train as 2 stages on streams of one GPU (own timeout: 60 s) ---------------------------
 # 200 steps of the default model as 1f1b, 2 stages x 4 microbatches, both stages on cuda:0 (a compute and a copy
 # stream each), with the Chrome trace and the SVG timeline of a steady step in $OUT. 200 steps are too few to learn
 # addition: the accuracy is recorded, not required. (The CUDA executor equivalence test,
@@ -120,7 +120,7 @@ pipeline_accuracy=$(sed -n 's/^held-out exact-match accuracy: \([0-9.]*%\).*/\1/
 train_pipeline_line="$train_pipeline (bubble ${pipeline_bubble:-?}, accuracy ${pipeline_accuracy:-?} after 200 steps)"
 log "brigade train --device cuda --stages 2 --microbatches 4 --steps 200: $train_pipeline_line"
 
-# ---- issue 4 (pipeline prediction and scaling): stages as streams of one GPU (own timeouts: 20 s + 40 s) ---------
+# ---- pipeline prediction and scaling: stages as streams of one GPU (own timeouts: 20 s + 40 s) -------------------
 # bench/pipeline_predict_bench --device cuda: the default pipeline run (2 stages x 4 microbatches of 32, 1f1b) with
 # its layers profiled by CUDA events, simulated, then measured on cuda:0 (a compute + copy stream per stage) and
 # replayed; bench/pipeline_scaling_bench --table --device cuda: S 1-8 x M 1/4/32, simulated and measured. Outputs
@@ -135,7 +135,7 @@ pipeline_gap=$(sed -n 's/^  relative difference .*: \([0-9.]*%\)$/\1/p' "$OUT/pi
 pipeline_bench_line="$pipeline_bench (default run measured vs simulated ${pipeline_gap:-?})"
 log "pipeline benches on cuda: $pipeline_bench_line"
 
-# ---- issue 5 (benchmarks): the kernel suites on this GPU (own timeout: 120 s) ---------------------------------
+# ---- benchmarks: the kernel suites on this GPU (own timeout: 120 s) -------------------------------------------
 # scripts/bench_kernels.sh runs bench/kernels_bench and bench/matmul_bench on the CUDA cases only (the peaks are
 # measured at start-up: D2D copy, cuBLAS fp32/bf16 GEMM at 8192^3), 10 event-timed calls per case with the L2
 # flushed before each; JSON into $OUT/bench (commit it under bench/results/), and a PNG when matplotlib is there.
@@ -154,7 +154,7 @@ for py in /usr/bin/python3 python3; do
 done
 log "kernel benchmarks: $bench_status ($bench_chart); $(grep -cE '^  [a-z_]+_bench: FAILED' "$OUT/bench_kernels.log" || true) failed suites"
 
-# ---- issue 5 (memory-bound kernels): each version as % of the copy rate at GPT-2 shapes (own timeout: 20 s) -----
+# ---- memory-bound kernels: each version as % of the copy rate at GPT-2 shapes (own timeout: 20 s) ---------------
 # No GPU time: reads the kernel bench JSON above. scripts/memory_bound_summary.py prints every CUDA version
 # of the memory-bound kernels (kernels/elementwise_versions.h and adamw_versions.h v1-scalar/v2-vector128,
 # cross_entropy_versions.h, embedding_backward_versions.h v1-atomic/v2-sorted) in f32 and bf16 to
@@ -166,7 +166,7 @@ if t=$(capped 20) && timeout "$t" python3 scripts/memory_bound_summary.py "$OUT"
 fi
 log "memory-bound kernels: $memory_bound"
 
-# ---- issue 5 (CUDA kernels): racecheck over the shared-memory kernels (own timeout: 2 x 90 s) ---------------------
+# ---- CUDA kernels: racecheck over the shared-memory kernels (own timeout: 2 x 90 s) -------------------------------
 # memcheck (step 3) cannot see a missing __syncthreads. compute-sanitizer racecheck runs one small test each of the
 # hand-written shared-memory kernels: GEMM v3-v8 on padded/misaligned/broadcast views (kernels_cuda_matmul_test) and
 # every attention version forward + backward on head-split views at D 64 and 128 in bf16 (the op table's cases,
@@ -192,7 +192,7 @@ else
 fi
 log "racecheck clean: $racecheck_clean/$racecheck_total"
 
-# ---- issue 5 (GPT-2-small step): brigade vs PyTorch on this GPU (own timeouts: 4 runs x 28 s <= 120 s) ------------
+# ---- GPT-2-small step: brigade vs PyTorch on this GPU (own timeouts: 4 runs x 28 s <= 120 s) ----------------------
 # One training step of a GPT-2-small-shaped model (12 layers, 12 heads, 768, T 1024, vocab 50257, batch 8):
 # bench/gpt2_step_bench.cpp (brigade) and bench/gpt2_step_torch.py (PyTorch, same model and step), fp32 and bf16
 # autocast; tokens/s and MFU (6 N tokens + 12 L C T tokens FLOPs; peak 989 bf16 / 67 fp32 TFLOP/s). JSON per run
@@ -215,7 +215,7 @@ gpt2_brief=$(sed -n 's/^impl=\([^ ]*\) .* dtype=\([^ ]*\) .* tokens_per_s=\([^ ]
   "$OUT/gpt2_step.txt" | tr '\n' ';')
 log "gpt2 step: $gpt2_ok/4 runs ok: $gpt2_brief"
 
-# ---- issue 5 (GEMM v8, wgmma): did v8's own kernel run and match on this GPU (own timeout: 60 s) -----------------
+# ---- GEMM v8, wgmma: did v8's own kernel run and match on this GPU (own timeout: 60 s) ---------------------------
 # kernels_cuda_matmul_wgmma_test: whether v8 is offered here (sm_90 + a 90a build), which calls it takes, and the
 # GPT layer shapes against the double reference. ctest ran it too; this puts the answer in the summary line.
 wgmma_line="not run"

@@ -3,7 +3,7 @@
 kernels (kernels/elementwise_versions.h, adamw_versions.h, cross_entropy_versions.h,
 embedding_backward_versions.h) at GPT-2 shapes as a percent of the copy rate measured at the start
 of that run (the pct_peak counter: the roofline time over the measured time). The last line is a one-line
-brief for scripts/gpu_check.sh's summary: float32, v1 -> v2, per op. Issue 5 asks >= 85%.
+brief for scripts/gpu_check.sh's summary: float32, v1 -> v2, per op. The target is >= 85%.
 
 Usage: scripts/memory_bound_summary.py kernels-*.json
 """

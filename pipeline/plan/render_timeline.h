@@ -21,9 +21,10 @@ std::string render_time_grid(const Timeline& timeline, int max_columns = 200);
 /// (labelled where it fits, chunks as letters: "F3b" is F3 of chunk 1, in a lighter shade), idle time as the
 /// bare lane; under each lane a band with the stage's live activations over time (StageStats::memory, drawn
 /// to the largest peak of the picture), an arrow per message from the end of its Send to the time it is
-/// there (slanted when messages take time); a time axis, a legend, and each stage's bubble, microbatches in
-/// flight and peak activations at the right. Drawn with svg_timeline.h, as the measured step's picture
-/// (run/trace.h) is.
+/// there (slanted when messages take time); a time axis, a legend, and at the right of each lane the stage's
+/// idle fraction and peak microbatches in flight ("idle 27.3%, 4 in flight"), and of its band the peak of its
+/// live activations in the timeline's units ("memory peak 4"). Drawn with svg_timeline.h, as the measured
+/// step's picture (run/trace.h) is.
 std::string render_svg(const Timeline& timeline);
 
 /// Several timelines in one SVG, one block each as render_svg draws it, stacked top to bottom and drawn to

@@ -1,7 +1,8 @@
-// CPU emulation of causal attention v1 (kernels/cuda/attention.cu, engineer H3's simple kernels; the path
+// CPU emulation of causal attention v1 (kernels/cuda/attention.cu, the simple kernels; the path
 // kernels::causal_attention runs on CUDA today), float32: forward, backward query and backward key
 // kernels called directly, odd T and D, inputs with NaN-filled padded rows. References: the CPU backend,
-// tolerances as the op table's CUDA attention cases (tests/ops/cuda_op_table_test.cpp). Built and run by run.sh.
+// tolerances as the op table's CUDA attention cases (tests/ops/cuda_op_table_test.cpp). Built and run by
+// run.sh.
 #include <cuda_runtime.h>
 
 #define EMU_ATTENTION_V1

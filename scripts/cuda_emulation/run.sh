@@ -2,7 +2,7 @@
 # scripts/cuda_emulation/run.sh CPU_BUILD_DIR [OUTDIR] — runs brigade's hand-written CUDA kernels (every GEMM
 # version v1-v8, the reference paths of the mma.sync/ldmatrix helpers, causal attention v1, flash v2 and
 # flash on tensor cores v3/v4 forward and backward, the row kernels v1 and v2) on the CPU and compares them with the CPU backend or a
-# double-precision loop. For sessions without a GPU: it checks the kernels' index math, bounds, tails,
+# double-precision loop. For machines without a GPU: it checks the kernels' index math, bounds, tails,
 # alignment fallbacks, layouts and reductions. It does NOT replace the CUDA tests on a GPU.
 #
 # How: transform.py turns a kernels/cuda/*.cu file into host C++ (launches -> ::emu::launch, dynamic

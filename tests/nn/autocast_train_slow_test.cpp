@@ -1,4 +1,4 @@
-// The loss curve under --dtype bf16 stays with the fp32 curve on the default task (issue 5, item 3).
+// The loss curve under --dtype bf16 stays with the fp32 curve on the default task.
 //
 // The run: the default model (2 layers, 4 heads, embd 64, block 13) with batch 32, 300 steps, the default
 // schedule (lr 3e-3, 100 warmup steps), the same seed: the same initial weights and the same batches, so

@@ -6,7 +6,7 @@
 //   crosscheck_<case>_expected.safetensors  PyTorch's "logits", "loss" and "grad.<parameter>" (float64),
 //                                           from scripts/torch_crosscheck.py
 // Error measure: relative error in the 2-norm over the whole tensor, ||brigade - torch|| / ||torch||.
-// Tolerances (issue 3): <= 1e-5 on the loss and the logits, <= 1e-4 on every parameter's gradient. Every
+// Tolerances: <= 1e-5 on the loss and the logits, <= 1e-4 on every parameter's gradient. Every
 // parameter must have an expected gradient and every expected gradient must name a parameter.
 #include <gtest/gtest.h>
 

@@ -350,7 +350,7 @@ TEST(ParseBytes, ReadsUnitsAndRefusesNonsense) {
 namespace brigade::pipeline {
 namespace {
 
-// The 8-block GPT of the memory tests (10 layers: embed, 8 blocks, head), with a context of 32 so
+// The 8-block GPT of the memory model's tests (10 layers: embed, 8 blocks, head), with a context of 32 so
 // that activations, not gradients, dominate each stage's step peak.
 nn::GPTConfig eight_block_config() {
   nn::GPTConfig c = testing::tiny_config(8);
