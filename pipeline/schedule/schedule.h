@@ -1,4 +1,4 @@
-// The schedule IR: one instruction list per pipeline stage, run in order (DESIGN.md, pipeline/).
+// The schedule IR: one instruction list per pipeline stage, run in order (docs/design.md, the pipeline's spine).
 //
 // A Schedule is the single source of truth for a pipelined training step. The same lists are validated
 // (validate.h), simulated (plan/simulator.h), drawn (render_schedule.h, plan/render_timeline.h) and executed
