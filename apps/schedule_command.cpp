@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/schedule_page.h"
 #include "pipeline/plan/render_timeline.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/plan/stage_costs.h"
@@ -188,6 +189,15 @@ void print_comparison(const ScheduleOptions& o, const std::vector<pipeline::Time
       "memory:    peak activations, in units of one stage's activations for one microbatch\n");
 }
 
+// The configuration the schedule lab page starts from: --costs, --stage-costs and --memory as given.
+SchedulePageSetup page_setup(const ScheduleOptions& o, const pipeline::Timeline& timeline) {
+  using namespace pipeline;
+  const int S = timeline.schedule.stages;
+  return {Costs::parse(o.costs),
+          o.stage_costs.empty() ? std::vector<double>(S, 1.0) : parse_stage_factors(o.stage_costs, S),
+          MemoryModel::parse(o.memory).uniform};
+}
+
 int run_schedule(const ScheduleOptions& o) {
   using namespace pipeline;
   std::vector<Timeline> timelines;
@@ -205,6 +215,8 @@ int run_schedule(const ScheduleOptions& o) {
   if (!o.svg.empty()) {
     write_text(o.svg, o.compare.empty() ? render_svg(timelines[0]) : render_compare_svg(timelines), "SVG");
   }
+  if (!o.html.empty())
+    write_text(o.html, render_schedule_page(page_setup(o, timelines[0]), timelines[0]), "page");
   if (o.json) {
     if (o.compare.empty()) {
       std::fputs(render_json(timelines[0]).c_str(), stdout);
@@ -223,6 +235,8 @@ int run_schedule(const ScheduleOptions& o) {
     print_comparison(o, timelines);
   }
   if (!o.svg.empty()) std::printf("wrote %s\n", o.svg.c_str());
+  if (!o.html.empty())
+    std::printf("wrote %s (open it in a browser: sliders recompute the schedule)\n", o.html.c_str());
   if (!o.save.empty()) std::printf("wrote %s\n", o.save.c_str());
   return 0;
 }
@@ -281,6 +295,10 @@ Command add_schedule_command(CLI::App& app) {
   cmd->add_option(
       "--svg", o->svg,
       "also write an SVG timeline to this file (memory band under each lane, arrows for messages)");
+  cmd->add_option("--html", o->html,
+                  "also write the schedule lab to this file: one page that works offline, with sliders for "
+                  "the schedule, S, M, v, the costs and each stage's factor, recomputed in the browser")
+      ->excludes("--compare");
   cmd->add_flag("--json", o->json, "print the simulated timeline as JSON instead of the picture");
   cmd->add_flag("--actions", o->actions,
                 "also print each stage's instruction list (with sends and receives)");

@@ -7,8 +7,9 @@
 #                                     # torch crosscheck test (which skip without it)
 set -euo pipefail
 
+# chromium, chromium-driver, python3-selenium: the schedule lab page's test runs it in a headless browser.
 packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-          python3)
+          python3 chromium chromium-driver python3-selenium)
 case "${1:-}" in
   "") ;;
   # libopenblas0-openmp: without it PyTorch's matmuls fall back to Debian's reference BLAS, many times slower,

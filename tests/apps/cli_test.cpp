@@ -262,3 +262,40 @@ TEST_F(CliTest, CorruptedCheckpointIsRefusedWithExitOne) {
 }
 
 }  // namespace
+
+// `brigade schedule --html`: one page that loads nothing and carries the C++ timeline it checks itself
+// against (the page in a browser: schedule_page_browser_test.py).
+TEST_F(CliTest, ScheduleHtmlWritesOneOfflinePageCarryingTheCppTimeline) {
+  const std::string flags = "schedule --schedule zb-h1 --stages 3 --microbatches 6 --stage-costs last=2";
+  const CliRun run = brigade(flags + " --html lab.html");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_TRUE(contains(run.out, "wrote lab.html"));
+  const std::string page = read_file_bytes(file("lab.html"));
+  EXPECT_EQ(page.rfind("<!doctype html>", 0), 0u);
+  for (const char* loads : {"<link", " src=", " href=", "@import", "fetch("}) {
+    EXPECT_FALSE(contains(page, loads)) << "the page must load nothing, found " << loads;
+  }
+  size_t http = 0;  // the SVG namespace is the only URL, and it is a name, not a request
+  for (size_t at = page.find("http"); at != std::string::npos; at = page.find("http", at + 1), ++http) {
+    EXPECT_EQ(page.compare(at, 26, "http://www.w3.org/2000/svg"), 0) << page.substr(at, 40);
+  }
+  EXPECT_EQ(http, 1u);
+
+  auto script = [&](const std::string& id) {
+    const std::string open = "<script id=\"" + id + "\" type=\"application/json\">";
+    const size_t begin = page.find(open);
+    EXPECT_NE(begin, std::string::npos) << id;
+    const size_t from = begin + open.size();
+    return nlohmann::json::parse(page.substr(from, page.find("</script>", from) - from));
+  };
+  const CliRun json = brigade(flags + " --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_EQ(script("lab-reference"), nlohmann::json::parse(json.out));
+  const nlohmann::json setup = script("lab-setup");
+  EXPECT_EQ(setup["schedule"], "zb-h1");
+  EXPECT_EQ(setup["stage_factors"], nlohmann::json::parse("[1, 1, 2]"));
+
+  const CliRun both = brigade("schedule --compare gpipe,1f1b --html lab2.html");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_TRUE(contains(both.err, "--html")) << both.err;
+}
