@@ -14,7 +14,8 @@
 namespace brigade::autograd {
 namespace {
 
-constexpr double kCharWidth = 6.6;  // 11 px monospace
+constexpr double kCharWidth = 6.6;       // 11 px monospace
+constexpr double kLabelCharWidth = 5.4;  // the edge labels' 9 px
 constexpr double kGap = 28, kRowHeight = 86, kMargin = 20;
 
 struct Box {
@@ -94,6 +95,16 @@ std::string graph_to_svg(const Tensor& root, const NamedTensors& names) {
   double width = 0;
   const std::vector<Box> boxes = place(nodes, rows, width);
   const double height = 2 * kMargin + static_cast<double>(rows.size() - 1) * kRowHeight + 36;
+  for (size_t i = 0; i < nodes.size();
+       ++i) {  // an edge label sits right of its edge's midpoint: keep it inside
+    for (const auto& e : nodes[i].edges) {
+      const Box& from = boxes[i];
+      const Box& to = boxes[static_cast<size_t>(e.to)];
+      const double label_end = (from.x + from.width / 2 + to.x + to.width / 2) / 2 + 4 +
+                               static_cast<double>(e.label.size()) * kLabelCharWidth;
+      width = std::max(width, label_end + kMargin);
+    }
+  }
 
   std::ostringstream out;
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height

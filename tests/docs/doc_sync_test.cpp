@@ -1,6 +1,7 @@
 // Docs that stay true: the transcripts marked <!-- doc-sync --> in README.md and docs/*.md are re-run with
 // the built `brigade` and must print what the page shows; every transcript carries a marker (re-run, or
-// machine-dependent); every cited line range still holds the names cited with it. The conventions:
+// machine-dependent); every cited line range still holds the names cited with it; every picture in
+// docs/img/ is what scripts/make_docs_images.sh draws from the code now. The conventions:
 // tests/docs/doc_blocks.h and docs/README.md. Only quick commands are marked for re-running (the whole test
 // takes about a second), so it runs with the unit tests.
 #include <gtest/gtest.h>
@@ -9,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -182,6 +185,34 @@ TEST(DocSync, MarkedTranscriptsPrintWhatThePageShows) {
     }
   }
   EXPECT_GT(checked, 0) << "no <!-- doc-sync --> transcript found under " << kRoot.string();
+}
+
+TEST(DocSync, PicturesAreWhatTheScriptDrawsNow) {
+  Scratch scratch;
+  const fs::path drawn = scratch.work() / "img";
+  const std::string command = "BRIGADE_BUILD_DIR=" + shell_quoted(BRIGADE_BUILD_DIR) + " bash " +
+                              shell_quoted((kRoot / "scripts" / "make_docs_images.sh").string()) +
+                              " --no-build --out " + shell_quoted(drawn.string()) + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << "failed: " << command;
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(drawn)) {
+    const fs::path committed = kRoot / "docs" / "img" / entry.path().filename();
+    std::ifstream a(entry.path(), std::ios::binary), b(committed, std::ios::binary);
+    const std::string now((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+    const std::string was((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(now == was) << "docs/img/" << entry.path().filename().string()
+                            << (fs::exists(committed) ? " differs from" : " is missing, but is drawn by")
+                            << " what scripts/make_docs_images.sh draws now: run it and commit docs/img/";
+    ++compared;
+  }
+  EXPECT_GT(compared, 10);
+  // The other way round: a picture the script does not draw would be hand-made (the measured training
+  // timeline is drawn only with --with-training).
+  for (const auto& entry : fs::directory_iterator(kRoot / "docs" / "img")) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(fs::exists(drawn / name) || name == "train_default_timeline.svg")
+        << "docs/img/" << name << " is not drawn by scripts/make_docs_images.sh";
+  }
 }
 
 TEST(DocSync, CitedLineRangesHoldWhatTheyName) {
