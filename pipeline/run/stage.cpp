@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <sstream>
@@ -69,11 +70,13 @@ int64_t Stage::scope_in_use() const {
 
 void Stage::begin_step() {
   baseline_bytes_ = scope_in_use();
+  actions_peak_bytes_ = 0;
   reset_scope_peak(device_, scope_tag_);
 }
 
 int64_t Stage::peak_bytes() const {
-  return scope_memory_stats(device_, scope_tag_).peak_bytes - baseline_bytes_;
+  // The scope's peak is reset at every action (run()), so it holds what came after the last one.
+  return std::max(actions_peak_bytes_, scope_memory_stats(device_, scope_tag_).peak_bytes - baseline_bytes_);
 }
 
 void Stage::clear() {
@@ -117,6 +120,7 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
     t.on_stream = device_.is_cuda() && is_compute(action.kind) && action.kind != ActionKind::OptimizerStep;
     const bool on_host = device_.is_cpu();
     const double cpu_start = on_host ? thread_cpu_ms() : 0.0;
+    reset_scope_peak(device_, scope_tag_);  // from here the scope's peak is this action's
     t.event.start_ms = ms_since(inputs.origin);
     if (t.on_stream) t.start.record(compute_);
     execute(action, inputs, transport, t.event.bytes);
@@ -124,6 +128,8 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
     t.event.end_ms = ms_since(inputs.origin);
     if (on_host) t.event.cpu_ms = thread_cpu_ms() - cpu_start;
     t.event.scope_bytes = scope_in_use() - baseline_bytes_;
+    t.event.scope_peak_bytes = scope_memory_stats(device_, scope_tag_).peak_bytes - baseline_bytes_;
+    actions_peak_bytes_ = std::max(actions_peak_bytes_, t.event.scope_peak_bytes);
   }
   if (list.empty() || list.back().kind != ActionKind::OptimizerStep) finish(inputs);
 

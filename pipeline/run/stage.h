@@ -59,7 +59,8 @@ class Stage {
   const std::string& scope_tag() const { return scope_tag_; }
   const Stream& compute_stream() const { return compute_; }
   const Stream& copy_stream() const { return copy_; }
-  /// The scope's peak since begin_step() minus its in-use bytes then.
+  /// The scope's peak since begin_step() minus its in-use bytes then: the highest of the actions' peaks
+  /// (TraceEvent::scope_peak_bytes) and of what was allocated after the last action.
   int64_t peak_bytes() const;
   /// The last step's executed actions, in order (complete after a successful run()).
   const std::vector<TraceEvent>& trace() const { return trace_; }
@@ -112,6 +113,7 @@ class Stage {
   // Per step.
   int step_ = -1;
   int64_t baseline_bytes_ = 0;
+  int64_t actions_peak_bytes_ = 0;  // the highest TraceEvent::scope_peak_bytes of the step
   std::map<Key, Slot> slots_;
   std::vector<Tensor> loss_tensors_;                 // last stage: detached microbatch losses
   std::vector<std::pair<Tensor, Event>> in_flight_;  // sources of copies still running, and their events

@@ -1,4 +1,4 @@
-// Measured step figures, the Chrome trace and the measured SVG timeline.
+// Measured step figures and the measured SVG timeline (the Chrome trace: chrome_trace.cpp).
 #include "pipeline/run/trace.h"
 
 #include <algorithm>
@@ -14,21 +14,6 @@ namespace {
 
 bool is_work(ActionKind kind) {
   return is_compute(kind) && kind != ActionKind::OptimizerStep;
-}
-
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out;
 }
 
 std::string fixed(double value, int digits) {
@@ -144,141 +129,6 @@ Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time) {
 
 Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
   return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
-}
-
-namespace {
-
-// The Chrome trace's events, written one after the other into its traceEvents array.
-class TraceEvents {
- public:
-  explicit TraceEvents(std::ostringstream& out) : out_(out) {}
-  /// The stream, positioned for the next event.
-  std::ostringstream& next() {
-    out_ << (first_ ? "\n" : ",\n");
-    first_ = false;
-    return out_;
-  }
-
- private:
-  std::ostringstream& out_;
-  bool first_ = true;
-};
-
-// Each stage has a compute track and a copy track in the measured process.
-int compute_tid(int stage) {
-  return 2 * stage;
-}
-int copy_tid(int stage) {
-  return 2 * stage + 1;
-}
-// Slices of zero length would hide their flow arrows: give each at least a microsecond.
-double duration_us(const TraceEvent& e) {
-  return std::max(1.0, 1000.0 * (e.end_ms - e.start_ms));
-}
-
-// Process "measured": per stage its two tracks (named with the device and the stream), a slice per
-// action, and the optimizer step on the compute track.
-void measured_tracks(TraceEvents& events, const ExecutionTrace& trace) {
-  auto next = [&]() -> std::ostringstream& { return events.next(); };
-  const bool show_chunk = trace.schedule.virtual_chunks > 1;
-  const int S = static_cast<int>(trace.stages.size());
-  next() << R"({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "measured"}})";
-  next() << R"({"name": "process_sort_index", "ph": "M", "pid": 1, "args": {"sort_index": 1}})";
-  for (int s = 0; s < S; ++s) {
-    const std::string device = s < static_cast<int>(trace.devices.size()) ? trace.devices[s].str() : "?";
-    const int cs = s < static_cast<int>(trace.compute_streams.size()) ? trace.compute_streams[s] : 0;
-    const int ps = s < static_cast<int>(trace.copy_streams.size()) ? trace.copy_streams[s] : 0;
-    next() << R"({"name": "thread_name", "ph": "M", "pid": 1, "tid": )" << compute_tid(s)
-           << R"(, "args": {"name": "stage )" << s << " compute (" << json_escape(device) << " stream " << cs
-           << ")\"}}";
-    next() << R"({"name": "thread_name", "ph": "M", "pid": 1, "tid": )" << copy_tid(s)
-           << R"(, "args": {"name": "stage )" << s << " copy (" << json_escape(device) << " stream " << ps
-           << ")\"}}";
-    next() << R"({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": )" << compute_tid(s)
-           << R"(, "args": {"sort_index": )" << compute_tid(s) << "}}";
-    next() << R"({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": )" << copy_tid(s)
-           << R"(, "args": {"sort_index": )" << copy_tid(s) << "}}";
-    for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
-      if (e.action.kind == ActionKind::OptimizerStep) continue;  // the barrier; the optimizer is drawn below
-      const bool transfer = is_transfer(e.action.kind);
-      next() << R"({"name": ")" << json_escape(to_string(e.action, show_chunk)) << R"(", "cat": ")"
-             << kind_name(e.action.kind) << R"(", "ph": "X", "pid": 1, "tid": )"
-             << (transfer ? copy_tid(s) : compute_tid(s)) << ", \"ts\": " << 1000.0 * e.start_ms
-             << ", \"dur\": " << duration_us(e) << R"(, "args": {"step": )" << e.step
-             << ", \"microbatch\": " << e.action.microbatch << ", \"chunk\": " << e.action.chunk
-             << ", \"bytes\": " << e.bytes << ", \"scope_bytes\": " << e.scope_bytes << "}}";
-    }
-    if (trace.optimizer_start_ms >= 0.0) {
-      next() << R"({"name": "optimizer step", "cat": "step", "ph": "X", "pid": 1, "tid": )" << compute_tid(s)
-             << ", \"ts\": " << 1000.0 * trace.optimizer_start_ms
-             << ", \"dur\": " << std::max(1.0, 1000.0 * (trace.optimizer_end_ms - trace.optimizer_start_ms))
-             << "}";
-    }
-  }
-}
-
-// Flow arrows: each Send to the Recv with the same tag.
-void transfer_flows(TraceEvents& events, const ExecutionTrace& trace) {
-  auto next = [&]() -> std::ostringstream& { return events.next(); };
-  const Schedule& schedule = trace.schedule;
-  const int S = static_cast<int>(trace.stages.size());
-  int flow = 0;
-  for (int s = 0; s < S; ++s) {
-    for (const TraceEvent& send : trace.stages[static_cast<size_t>(s)]) {
-      const ActionKind k = send.action.kind;
-      if (k != ActionKind::SendActivation && k != ActionKind::SendGrad) continue;
-      const TransferTag tag = transfer_tag(schedule, s, send.action);
-      const int peer = send.action.peer;
-      if (peer < 0 || peer >= S) continue;
-      for (const TraceEvent& recv : trace.stages[static_cast<size_t>(peer)]) {
-        const ActionKind rk = recv.action.kind;
-        if (rk != ActionKind::RecvActivation && rk != ActionKind::RecvGrad) continue;
-        if (!(transfer_tag(schedule, peer, recv.action) == tag)) continue;
-        const char* name = tag.gradient ? "gradient" : "activation";
-        next() << R"({"name": ")" << name << R"(", "cat": "transfer", "ph": "s", "id": )" << flow
-               << R"(, "pid": 1, "tid": )" << copy_tid(s)
-               << ", \"ts\": " << 1000.0 * send.start_ms + duration_us(send) / 2 << "}";
-        next() << R"({"name": ")" << name << R"(", "cat": "transfer", "ph": "f", "bp": "e", "id": )" << flow
-               << R"(, "pid": 1, "tid": )" << copy_tid(peer)
-               << ", \"ts\": " << 1000.0 * recv.start_ms + duration_us(recv) / 2 << "}";
-        ++flow;
-        break;
-      }
-    }
-  }
-}
-
-// Process "simulated": one track per stage, its compute actions with their simulated times (as ms).
-void simulated_tracks(TraceEvents& events, const Timeline& simulated) {
-  auto next = [&]() -> std::ostringstream& { return events.next(); };
-  next() << R"({"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "simulated"}})";
-  next() << R"({"name": "process_sort_index", "ph": "M", "pid": 2, "args": {"sort_index": 2}})";
-  const bool sim_chunk = simulated.schedule.virtual_chunks > 1;
-  for (size_t s = 0; s < simulated.stages.size(); ++s) {
-    next() << R"({"name": "thread_name", "ph": "M", "pid": 2, "tid": )" << s
-           << R"(, "args": {"name": "stage )" << s << "\"}}";
-    for (const TimedAction& t : simulated.stages[s]) {
-      if (!is_compute(t.action.kind) || t.end <= t.start) continue;
-      next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
-             << kind_name(t.action.kind) << R"(", "ph": "X", "pid": 2, "tid": )" << s
-             << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
-    }
-  }
-}
-
-}  // namespace
-
-std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated) {
-  std::ostringstream out;
-  out.precision(3);
-  out << std::fixed;
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-  TraceEvents events(out);
-  measured_tracks(events, trace);
-  transfer_flows(events, trace);
-  if (simulated) simulated_tracks(events, *simulated);
-  out << "\n]}\n";
-  return out.str();
 }
 
 std::string render_measured_svg(const ExecutionTrace& trace) {

@@ -33,6 +33,9 @@ struct TraceEvent {
   double cpu_ms = -1.0;
   int64_t bytes = 0;        ///< transfers: bytes of the message
   int64_t scope_bytes = 0;  ///< the stage's memory scope after the action, relative to the step's start
+  /// The scope's highest point while the action ran (allocator stats, relative to the step's start): the
+  /// stage's measured peak (ExecutionTrace::peak_bytes) is the largest of these.
+  int64_t scope_peak_bytes = 0;
 };
 
 /// Every executed action of one step.
@@ -67,10 +70,12 @@ Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time = false);
 /// simulate(trace.schedule, measured_costs(trace, thread_cpu_time)).
 Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time = false);
 
-/// Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing): process "measured" with a
-/// compute track and a copy track per stage (named with the device and the stream id), one slice per
-/// action, flow arrows from each Send to its Recv, and the optimizer step on every compute track; with
-/// `simulated`, a second process "simulated" with one track per stage (its times taken as ms).
+/// Chrome trace / Perfetto JSON (open in ui.perfetto.dev or chrome://tracing; written by chrome_trace.cpp):
+/// process "measured" with a compute track and a copy track per stage (named with the device and the stream
+/// id), one slice per action, flow arrows from each Send to its Recv, the optimizer step on every compute
+/// track, and a memory counter per stage ("stage s memory", "ph": "C": the scope's live bytes, at each
+/// action's start its peak during the action, at its end what it holds after); with `simulated`, a second
+/// process "simulated" with one track per stage (its times taken as ms).
 std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated = nullptr);
 
 /// A self-contained SVG of the executed step: per stage a lane of compute actions (colored by kind, chunks

@@ -489,6 +489,27 @@ TEST(PipelineTrace, TraceTrafficAndBubbleDescribeWhatRan) {
   EXPECT_EQ(flow_starts, 2 * M * (S - 1));
   EXPECT_EQ(flow_ends, 2 * M * (S - 1));
 
+  // Memory counters: per stage a "stage s memory" track, two points per executed action (its peak at its
+  // start, what it holds at its end), whose highest value is the stage's measured peak (allocator scope).
+  std::vector<int64_t> counter_peak(S, -1);
+  std::vector<size_t> counters(S, 0);
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    EXPECT_EQ(e["pid"], 1);
+    const std::string name = e["name"];
+    const int s = name[6] - '0';  // "stage s memory"
+    ASSERT_EQ(name, "stage " + std::to_string(s) + " memory");
+    ++counters[s];
+    counter_peak[s] = std::max<int64_t>(counter_peak[s], e["args"]["live bytes"].get<int64_t>());
+  }
+  for (int s = 0; s < S; ++s) {
+    EXPECT_EQ(counters[s], 2 * r.trace.stages[s].size()) << "stage " << s;
+    EXPECT_EQ(counter_peak[s], r.trace.peak_bytes[s]) << "stage " << s;
+    EXPECT_EQ(r.trace.peak_bytes[s], r.stages[s].peak_bytes) << "stage " << s;
+    EXPECT_GT(counter_peak[s], 0) << "stage " << s;
+    for (const TraceEvent& e : r.trace.stages[s]) EXPECT_GE(e.scope_peak_bytes, e.scope_bytes);
+  }
+
   // The simulator fed with the measured costs predicts a step of the same order as the measured one.
   EXPECT_GT(simulated.step_time, 0.0);
   const std::string svg = render_measured_svg(r.trace);
