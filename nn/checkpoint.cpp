@@ -1,10 +1,13 @@
 // Training checkpoints on top of nn/safetensors; the layout is described in nn/checkpoint.h.
 #include "nn/checkpoint.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
+#include "nn/atomic_file.h"
+#include "nn/checkpoint_shards.h"
 #include "nn/safetensors.h"
 #include "tensor/error.h"
 
@@ -61,6 +64,18 @@ int64_t parse_count(const std::string& text, const std::string& path, const char
   return value;
 }
 
+// The index's own summary of the layout (nn/checkpoint_shards.h): stages and schedule from the partition.
+void add_layout_metadata(std::map<std::string, std::string>& metadata, int shards) {
+  const Json partition = Json::parse(metadata.at(kPartitionKey), nullptr, /*allow_exceptions=*/false);
+  const bool known = partition.is_object();
+  metadata[kStagesKey] = known && partition.contains("stages") && partition["stages"].is_number_integer()
+                             ? std::to_string(partition["stages"].get<int64_t>())
+                             : std::to_string(shards);
+  metadata[kScheduleKey] = known && partition.contains("schedule") && partition["schedule"].is_string()
+                               ? partition["schedule"].get<std::string>()
+                               : "none";
+}
+
 }  // namespace
 
 std::string unpipelined_partition(const GPT& model) {
@@ -68,13 +83,20 @@ std::string unpipelined_partition(const GPT& model) {
   return partition.dump();
 }
 
-void save_checkpoint(const std::string& path, const GPT& model, const Optimizer* optimizer,
-                     const CheckpointInfo& info) {
+std::vector<std::pair<std::string, Tensor>> checkpoint_tensors(const GPT& model, const Optimizer* optimizer) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(kModelPrefix + name, tensor);
+  if (optimizer != nullptr) {
+    for (auto& [name, tensor] : optimizer->state().tensors) tensors.emplace_back(kOptimPrefix + name, tensor);
+  }
+  return tensors;
+}
+
+std::map<std::string, std::string> checkpoint_metadata(const GPT& model, const Optimizer* optimizer,
+                                                       const CheckpointInfo& info) {
   BRIGADE_CHECK_VALUE(info.tokenizer.vocab_size() == model.config().vocab_size,
                       "save_checkpoint: the tokenizer has ", info.tokenizer.vocab_size(),
                       " tokens but the model's vocab_size is ", model.config().vocab_size);
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (auto& [name, tensor] : model.state_dict()) tensors.emplace_back(kModelPrefix + name, tensor);
   std::map<std::string, std::string> metadata = {
       {kCheckpointKindKey, "checkpoint"},
       {kConfigKey, model.config().to_json()},
@@ -86,15 +108,38 @@ void save_checkpoint(const std::string& path, const GPT& model, const Optimizer*
   };
   if (!info.engine_state.empty()) metadata[kEngineStateKey] = info.engine_state;
   if (optimizer != nullptr) {
-    OptimizerState state = optimizer->state();
-    for (auto& [name, tensor] : state.tensors) tensors.emplace_back(kOptimPrefix + name, tensor);
-    metadata[kOptimizerKey] = Json{{"type", optimizer_type(*optimizer)}, {"step", state.step}}.dump();
+    metadata[kOptimizerKey] =
+        Json{{"type", optimizer_type(*optimizer)}, {"step", optimizer->step_count()}}.dump();
   }
-  save_safetensors(path, tensors, metadata);
+  return metadata;
+}
+
+void save_checkpoint(const std::string& path, const GPT& model, const Optimizer* optimizer,
+                     const CheckpointInfo& info, const std::vector<int>& layer_stages) {
+  std::map<std::string, std::string> metadata = checkpoint_metadata(model, optimizer, info);
+  const std::vector<std::pair<std::string, Tensor>> tensors = checkpoint_tensors(model, optimizer);
+  if (!is_sharded_checkpoint_path(path)) {
+    save_safetensors(path, tensors, metadata);
+    return;
+  }
+  const std::vector<int> stages =
+      layer_stages.empty() ? std::vector<int>(static_cast<size_t>(model.size()), 0) : layer_stages;
+  const std::map<std::string, int> owners = parameter_shards(model, stages);
+  const int shards = *std::max_element(stages.begin(), stages.end()) + 1;
+  std::vector<ShardRecord> records;
+  for (int shard = 0; shard < shards; ++shard) {
+    records.push_back(
+        save_checkpoint_shard(path, info.step, shard, shards, shard_tensors(tensors, owners, shard)));
+  }
+  add_layout_metadata(metadata, shards);
+  commit_checkpoint_index(path, records, metadata);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);  // refuses truncated, corrupt, foreign, newer files
+  remove_stale_temp_files(path);
+  // Both refuse truncated, corrupt, foreign and newer files, naming the file at fault.
+  SafetensorsFile file =
+      is_sharded_checkpoint_path(path) ? load_sharded_safetensors(path) : load_safetensors(path);
   Checkpoint ck;
   ck.metadata = file.metadata;
   const auto& meta = file.metadata;

@@ -1,5 +1,9 @@
 // Training checkpoints: a GPT's parameters, its optimizer's state and everything a run needs to resume
-// exactly, in one plain safetensors file (nn/safetensors.h: atomic write, checksum, format version).
+// exactly, in one plain safetensors file (nn/safetensors.h: atomic write, checksum, format version), or
+// sharded: one safetensors file per pipeline stage and an index written last as the commit point
+// (nn/checkpoint_shards.h), when the name ends in ".index.json" ("run.safetensors.index.json").
+// Both hold the same tensors and metadata, and either loads into any layout: every tensor is stored whole
+// under its model-wide name, whichever stage wrote it.
 //
 // Tensors (stable dotted names, so other tools can map them):
 //   "model.<parameter name>"           every entry of GPT::state_dict(), e.g.
@@ -37,6 +41,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/gpt.h"
 #include "nn/optim.h"
@@ -69,10 +75,23 @@ struct CheckpointInfo {
 /// {"stages":1,"balance":[L]} for a model whose Sequential has L layers (embedding, blocks..., head).
 std::string unpipelined_partition(const GPT& model);
 
-/// Writes `model` (and `optimizer`'s state when it is not null) with `info` to `path`, atomically.
-/// Throws IOError naming the path when the file cannot be written (an existing file is left intact).
+/// The tensors of a checkpoint: "model.<name>" for every entry of model.state_dict(), then
+/// "optim.<name>.<state>" for every state tensor of `optimizer` (none when it is null).
+std::vector<std::pair<std::string, Tensor>> checkpoint_tensors(const GPT& model, const Optimizer* optimizer);
+
+/// The __metadata__ of a checkpoint (the keys above; brigade.optimizer only with an optimizer).
+/// ValueError when the tokenizer's vocabulary is not the model's.
+std::map<std::string, std::string> checkpoint_metadata(const GPT& model, const Optimizer* optimizer,
+                                                       const CheckpointInfo& info);
+
+/// Writes `model` (and `optimizer`'s state when it is not null) with `info` to `path`, atomically: one
+/// safetensors file, or, when `path` ends in ".index.json", a sharded checkpoint with one shard per stage
+/// of `layer_stages` (the stage of each layer of the model's Sequential; empty: one shard), written shard by
+/// shard and committed by the index (nn/checkpoint_shards.h). Temporary files left beside it by killed
+/// writers are removed first. Throws IOError naming the path when a file cannot be written (the previous
+/// checkpoint at `path` is left intact and loadable).
 void save_checkpoint(const std::string& path, const GPT& model, const Optimizer* optimizer,
-                     const CheckpointInfo& info);
+                     const CheckpointInfo& info, const std::vector<int>& layer_stages = {});
 
 /// A loaded checkpoint: CPU tensors and parsed metadata.
 struct Checkpoint {
@@ -91,9 +110,12 @@ struct Checkpoint {
   void restore_optimizer(Optimizer& optimizer, const std::string& type_name = "AdamW") const;
 };
 
-/// Reads a checkpoint. Refusals from load_safetensors (IOError: missing, truncated, checksum, not
-/// safetensors, newer format version) are passed on with the path; a safetensors file that is not a
-/// brigade checkpoint (missing or malformed metadata, missing tensors) is an IOError saying which key.
+/// Reads a checkpoint, single-file or sharded (a path ending in ".index.json"), after removing temporary
+/// files of dead writers beside it. Refusals from load_safetensors (IOError: missing, truncated, checksum,
+/// not safetensors, newer format version) are passed on with the path; an index or shard that cannot be
+/// used is a CheckpointFileError (an IOError) naming the file and the problem (checkpoint_shards.h); a
+/// file that is not a brigade checkpoint (missing or malformed metadata, missing tensors) is an IOError
+/// saying which key.
 Checkpoint load_checkpoint(const std::string& path);
 
 }  // namespace brigade::nn

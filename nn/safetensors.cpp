@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "nn/atomic_file.h"
 #include "tensor/grad_mode.h"
 
 namespace brigade::nn {
@@ -29,11 +30,16 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 const char* safetensors_dtype(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "F32";
-    case DType::BFloat16: return "BF16";
-    case DType::Float64: return "F64";
-    case DType::Int32: return "I32";
-    case DType::Int64: return "I64";
+    case DType::Float32:
+      return "F32";
+    case DType::BFloat16:
+      return "BF16";
+    case DType::Float64:
+      return "F64";
+    case DType::Int32:
+      return "I32";
+    case DType::Int64:
+      return "I64";
   }
   return "?";
 }
@@ -56,9 +62,11 @@ std::string hex64(uint64_t value) {
   return text;
 }
 
-std::string system_error() { return std::strerror(errno); }
+std::string system_error() {
+  return std::strerror(errno);
+}
 
-// An open file descriptor that closes itself.
+// An open file descriptor (for reading) that closes itself.
 class File {
  public:
   explicit File(int fd) : fd_(fd) {}
@@ -68,28 +76,10 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   int fd() const { return fd_; }
-  /// Closes now and reports failure (close can report a deferred write error).
-  bool close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
 
  private:
   int fd_;
 };
-
-bool write_all(int fd, const void* data, size_t size) {
-  const char* bytes = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t written = ::write(fd, bytes, size);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return false;
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
-  return true;
-}
 
 // Reads up to `size` bytes; returns how many were read (fewer only at end of file), or -1 on error.
 int64_t read_up_to(int fd, void* data, size_t size) {
@@ -146,7 +136,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
     entry.shape.push_back(static_cast<int64_t>(size));
   }
   const Json& offsets = info["data_offsets"];
-  if (!offsets.is_array() || offsets.size() != 2) bad_header(path, where + ": data_offsets is not [begin, end]");
+  if (!offsets.is_array() || offsets.size() != 2)
+    bad_header(path, where + ": data_offsets is not [begin, end]");
   entry.begin = json_offset(offsets[0], path, where + ": data_offsets");
   entry.end = json_offset(offsets[1], path, where + ": data_offsets");
   uint64_t nbytes = 0;
@@ -198,8 +189,8 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   std::string some;
   for (size_t i = 0; i < tensors.size() && i < 5; ++i) some += (i ? ", " : "") + tensors[i].first;
   if (tensors.size() > 5) some += ", ...";
-  BRIGADE_THROW(ValueError, "SafetensorsFile::at: no tensor named '", name, "' (the file has ", tensors.size(),
-                " tensors: ", some, ")");
+  BRIGADE_THROW(ValueError, "SafetensorsFile::at: no tensor named '", name, "' (the file has ",
+                tensors.size(), " tensors: ", some, ")");
 }
 
 namespace {
@@ -253,36 +244,24 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   uint64_t header_size = header_text.size();
 
-  // 3. Atomic write: temp file, fsync, rename, fsync the directory.
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const std::string& step) {
-    std::string why = system_error();
-    ::unlink(temp.c_str());
-    BRIGADE_THROW(IOError, "save_safetensors: cannot write '", path, "' (", step, "): ", why);
-  };
-  {
-    File file(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (file.fd() < 0) fail("creating " + temp);
-    bool ok = write_all(file.fd(), &header_size, 8) && write_all(file.fd(), header_text.data(), header_size);
-    for (size_t i = 0; ok && i < host.size(); ++i) {
-      if (host[i].nbytes() > 0) ok = write_all(file.fd(), host[i].data_ptr(), host[i].nbytes());
-    }
-    if (!ok) fail("writing " + temp);
-    if (::fsync(file.fd()) != 0) fail("fsync of " + temp);
-    if (!file.close()) fail("closing " + temp);
+  // 3. Atomic write (temp file, fsync, rename, fsync the directory), after removing the temporary files a
+  //    killed writer of this path left behind.
+  std::vector<ByteSpan> pieces = {{&header_size, 8}, {header_text.data(), header_size}};
+  for (const Tensor& h : host) pieces.push_back({h.data_ptr(), static_cast<size_t>(h.nbytes())});
+  remove_stale_temp_files(path);
+  try {
+    write_file_atomically(path, pieces);
+  } catch (const IOError& e) {
+    BRIGADE_THROW(IOError, "save_safetensors: ", e.what());
   }
-  if (::rename(temp.c_str(), path.c_str()) != 0) fail("renaming " + temp);
-  std::filesystem::path directory = std::filesystem::path(path).parent_path();
-  File dir(::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  // The file is complete and in place; a directory that cannot be synced only weakens crash durability.
-  if (dir.fd() >= 0) ::fsync(dir.fd());
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
   File file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.fd() < 0) BRIGADE_THROW(IOError, "load_safetensors: cannot open '", path, "': ", system_error());
   struct stat info {};
-  if (::fstat(file.fd(), &info) != 0) BRIGADE_THROW(IOError, "load_safetensors: '", path, "': ", system_error());
+  if (::fstat(file.fd(), &info) != 0)
+    BRIGADE_THROW(IOError, "load_safetensors: '", path, "': ", system_error());
   if (!S_ISREG(info.st_mode)) BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(info.st_size);
 
@@ -295,13 +274,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
     bad_header(path, "header length " + std::to_string(header_size) + " is implausible");
   }
   std::string header_text(std::min<uint64_t>(header_size, file_size - 8), '\0');
-  if (read_up_to(file.fd(), header_text.data(), header_text.size()) != static_cast<int64_t>(header_text.size())) {
+  if (read_up_to(file.fd(), header_text.data(), header_text.size()) !=
+      static_cast<int64_t>(header_text.size())) {
     BRIGADE_THROW(IOError, "load_safetensors: reading '", path, "': ", system_error());
   }
   if (header_text.empty() || header_text[0] != '{') bad_header(path, "the header does not start with '{'");
   if (header_text.size() < header_size) {
-    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated: the header alone needs ", 8 + header_size,
-                  " bytes, the file has ", file_size);
+    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated: the header alone needs ",
+                  8 + header_size, " bytes, the file has ", file_size);
   }
   Json header = Json::parse(header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) bad_header(path, "the header is not valid JSON");
@@ -314,7 +294,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (key == "__metadata__") {
       if (!value.is_object()) bad_header(path, "__metadata__ is not a JSON object");
       for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string()) bad_header(path, "__metadata__ value of '" + meta_key + "' is not a string");
+        if (!meta_value.is_string())
+          bad_header(path, "__metadata__ value of '" + meta_key + "' is not a string");
         result.metadata[meta_key] = meta_value.get<std::string>();
       }
     } else {
@@ -337,8 +318,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   const uint64_t expected_size = 8 + header_size + data_size;
   if (file_size < expected_size) {
-    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated: its header describes ", expected_size,
-                  " bytes, the file has ", file_size, " (", expected_size - file_size, " missing)");
+    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated: its header describes ",
+                  expected_size, " bytes, the file has ", file_size, " (", expected_size - file_size,
+                  " missing)");
   }
   if (file_size > expected_size) {
     bad_header(path, "the file has " + std::to_string(file_size - expected_size) +
@@ -352,8 +334,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
     size_t nbytes = tensor.nbytes();
     if (nbytes > 0) {
       if (read_up_to(file.fd(), tensor.data_ptr(), nbytes) != static_cast<int64_t>(nbytes)) {
-        BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated or unreadable while reading tensor '",
-                      entry.name, "': ", system_error());
+        BRIGADE_THROW(IOError, "load_safetensors: '", path,
+                      "' is truncated or unreadable while reading tensor '", entry.name,
+                      "': ", system_error());
       }
       checksum = fnv1a64(tensor.data_ptr(), nbytes, checksum);
     }
@@ -372,7 +355,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   auto stored = result.metadata.find(kChecksumKey);
   if (stored != result.metadata.end() && stored->second != hex64(checksum)) {
     BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its checksum: the header records ",
-                  stored->second, ", the data hashes to ", hex64(checksum), " (FNV-1a 64); the file is corrupt");
+                  stored->second, ", the data hashes to ", hex64(checksum),
+                  " (FNV-1a 64); the file is corrupt");
   }
   return result;
 }

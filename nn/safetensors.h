@@ -27,9 +27,10 @@
 // Files written by other tools (no brigade keys) load without a checksum check; each checksum is checked
 // when its key is present (brigade files from before the header checksum carry only the data one).
 //
-// Writes are atomic: the file is written to "<path>.tmp.<pid>", fsync'ed, renamed over <path>, and the
-// directory is fsync'ed, so a crash or a failed write never leaves a half-written <path> behind and an
-// existing file at <path> stays intact until the new one is complete.
+// Writes are atomic (nn/atomic_file.h): the file is written to "<path>.tmp.<host>.<pid>", fsync'ed, renamed
+// over <path>, and the directory is fsync'ed, so a crash or a failed write never leaves a half-written <path>
+// behind and an existing file at <path> stays intact until the new one is complete. A save first removes the
+// temporary files of <path> that killed writers (kill -9) left behind.
 //
 // \code
 //   brigade::nn::save_safetensors("model.safetensors", {{"wte.weight", wte}, {"lm_head.bias", b}},

@@ -129,11 +129,13 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("dtype", &O::dtype, kInherit, kShown, check_dtype,
           "fp32, or bf16: mixed precision (bf16 GEMM inputs, fp32 accumulation, norms, loss and master "
           "weights)"),
-      row("save", &O::save, kInherit, kHidden, nullptr, "write a checkpoint (safetensors) here at the end"),
+      row("save", &O::save, kInherit, kHidden, nullptr,
+          "write a checkpoint here at the end: one safetensors file, or one shard per stage plus an "
+          "index when the name ends in .index.json (run.safetensors.index.json)"),
       row("save_every", &O::save_every, kInherit, kHidden, check_save_every,
           "also checkpoint every N steps (needs --save)"),
       row("resume", &O::resume, kPerInvocation, kHidden, nullptr,
-          "continue the run saved in this checkpoint"),
+          "continue the run saved in this checkpoint (a file or an index; any --stages, --balance)"),
       row("metrics", &O::metrics, kPerInvocation, kHidden, nullptr,
           "write the run's final figures to this JSON file"),
       // The pipeline (pipeline/run/train_runner.h checks the names).

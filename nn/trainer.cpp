@@ -263,7 +263,7 @@ void TrainSession::save() {
                             .train_args = options_.to_json(),
                             .partition = runner_->partition_json(*model_),
                             .engine_state = runner_->state_json()};
-  save_checkpoint(options_.save, *model_, optimizer_.get(), info);
+  runner_->save_checkpoint(options_.save, *model_, *optimizer_, info);
   last_saved_ = step_;
   message("saved checkpoint '" + options_.save + "' (step " + std::to_string(step_) + ")");
 }

@@ -135,6 +135,19 @@ class StepRunner {
     (void)model;
     return {};
   }
+  /// The stage of each layer of the model's Sequential, for sharded checkpoints (one shard per stage);
+  /// empty: one stage.
+  virtual std::vector<int> layer_stages(const GPT& model) const {
+    (void)model;
+    return {};
+  }
+  /// Writes the checkpoint of TrainSession::save: by default nn::save_checkpoint (single-file, or sharded by
+  /// layer_stages() when `path` ends in ".index.json"). An engine whose stages live in other processes
+  /// overrides it (each stage writes its shard, one process commits the index: nn/checkpoint_shards.h).
+  virtual void save_checkpoint(const std::string& path, const GPT& model, const Optimizer& optimizer,
+                               const CheckpointInfo& info) {
+    nn::save_checkpoint(path, model, &optimizer, info, layer_stages(model));
+  }
   /// State the engine needs to resume exactly, as JSON object text (empty: none), saved in checkpoints as
   /// "brigade.engine_state" (nn/checkpoint.h).
   virtual std::string state_json() const { return {}; }
@@ -200,7 +213,8 @@ class TrainSession {
   /// Whether --save-every asks for a checkpoint of the step just completed.
   bool save_due() const;
   /// Writes the checkpoint of the steps completed so far to options.save (which must be set): the
-  /// weights, AdamW's moments, the generator, the step, the options and the runner's state.
+  /// weights, AdamW's moments, the generator, the step, the options and the runner's state, through the
+  /// runner's save_checkpoint (sharded by stage when the name ends in ".index.json").
   void save();
   /// Whether --eval-every asks for an evaluation after the step just completed (never after the last: the
   /// final evaluation is finish()'s).

@@ -261,6 +261,18 @@ std::string PipelineRunner::partition_json(const nn::GPT& model) const {
   return j.dump();
 }
 
+std::vector<int> PipelineRunner::layer_stages(const nn::GPT& model) const {
+  require_prepared("layer_stages");
+  std::vector<int> stages(static_cast<size_t>(model.size()), 0);
+  for (int s = 0; s < pipeline_->config().stages; ++s) {
+    for (int c = 0; c < pipeline_->schedule().virtual_chunks; ++c) {
+      const auto [begin, end] = pipeline_->chunk_layers(s, c);
+      for (int layer = begin; layer < end; ++layer) stages[static_cast<size_t>(layer)] = s;
+    }
+  }
+  return stages;
+}
+
 std::string PipelineRunner::state_json() const {
   require_prepared("state_json");
   Json generators = Json::array();

@@ -94,6 +94,8 @@ class PipelineRunner : public nn::StepRunner {
   double forward_backward(nn::GPT& model, const nn::Batch& batch) override;
   /// {"stages": S, "virtual": v, "balance": [...], "schedule": ..., "microbatches": M, "method": ...}
   std::string partition_json(const nn::GPT& model) const override;
+  /// The stage of each layer (every chunk of every stage): sharded checkpoints write a shard per stage.
+  std::vector<int> layer_stages(const nn::GPT& model) const override;
   /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
   /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
   std::string state_json() const override;

@@ -230,6 +230,28 @@ TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
   EXPECT_TRUE(m3["schedule"].is_null());
 }
 
+// A name ending in .index.json saves one shard per stage and an index; it resumes into another layout and
+// samples like a single file.
+TEST_F(CliTest, ShardedCheckpointResumesAsAnotherLayoutAndSamples) {
+  CliRun run =
+      brigade("train " + kTiny + " --steps 2 --stages 2 --microbatches 2 --save ck.safetensors.index.json");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(fs::exists(file("ck-step2-00001-of-00002.safetensors")));
+  EXPECT_TRUE(fs::exists(file("ck-step2-00002-of-00002.safetensors")));
+  run = brigade(
+      "train --resume ck.safetensors.index.json --stages 3 --steps 3 --threads 1 --save ck3.safetensors");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  EXPECT_TRUE(contains(run.out, "resumed from 'ck.safetensors.index.json' at step 2")) << run.out;
+  EXPECT_TRUE(contains(run.out, "3 stages x 2 microbatches")) << run.out;
+  run = brigade("sample --checkpoint ck.safetensors.index.json --prompt 1 --tokens 3");
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  fs::remove(file("ck-step2-00002-of-00002.safetensors"));
+  run = brigade("sample --checkpoint ck.safetensors.index.json");
+  EXPECT_EQ(run.status, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "ck-step2-00002-of-00002.safetensors")) << run.err;
+  EXPECT_TRUE(contains(run.err, "missing")) << run.err;
+}
+
 TEST_F(CliTest, ABudgetBelowThePredictionExitsTwoBeforeAnyStep) {
   CliRun run =
       brigade("train " + kTiny +

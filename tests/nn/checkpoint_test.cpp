@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "nn/checkpoint_fixture.h"
 #include "nn/data.h"
 #include "nn/safetensors.h"
 #include "tensor/grad_mode.h"
@@ -21,56 +22,13 @@ namespace {
 using namespace brigade;
 using namespace brigade::nn;
 namespace fs = std::filesystem;
+using brigade::testing::bit_equal;
 using brigade::testing::message_of;
 using brigade::testing::read_file_bytes;
+using brigade::testing::Trained;
 using brigade::testing::write_file_bytes;
 
 class CheckpointTest : public brigade::testing::TempDirTest {};
-
-// Same dtype, shape and bytes.
-::testing::AssertionResult bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
-    return ::testing::AssertionFailure()
-           << "dtype/shape differ: " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
-  }
-  Tensor ca = a.detach().cpu().contiguous(), cb = b.detach().cpu().contiguous();
-  if (std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel() * dtype_size(ca.dtype()))) !=
-      0) {
-    return ::testing::AssertionFailure() << "bytes differ";
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// A small trained model: two AdamW steps make every moment non-zero.
-struct Trained {
-  CharTokenizer tokenizer = CharTokenizer::from_text("abcdefgh\n ");
-  GPTConfig config;
-  std::unique_ptr<GPT> model;
-  std::unique_ptr<AdamW> optimizer;
-  Generator generator{42};
-
-  Trained() {
-    config.vocab_size = tokenizer.vocab_size();
-    config.block_size = 8;
-    config.n_layer = 2;
-    config.n_head = 2;
-    config.n_embd = 16;
-    config.dropout = 0.1;
-    model = std::make_unique<GPT>(config, 7);
-    set_dropout_generator(*model, &generator);
-    optimizer = std::make_unique<AdamW>(decay_groups(*model, 0.1), AdamWOptions{.lr = 1e-2});
-    std::vector<int64_t> tokens = tokenizer.encode("abc defg\nhabcde fgh\nabba cdd\nefgh abc\n");
-    for (int step = 0; step < 2; ++step) {
-      Batch batch = random_batch(tokens, 4, 8, generator);
-      GPT::loss(model->forward(batch.x), batch.y).backward();
-      optimizer->step();
-      optimizer->zero_grad();
-    }
-  }
-  CheckpointInfo info() const {
-    return CheckpointInfo{tokenizer, 2, generator.state(), R"({"lr":0.01,"steps":2})", "", ""};
-  }
-};
 
 TEST_F(CheckpointTest, RoundTripIsBitExactForModelOptimizerAndMetadata) {
   Trained t;

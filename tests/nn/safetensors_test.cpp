@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "nn/atomic_file.h"
 #include "tensor/tensor.h"
 
 namespace fs = std::filesystem;
@@ -320,7 +321,7 @@ TEST_F(SafetensorsTest, AtomicWriteLeavesNoTempFileAndFailuresKeepTheOldFile) {
   EXPECT_EQ(load_safetensors(path).at("w").to_vector<float>(), (std::vector<float>{2, 2, 2}));
 
   // The temp file cannot be created (a directory is in its way): IOError, the old file is untouched.
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  const std::string temp = brigade::nn::temp_path_for(path);
   fs::create_directory(temp);
   std::string message = expect_throw_message<brigade::IOError>(
       [&] { save_safetensors(path, {{"w", brigade::full({3}, 3.0)}}); });
