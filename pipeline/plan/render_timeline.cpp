@@ -119,6 +119,7 @@ namespace {
 struct PictureScale {
   double span = 1.0;
   double plot = 960.0;
+  double left = 56.0;   ///< where the time axis starts (SvgTimeline::Geometry::left)
   double memory = 1.0;  ///< the live activations at the top of a memory band
 };
 
@@ -179,17 +180,21 @@ void draw_messages(SvgTimeline& svg, const Timeline& timeline) {
 
 // One schedule's block: its lanes with the compute boxes, the memory band under each lane, the messages'
 // arrows, the time axis and, with `legend`, the legend (`chunk_note`: with the note on lighter chunks).
-SvgTimeline draw_timeline(const Timeline& timeline, const PictureScale& scale, bool legend, bool chunk_note) {
+// `title` and `caption` replace the schedule's description and the costs line when not empty.
+SvgTimeline draw_timeline(const Timeline& timeline, const PictureScale& scale, bool legend, bool chunk_note,
+                          const std::string& title = "", const std::string& caption = "") {
   const Schedule& schedule = timeline.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
   SvgTimeline::Geometry g;
   g.stages = schedule.stages;
   g.span = scale.span;
   g.plot = scale.plot;
+  g.left = scale.left;
   g.memory = 22;
   g.lane_pitch = g.lane + g.memory + 10;
   g.legend = legend;
-  SvgTimeline svg(g, schedule.describe(), caption_of(timeline));
+  SvgTimeline svg(g, title.empty() ? schedule.describe() : title,
+                  caption.empty() ? caption_of(timeline) : caption);
 
   for (int st = 0; st < schedule.stages; ++st) {
     const double y = svg.lane(st);
@@ -242,6 +247,16 @@ std::string render_compare_svg(const std::vector<Timeline>& timelines) {
     width = std::max(width, block.geometry().width());
   }
   return SvgTimeline::document(width, top, body.str());
+}
+
+std::string render_svg_block(const Timeline& timeline, const std::string& title, const std::string& caption,
+                             double span, double left, double plot, double* height) {
+  PictureScale scale = scale_for({&timeline});
+  scale.span = span, scale.left = left, scale.plot = plot;
+  const SvgTimeline block =
+      draw_timeline(timeline, scale, true, timeline.schedule.virtual_chunks > 1, title, caption);
+  *height = block.geometry().height();
+  return block.body();
 }
 
 std::string render_json(const Timeline& timeline) {

@@ -32,6 +32,13 @@ std::string render_svg(const Timeline& timeline);
 /// --compare).
 std::string render_compare_svg(const std::vector<Timeline>& timelines);
 
+/// The timeline as one block of a larger picture, drawn on a time axis given from outside: `span` time units
+/// across `plot` pixels from x = `left`, titled `title` over `caption`, with the legend. Returns the block's
+/// SVG elements (for SvgTimeline::document); `height` receives its height. The measured step's picture
+/// (run/trace.h) draws its simulated twin under it with this, on one millisecond axis.
+std::string render_svg_block(const Timeline& timeline, const std::string& title, const std::string& caption,
+                             double span, double left, double plot, double* height);
+
 /// The timeline as JSON: the schedule's parameters, costs (per_chunk: the per-model-chunk costs, empty for
 /// uniform ones), step time, bubble, per-stage statistics with the memory curve ([time, live] pairs), and
 /// every action with its stage, step, kind, label, microbatch, chunk, peer, start and end (and a Send's

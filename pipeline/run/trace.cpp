@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "pipeline/plan/render_timeline.h"
 #include "pipeline/plan/svg_timeline.h"
 
 namespace brigade::pipeline {
@@ -131,7 +132,7 @@ Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
   return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
 }
 
-std::string render_measured_svg(const ExecutionTrace& trace) {
+std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* simulated) {
   const Schedule& schedule = trace.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
   const int S = static_cast<int>(trace.stages.size());
@@ -148,7 +149,7 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
   const double wire = 8;
   SvgTimeline::Geometry g;
   g.stages = S;
-  g.span = std::max(end - origin, 1e-9);
+  g.span = std::max({end - origin, simulated ? simulated->step_time : 0.0, 1e-9});  // one axis for both
   g.left = 64, g.plot = 960, g.right = 230, g.lane = 28, g.lane_pitch = g.lane + wire + 12;
   std::string caption =
       "step " + fixed(trace.span_ms(), 2) + " ms, bubble " + fixed(100 * trace.bubble(), 1) + "%";
@@ -193,7 +194,18 @@ std::string render_measured_svg(const ExecutionTrace& trace) {
   }
   svg.time_axis("ms", [](double tick, double step) { return fixed(tick, step < 1 ? 2 : 0); });
   svg.legend({{"optimizer", svg_color(ActionKind::OptimizerStep)}, {"send/recv", "#777777"}});
-  return svg.finish();
+  if (simulated == nullptr) return svg.finish();
+  // The simulated twin under it, on the same millisecond axis.
+  double twin_height = 0.0;
+  const std::string twin = render_svg_block(
+      *simulated, simulated->schedule.describe() + " (simulated)",
+      "step " + fixed(simulated->step_time, 2) + " ms, bubble " + fixed(100 * simulated->bubble, 1) +
+          "%   (the same schedule with each action's cost from the layer profile; red: live activations)",
+      g.span, g.left, g.plot, &twin_height);
+  const double top = g.height();
+  return SvgTimeline::document(
+      g.width(), top + twin_height,
+      svg.body() + "<g transform=\"translate(0," + fixed(top, 1) + ")\">\n" + twin + "</g>\n");
 }
 
 }  // namespace brigade::pipeline

@@ -81,6 +81,8 @@ std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simul
 /// A self-contained SVG of the executed step: per stage a lane of compute actions (colored by kind, chunks
 /// of interleaved schedules lighter), a thin lane below it with the time spent in Send/Recv, each stage's
 /// measured idle fraction and scope peak at the right, a millisecond axis and a legend.
-std::string render_measured_svg(const ExecutionTrace& trace);
+/// With `simulated` (the schedule simulated in milliseconds, e.g. from the layer profile) its timeline is
+/// drawn under the measured one on the same axis: the step as predicted beside the step as it ran.
+std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* simulated = nullptr);
 
 }  // namespace brigade::pipeline

@@ -435,7 +435,7 @@ std::string PipelineRunner::trace_json() const {
 }
 
 std::string PipelineRunner::timeline_svg() const {
-  return render_measured_svg(last_step().trace);
+  return render_measured_svg(last_step().trace, &simulated());
 }
 
 }  // namespace brigade::pipeline

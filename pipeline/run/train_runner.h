@@ -23,8 +23,8 @@
 //   memory             per stage, the largest measured step peak (StageReport::peak_bytes) and activation
 //                      peak over the run, beside the memory model's prediction (MemoryPrediction::table);
 //   traffic            bytes of activations and gradients sent between stages in one step.
-// trace_json() and timeline_svg() draw the last step (a steady one): the Chrome trace with the profile's
-// simulated timeline beside it, and the SVG of the executed schedule.
+// trace_json() and timeline_svg() draw the last step (a steady one) with the profile's simulated timeline
+// beside it: as a Chrome trace, and as an SVG of the executed schedule over its simulated twin.
 //
 // Devices. Every stage may run on one device (CPU threads, or streams of one GPU). Stages on different
 // devices are refused by check_train_options: evaluation and sampling run the whole model on one device.
@@ -137,7 +137,7 @@ class PipelineRunner : public nn::StepRunner {
   std::string add_metrics(const std::string& metrics_json) const;
   /// Chrome trace JSON of the last step with the profile's simulated timeline beside it.
   std::string trace_json() const;
-  /// SVG timeline of the last step.
+  /// SVG timeline of the last step, with the profile's simulated step under it on the same axis.
   std::string timeline_svg() const;
 
  private:

@@ -276,7 +276,12 @@ TEST_F(TrainRunnerTest, ReportsBubbleMemoryTrafficTraceAndTimeline) {
     }
   }
   EXPECT_EQ(stage_tracks, 2) << trace.dump().substr(0, 2000);
-  EXPECT_EQ(runner.timeline_svg().rfind("<svg", 0), 0u);
+  const std::string svg = runner.timeline_svg();
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  // The measured step over its simulated twin: both blocks, one document.
+  EXPECT_NE(svg.find("(measured)"), std::string::npos);
+  EXPECT_NE(svg.find("(simulated)"), std::string::npos);
+  EXPECT_EQ(svg.find("<svg", 1), std::string::npos);
   const std::string summary = runner.summary();
   EXPECT_NE(summary.find("bubble: measured"), std::string::npos) << summary;
   EXPECT_NE(summary.find("imbalance"), std::string::npos) << summary;
