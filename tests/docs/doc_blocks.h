@@ -18,12 +18,16 @@
 // is a cited line range: the link's text and target name the same file and lines (the target relative to
 // the page), and each backticked name after the link, up to the next link, `|` or the end of the line,
 // must occur in those lines.
+//
+// Every other relative link must name a file or folder that exists, and a `#heading` in it that exists
+// (GitHub's anchors: the heading in lower case, punctuation dropped, spaces as dashes).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -187,6 +191,97 @@ inline std::vector<CitedRange> cited_ranges(const std::vector<std::string>& line
     }
   }
   return found;
+}
+
+/// A relative link outside code: `[text](target)` with target = path#anchor (either part may be empty).
+struct Link {
+  int line = 0;
+  std::string path, anchor;
+};
+
+/// `line` without its inline code spans (`...`), which may hold brackets that are not links.
+inline std::string without_code_spans(const std::string& line) {
+  std::string out;
+  bool in_code = false;
+  for (char c : line) {
+    if (c == '`') {
+      in_code = !in_code;
+      continue;
+    }
+    if (!in_code) out += c;
+  }
+  return out;
+}
+
+/// Relative links of a page, outside fenced blocks and code spans; http(s) and mailto links are skipped.
+inline std::vector<Link> relative_links(const std::vector<std::string>& lines) {
+  static const std::regex link(R"(\]\(([^)\s]+)\))");
+  std::vector<Link> found;
+  bool fenced = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("```", 0) == 0) {
+      fenced = !fenced;
+      continue;
+    }
+    if (fenced) continue;
+    const std::string text = without_code_spans(lines[i]);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
+      const std::string target = (*it)[1].str();
+      if (target.rfind("http://", 0) == 0 || target.rfind("https://", 0) == 0 ||
+          target.rfind("mailto:", 0) == 0) {
+        continue;
+      }
+      const size_t hash = target.find('#');
+      Link l;
+      l.line = static_cast<int>(i) + 1;
+      l.path = target.substr(0, hash);
+      l.anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
+      found.push_back(l);
+    }
+  }
+  return found;
+}
+
+/// GitHub's anchor of a heading's text: lower case, ASCII punctuation and a few Unicode marks dropped,
+/// spaces as dashes.
+inline std::string heading_anchor(const std::string& heading) {
+  static const std::vector<std::string> dropped = {"…", "—", "–", "→", "×", "−", "·", "“", "”", "’"};
+  std::string out;
+  for (size_t i = 0; i < heading.size();) {
+    bool skip = false;
+    for (const std::string& d : dropped) {
+      if (heading.compare(i, d.size(), d) == 0) {
+        i += d.size();
+        skip = true;
+        break;
+      }
+    }
+    if (skip) continue;
+    const unsigned char c = static_cast<unsigned char>(heading[i++]);
+    if (c == ' ') {
+      out += '-';
+    } else if (c >= 0x80 || std::isalnum(c) || c == '-' || c == '_') {
+      out += static_cast<char>(c >= 0x80 ? c : std::tolower(c));
+    }
+  }
+  return out;
+}
+
+/// Every heading anchor of a page (a repeated heading gets -1, -2, ... as on GitHub).
+inline std::set<std::string> heading_anchors(const std::vector<std::string>& lines) {
+  std::set<std::string> anchors;
+  bool fenced = false;
+  for (const std::string& line : lines) {
+    if (line.rfind("```", 0) == 0) fenced = !fenced;
+    if (fenced || line.empty() || line[0] != '#') continue;
+    const size_t text = line.find_first_not_of('#');
+    if (text == std::string::npos || line[text] != ' ') continue;
+    const std::string base = heading_anchor(rstrip(line.substr(text + 1)));
+    std::string anchor = base;
+    for (int n = 1; anchors.count(anchor) != 0; ++n) anchor = base + "-" + std::to_string(n);
+    anchors.insert(anchor);
+  }
+  return anchors;
 }
 
 }  // namespace brigade::docs

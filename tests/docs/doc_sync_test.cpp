@@ -215,6 +215,26 @@ TEST(DocSync, PicturesAreWhatTheScriptDrawsNow) {
   }
 }
 
+TEST(DocSync, LinksPointAtFilesAndHeadingsThatExist) {
+  EXPECT_EQ(brigade::docs::heading_anchor("5. From the CLI: `brigade train --stages …`"),
+            "5-from-the-cli-brigade-train---stages-");
+  int checked = 0;
+  for (const fs::path& page : pages()) {
+    const std::vector<std::string> lines = brigade::docs::read_lines(kRoot / page);
+    for (const auto& link : brigade::docs::relative_links(lines)) {
+      const std::string where = page.string() + ":" + std::to_string(link.line) + ": (" + link.path +
+                                (link.anchor.empty() ? "" : "#" + link.anchor) + ")";
+      const fs::path target = link.path.empty() ? kRoot / page : kRoot / page.parent_path() / link.path;
+      EXPECT_TRUE(fs::exists(target)) << where << ": no such file";
+      ++checked;
+      if (link.anchor.empty() || target.extension() != ".md" || !fs::exists(target)) continue;
+      const auto anchors = brigade::docs::heading_anchors(brigade::docs::read_lines(target));
+      EXPECT_TRUE(anchors.count(link.anchor) != 0) << where << ": no heading with that anchor in " << target;
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
 TEST(DocSync, CitedLineRangesHoldWhatTheyName) {
   for (const fs::path& page : pages()) {
     for (const auto& r : brigade::docs::cited_ranges(brigade::docs::read_lines(kRoot / page))) {
