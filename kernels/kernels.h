@@ -62,13 +62,23 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
 // ---- matmul -----------------------------------------------------------------------------------------------
-// Dispatch matmul.cpp. Versions (matmul_versions.h): CPU v1 cpu/matmul.cpp; CUDA v1-v2 cuda/matmul.cu,
-// v3-v4 cuda/matmul_sgemm.cu, v5 cuda/matmul_wmma.cu, v6 cuda/matmul_wmma_async.cu, v7 cuda/matmul_mma.cu,
-// v8 cuda/matmul_wgmma.cu; the cuBLAS baseline cuda/matmul_cublas.cu.
-/// Which implementation CUDA matmuls use: brigade's own kernel or cuBLAS (a baseline, for comparison).
-enum class MatmulBackend { Native, Cublas };
+// Dispatch matmul.cpp. Versions (matmul_versions.h): CPU v1 cpu/matmul.cpp, v2 cpu/matmul_avx2_fma.cpp,
+// v3 cpu/matmul_avx512.cpp, v4 cpu/matmul_avx512_bf16.cpp, the OpenBLAS baseline cpu/matmul_openblas.cpp;
+// CUDA v1-v2 cuda/matmul.cu, v3-v4 cuda/matmul_sgemm.cu, v5 cuda/matmul_wmma.cu, v6
+// cuda/matmul_wmma_async.cu, v7 cuda/matmul_mma.cu, v8 cuda/matmul_wgmma.cu; the cuBLAS baseline
+// cuda/matmul_cublas.cu.
+/// Which implementation matmuls use: brigade's own kernels (Native), or a vendor library as a baseline to
+/// compare against, never substituted silently: Cublas changes what CUDA matmuls run (CPU ones stay
+/// native), Blas changes what CPU matmuls run to OpenBLAS (CUDA ones stay native). Initial value from
+/// BRIGADE_MATMUL_BACKEND=native|cublas|blas.
+enum class MatmulBackend { Native, Cublas, Blas };
+/// Throws DeviceError for Blas in a build without OpenBLAS (blas_available()).
 void set_matmul_backend(MatmulBackend backend);
 MatmulBackend matmul_backend();
+/// "native", "cublas", "blas".
+const char* matmul_backend_name(MatmulBackend backend);
+/// Whether this build links OpenBLAS, so that MatmulBackend::Blas can be selected.
+bool blas_available();
 /// op(a) @ op(b) where op transposes the last two dims when the flag is set.
 /// Shapes: a [M,K] or [B,M,K]; b [K,N] or [B,K,N] (a 2-d operand is broadcast over the batch).
 /// Operands whose last two dims are row- or column-major views are used without copying.
@@ -177,7 +187,8 @@ struct AdamWStep {
 };
 /// One AdamW update in place: param, m, v (same shape/device; param may be bf16 with float32 m and v).
 /// p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)   (decoupled decay)
-void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamWStep& s);
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWStep& s);
 /// sqrt(sum over tensors of sum(x^2)), accumulated in double on the host side of the last reduction.
 double global_l2_norm(const std::vector<Tensor>& tensors);
 

@@ -6,10 +6,12 @@
 // storage of its transpose, so it is passed with its trans flag flipped — no copy either way. Anything
 // else (e.g. a slice with step 2 along the last dim) is made contiguous first.
 //
-// The matmul backend switch (Native | Cublas) is one process-wide atomic; it only changes what CUDA
-// matmuls run (the CPU has one implementation). Its initial value comes from the environment variable
-//   BRIGADE_MATMUL_BACKEND=native|cublas   (unset: native)
+// The matmul backend switch (Native | Cublas | Blas) is one process-wide atomic: Cublas changes what CUDA
+// matmuls run, Blas what CPU matmuls run. Its initial value comes from the environment variable
+//   BRIGADE_MATMUL_BACKEND=native|cublas|blas   (unset: native; "openblas" is read as blas)
 // read once, on first use.
+#include "kernels/cpu/matmul.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -29,7 +31,13 @@ MatmulBackend backend_from_environment() {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return std::tolower(ch); });
   if (text == "native") return MatmulBackend::Native;
   if (text == "cublas") return MatmulBackend::Cublas;
-  BRIGADE_THROW(ValueError, "BRIGADE_MATMUL_BACKEND: expected 'native' or 'cublas', found '", value, "'");
+  if (text == "blas" || text == "openblas") {
+    BRIGADE_CHECK_DEVICE(cpu::openblas_built(), "BRIGADE_MATMUL_BACKEND=", value,
+                         ": this build has no OpenBLAS (install libopenblas-dev and reconfigure)");
+    return MatmulBackend::Blas;
+  }
+  BRIGADE_THROW(ValueError, "BRIGADE_MATMUL_BACKEND: expected 'native', 'cublas' or 'blas', found '", value,
+                "'");
 }
 
 std::atomic<MatmulBackend>& backend_slot() {
@@ -78,11 +86,30 @@ GemmOperand normalise(const Tensor& x, bool trans) {
 }  // namespace
 
 void set_matmul_backend(MatmulBackend backend) {
+  BRIGADE_CHECK_DEVICE(backend != MatmulBackend::Blas || cpu::openblas_built(),
+                       "set_matmul_backend(Blas): this build has no OpenBLAS (install libopenblas-dev and "
+                       "reconfigure)");
   backend_slot().store(backend);
 }
 
 MatmulBackend matmul_backend() {
   return backend_slot().load();
+}
+
+const char* matmul_backend_name(MatmulBackend backend) {
+  switch (backend) {
+    case MatmulBackend::Native:
+      return "native";
+    case MatmulBackend::Cublas:
+      return "cublas";
+    case MatmulBackend::Blas:
+      return "blas";
+  }
+  return "?";
+}
+
+bool blas_available() {
+  return cpu::openblas_built();
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

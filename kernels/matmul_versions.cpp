@@ -2,6 +2,8 @@
 // the defaults, and gemm_with, which routes a version to its backend.
 #include "kernels/matmul_versions.h"
 
+#include "kernels/cpu/cpu_features.h"
+
 #if BRIGADE_WITH_CUDA
 #include "kernels/cuda/matmul.h"
 #endif
@@ -12,6 +14,12 @@ const char* matmul_kernel_name(MatmulKernel kernel) {
   switch (kernel) {
     case MatmulKernel::CpuBlocked:
       return "v1-blocked";
+    case MatmulKernel::CpuAvx2Fma:
+      return "v2-avx2-fma";
+    case MatmulKernel::CpuAvx512:
+      return "v3-avx512";
+    case MatmulKernel::CpuAvx512Bf16:
+      return "v4-avx512-bf16";
     case MatmulKernel::CudaNaive:
       return "v1-naive";
     case MatmulKernel::CudaTiled:
@@ -33,12 +41,21 @@ const char* matmul_kernel_name(MatmulKernel kernel) {
 }
 
 DeviceKind matmul_kernel_backend(MatmulKernel kernel) {
-  return kernel == MatmulKernel::CpuBlocked ? DeviceKind::CPU : DeviceKind::CUDA;
+  switch (kernel) {
+    case MatmulKernel::CpuBlocked:
+    case MatmulKernel::CpuAvx2Fma:
+    case MatmulKernel::CpuAvx512:
+    case MatmulKernel::CpuAvx512Bf16:
+      return DeviceKind::CPU;
+    default:
+      return DeviceKind::CUDA;
+  }
 }
 
 const std::vector<MatmulKernel>& all_matmul_kernels() {
   static const std::vector<MatmulKernel> kernels = {
-      MatmulKernel::CpuBlocked,     MatmulKernel::CudaNaive,     MatmulKernel::CudaTiled,
+      MatmulKernel::CpuBlocked,     MatmulKernel::CpuAvx2Fma,    MatmulKernel::CpuAvx512,
+      MatmulKernel::CpuAvx512Bf16,  MatmulKernel::CudaNaive,     MatmulKernel::CudaTiled,
       MatmulKernel::CudaVectorized, MatmulKernel::CudaWarptiled, MatmulKernel::CudaWmma,
       MatmulKernel::CudaWmmaAsync,  MatmulKernel::CudaMmaSync,   MatmulKernel::CudaWgmma};
   return kernels;
@@ -46,7 +63,14 @@ const std::vector<MatmulKernel>& all_matmul_kernels() {
 
 bool matmul_kernel_supports(MatmulKernel kernel, DType dtype) {
   const bool floating = dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float64;
+  const cpu::CpuFeatures& cpu_has = cpu::cpu_features();
   switch (kernel) {
+    case MatmulKernel::CpuAvx2Fma:
+      return (dtype == DType::Float32 || dtype == DType::BFloat16) && cpu_has.avx2 && cpu_has.fma;
+    case MatmulKernel::CpuAvx512:
+      return (dtype == DType::Float32 || dtype == DType::BFloat16) && cpu_has.avx512f;
+    case MatmulKernel::CpuAvx512Bf16:
+      return dtype == DType::BFloat16 && cpu_has.avx512_bf16;
     case MatmulKernel::CpuBlocked:
     case MatmulKernel::CudaNaive:
     case MatmulKernel::CudaTiled:
@@ -69,7 +93,14 @@ bool matmul_kernel_supports(MatmulKernel kernel, DType dtype) {
 }
 
 MatmulKernel default_matmul_kernel(DeviceKind backend, DType dtype) {
-  if (backend == DeviceKind::CPU) return MatmulKernel::CpuBlocked;
+  if (backend == DeviceKind::CPU) {
+    if (dtype == DType::Float64) return MatmulKernel::CpuBlocked;
+    for (MatmulKernel fastest :
+         {MatmulKernel::CpuAvx512Bf16, MatmulKernel::CpuAvx512, MatmulKernel::CpuAvx2Fma}) {
+      if (matmul_kernel_supports(fastest, dtype)) return fastest;
+    }
+    return MatmulKernel::CpuBlocked;
+  }
   return dtype == DType::BFloat16 ? MatmulKernel::CudaWmma : MatmulKernel::CudaTiled;
 }
 
@@ -78,7 +109,7 @@ void gemm_with(MatmulKernel kernel, const GemmArgs& args) {
   if (matmul_kernel_backend(kernel) == DeviceKind::CPU) {
     BRIGADE_CHECK_DTYPE(matmul_kernel_supports(kernel, args.dtype), "matmul: the CPU kernel '", name,
                         "' does not implement ", dtype_name(args.dtype));
-    cpu::gemm(args);
+    cpu::gemm_with(kernel, args);
     return;
   }
   BRIGADE_RUN_CUDA_VERSION("matmul", name, gemm_native(args, kernel));

@@ -2,8 +2,9 @@
 // described in kernels/kernel_versions.h). docs/kernels.md tells the story of the CUDA versions with their
 // napkin math; docs/ops.md lists every op's versions.
 //
-// Besides these, MatmulBackend::Cublas (kernels.h) makes CUDA matmuls run cuBLAS (kernels/cuda/
-// matmul_cublas.cu): a baseline to compare against, not one of brigade's versions.
+// Besides these, two baselines to compare against, not brigade's versions: MatmulBackend::Cublas (kernels.h)
+// makes CUDA matmuls run cuBLAS (kernels/cuda/matmul_cublas.cu), MatmulBackend::Blas makes CPU matmuls run
+// OpenBLAS (kernels/cpu/matmul_openblas.cpp).
 #pragma once
 
 #include <vector>
@@ -15,9 +16,21 @@ namespace brigade::kernels {
 
 enum class MatmulKernel {
   /// CPU v1 (kernels/cpu/matmul.cpp): packed, cache-blocked, OpenMP-parallel GEMM (the GotoBLAS/BLIS
-  /// structure) with a register-blocked micro-kernel, SSE2 or AVX2 picked at run time (the same bits);
-  /// every dtype.
+  /// structure) with a register-blocked micro-kernel, SSE2 or AVX2 picked at run time (the same bits, no
+  /// FMA); every dtype; the float64 default. v2 improves: fused multiply-adds, blocks from the caches.
   CpuBlocked,
+  /// CPU v2 (kernels/cpu/matmul_avx2_fma.cpp): BLIS's five loops (kernels/cpu/gemm_loops.h), blocks from
+  /// the reported cache sizes, a 6 x 16 AVX2/FMA micro-kernel; float32 and bfloat16 (widened to float);
+  /// needs avx2 and fma. v3 improves: AVX-512's 32 registers, a 12 x 32 tile.
+  CpuAvx2Fma,
+  /// CPU v3 (kernels/cpu/matmul_avx512.cpp): v2's loops with a 12 x 32 AVX-512 micro-kernel; float32 and
+  /// bfloat16 (widened); needs avx512f; the float32 default where it runs. v4 improves: bf16 pairs
+  /// multiplied by vdpbf16ps instead of widened.
+  CpuAvx512,
+  /// CPU v4 (kernels/cpu/matmul_avx512_bf16.cpp): v3's loops and tile with bf16 pairs packed in 32 bits and
+  /// vdpbf16ps (AVX512-BF16), float accumulation, rounded once; bfloat16; needs avx512_bf16; the bfloat16
+  /// default where it runs.
+  CpuAvx512Bf16,
   /// CUDA v1 (kernels/cuda/matmul.cu): one thread per output, the K loop straight from global memory; every
   /// dtype. For teaching. v2 improves: operands reused from shared memory and registers.
   CudaNaive,
@@ -45,29 +58,35 @@ enum class MatmulKernel {
   CudaWgmma,
 };
 
-/// "v1-blocked" (CPU); "v1-naive", "v2-tiled", "v3-vectorized", "v4-warptiled", "v5-wmma",
-/// "v6-wmma-async", "v7-mma-sync", "v8-wgmma" (CUDA).
+/// "v1-blocked", "v2-avx2-fma", "v3-avx512", "v4-avx512-bf16" (CPU); "v1-naive", "v2-tiled", "v3-vectorized",
+/// "v4-warptiled", "v5-wmma", "v6-wmma-async", "v7-mma-sync", "v8-wgmma" (CUDA).
 const char* matmul_kernel_name(MatmulKernel kernel);
 
 /// DeviceKind::CPU or DeviceKind::CUDA.
 DeviceKind matmul_kernel_backend(MatmulKernel kernel);
 
-/// Every MatmulKernel, in enum order (the CPU versions, then CUDA v1 .. v8).
+/// Every MatmulKernel, in enum order (CPU v1 .. v4, then CUDA v1 .. v8).
 const std::vector<MatmulKernel>& all_matmul_kernels();
 
-/// Whether `kernel` implements `dtype` (gemm_with throws DTypeError for the other pairs). For CudaWgmma also
-/// whether the current CUDA device can run it (compute capability 9.0, a build with sm_90a code): false
-/// in a build without CUDA.
+/// Whether `kernel` implements `dtype` (gemm_with throws DTypeError for the other pairs). For CPU v2-v4 also
+/// whether this CPU has their instructions (cpu_features()); for CudaWgmma whether the current CUDA device
+/// can run it (compute capability 9.0, a build with sm_90a code): false in a build without CUDA.
 bool matmul_kernel_supports(MatmulKernel kernel, DType dtype);
 
-/// What kernels::matmul runs on `backend` for `dtype` (on CUDA when matmul_backend() is Native): the CPU's
-/// blocked GEMM; on CUDA CudaWmma for bfloat16 and CudaTiled for float32 and float64 (the faster float32
-/// versions stay opt-in until a GPU has measured them).
+/// What kernels::matmul runs on `backend` for `dtype` (when matmul_backend() is Native): on the CPU the
+/// fastest version that runs here (float32: v3, else v2, else v1; bfloat16: v4, else v3, else v2, else
+/// v1; float64: v1); on CUDA CudaWmma for bfloat16 and CudaTiled for float32 and float64 (the faster
+/// float32 versions stay opt-in until a GPU has measured them).
 MatmulKernel default_matmul_kernel(DeviceKind backend, DType dtype);
 
 /// Runs `kernel` on `args` (kernels/backend.h; pointers to memory of the version's backend; a CUDA version
 /// runs on the device of args.c, on its current stream). Throws DTypeError when
 /// !matmul_kernel_supports(kernel, args.dtype), DeviceError for a CUDA version without a CUDA build.
 void gemm_with(MatmulKernel kernel, const GemmArgs& args);
+
+namespace cpu {
+/// The CPU side of gemm_with (kernels/cpu/matmul_dispatch.cpp): `kernel` is a CPU version.
+void gemm_with(MatmulKernel kernel, const GemmArgs& args);
+}  // namespace cpu
 
 }  // namespace brigade::kernels

@@ -1,4 +1,5 @@
-// cpu::gemm — a cache-blocked, packed, OpenMP-parallel GEMM (the GotoBLAS/BLIS structure, in plain C++).
+// CPU GEMM v1, cpu::gemm_blocked — a cache-blocked, packed, OpenMP-parallel GEMM (the GotoBLAS/BLIS
+// structure, in plain C++), the default for float64.
 //
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)
 //
@@ -43,6 +44,11 @@
 // Packing re-reads A once per N block and B once per M block; that costs ~1/NC + 1/MC of the multiply-adds
 // (< 2%), in exchange for unit-stride, aligned, zero-padded panels whatever the trans flags and strides
 // (edge tiles then need no special case in the micro-kernel, only in the final store).
+//
+// What v2 (kernels/cpu/matmul_avx2_fma.cpp) improves: fused multiply-adds (v1's ceiling is half the FMA
+// peak), blocks taken from the reported cache sizes, and micro-kernels written with intrinsics.
+#include "kernels/cpu/matmul.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -52,11 +58,18 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm_packing.h"
 #include "kernels/cpu/vector_math.h"  // BRIGADE_CPU_AVX2, cpu_has_avx2
 #include "tensor/bfloat16.h"
 
 namespace brigade::kernels::cpu {
 namespace {
+
+using detail::ceil_div;
+using detail::pack_a;
+using detail::pack_b;
+using detail::round_up;
+using detail::thread_workspace;
 
 // Blocking for the baseline build (16-byte vectors) and for the AVX2 micro-kernel (32-byte vectors: the
 // same 12 + 2 + 1 registers hold twice the columns).
@@ -83,113 +96,6 @@ template <>
 struct AccumulatorOf<bfloat16> {
   using type = float;
 };
-
-inline int64_t round_up(int64_t x, int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
-
-// The calling thread's scratch space, kept between calls (OpenMP's pool threads live on): a fresh
-// few-hundred-KiB buffer per call would be a malloc/mmap, page faults and a zero fill every time, which
-// costs more than a whole small product (measured: ~200 us for a 1 x 1 x 1 product before this).
-template <typename Acc>
-Acc* thread_workspace(size_t count) {
-  thread_local std::vector<Acc> buffer;
-  if (buffer.size() < count) buffer.resize(count);
-  return buffer.data();
-}
-
-// The float MR = 6 panel, four columns at a time: six 4-wide row loads, transposed in registers (a 4 x 4
-// transpose of rows 0-3 and an interleave of rows 4-5), four 6-value column stores. The same values land in
-// the same places as the scalar loop's 24 loads and stores (a copy: bits unchanged). Returns the columns
-// done (a multiple of 4); the caller finishes the rest.
-inline int64_t pack_six_rows_by_four(const float* src, int64_t lda, int64_t kc, float* panel) {
-  using detail::f32x4;
-  int64_t p = 0;
-  for (; p + 4 <= kc; p += 4) {
-    f32x4 r[6];
-    for (int64_t i = 0; i < 6; ++i) r[i] = detail::load4(src + i * lda + p);
-    const f32x4 t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5);  // r0[0] r1[0] r0[1] r1[1]
-    const f32x4 t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7);  // r0[2] r1[2] r0[3] r1[3]
-    const f32x4 t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5);
-    const f32x4 t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
-    float tail[8];  // rows 4-5: r4[q] r5[q] for q = 0..3
-    detail::store4(tail, __builtin_shufflevector(r[4], r[5], 0, 4, 1, 5));
-    detail::store4(tail + 4, __builtin_shufflevector(r[4], r[5], 2, 6, 3, 7));
-    float* o = panel + p * 6;
-    detail::store4(o, __builtin_shufflevector(t0, t2, 0, 1, 4, 5));       // column p: r0..r3
-    detail::store4(o + 6, __builtin_shufflevector(t0, t2, 2, 3, 6, 7));   // column p + 1
-    detail::store4(o + 12, __builtin_shufflevector(t1, t3, 0, 1, 4, 5));  // column p + 2
-    detail::store4(o + 18, __builtin_shufflevector(t1, t3, 2, 3, 6, 7));  // column p + 3
-    for (int64_t q = 0; q < 4; ++q) std::memcpy(o + q * 6 + 4, tail + 2 * q, 2 * sizeof(float));
-  }
-  return p;
-}
-
-// Packs rows [0, mc) x cols [0, kc) of op(A) (origin at `a`) into micro-panels of MR rows: panel r holds
-// element (r*MR + i, p) at out[r*MR*kc + p*MR + i]. Rows beyond mc are zero.
-template <typename T, typename Acc, int64_t MR>
-void pack_a(const T* a, int64_t lda, bool trans, int64_t mc, int64_t kc, Acc* out) {
-  for (int64_t r0 = 0; r0 < mc; r0 += MR) {
-    const int64_t rows = std::min(MR, mc - r0);
-    Acc* panel = out + r0 * kc;
-    if (!trans && rows == MR) {  // op(A)(i, p) = a[i * lda + p]: MR row streams, contiguous writes
-      const T* src = a + r0 * lda;
-      int64_t p = 0;
-      if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float> && MR == 6) {
-        p = pack_six_rows_by_four(src, lda, kc, panel);
-      }
-      for (; p < kc; ++p) {
-#pragma GCC unroll 16
-        for (int64_t i = 0; i < MR; ++i) panel[p * MR + i] = static_cast<Acc>(src[i * lda + p]);
-      }
-    } else if (!trans) {
-      for (int64_t i = 0; i < rows; ++i) {
-        const T* src = a + (r0 + i) * lda;
-        for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = static_cast<Acc>(src[p]);
-      }
-    } else {  // op(A)(i, p) = a[p * lda + i]: rows of the panel are contiguous in memory
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = a + p * lda + r0;
-        for (int64_t i = 0; i < rows; ++i) panel[p * MR + i] = static_cast<Acc>(src[i]);
-      }
-    }
-    for (int64_t i = rows; i < MR; ++i) {
-      for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = Acc(0);
-    }
-  }
-}
-
-// Packs rows [0, kc) x cols [0, nc) of op(B) into micro-panels of NR columns: panel c holds element
-// (p, c*NR + j) at out[c*NR*kc + p*NR + j]. Columns beyond nc are zero.
-template <typename T, typename Acc, int64_t NR>
-void pack_b(const T* b, int64_t ldb, bool trans, int64_t kc, int64_t nc, Acc* out) {
-  for (int64_t c0 = 0; c0 < nc; c0 += NR) {
-    const int64_t cols = std::min(NR, nc - c0);
-    Acc* panel = out + c0 * kc;
-    if (!trans) {  // op(B)(p, j) = b[p * ldb + j]
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = b + p * ldb + c0;
-        int64_t j = 0;
-        for (; j < cols; ++j) panel[p * NR + j] = static_cast<Acc>(src[j]);
-        for (; j < NR; ++j) panel[p * NR + j] = Acc(0);
-      }
-    } else if (cols == NR) {  // op(B)(p, j) = b[j * ldb + p]: NR row streams, contiguous writes
-      const T* src = b + c0 * ldb;
-      for (int64_t p = 0; p < kc; ++p) {
-#pragma GCC unroll 16
-        for (int64_t j = 0; j < NR; ++j) panel[p * NR + j] = static_cast<Acc>(src[j * ldb + p]);
-      }
-    } else {
-      for (int64_t j = 0; j < cols; ++j) {
-        const T* src = b + (c0 + j) * ldb;
-        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = static_cast<Acc>(src[p]);
-      }
-      for (int64_t j = cols; j < NR; ++j) {
-        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = Acc(0);
-      }
-    }
-  }
-}
 
 // c[i * ldc + j] += sum_p a[p * MR + i] * b[p * NR + j] for the full MR x NR tile. The fixed trip counts
 // let g++ -O3 unroll the i loop and keep `acc` in vector registers (no intrinsics needed). The two pragmas
@@ -250,10 +156,6 @@ struct Avx2Kernel {
   }
 };
 #endif
-
-inline int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 // A thread keeps the whole of op(B) packed (every K slice x N block) when it takes at most this much: then
 // B is packed once per call and thread, not once per M block. 1 MiB covers the Linear layers of small
@@ -390,7 +292,7 @@ void gemm_dispatch(const GemmArgs& args) {
 
 }  // namespace
 
-void gemm(const GemmArgs& args) {
+void gemm_blocked(const GemmArgs& args) {
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   switch (args.dtype) {
     case DType::Float32:

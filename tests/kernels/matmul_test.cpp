@@ -1,13 +1,15 @@
-// kernels::matmul on the CPU beyond its values: determinism across thread counts, the errors, and the
-// backend switch. Its values (every shape of the op table x all four trans combinations x float32 /
-// float64 / bfloat16, batches, views, size-0 dims) are checked by the op table (tests/ops/op_cases_matmul.h)
-// against kernels/reference.
+// kernels::matmul on the CPU beyond its values: determinism across thread counts (the public op and every
+// CPU version), the errors, and the backend switch (cuBLAS, OpenBLAS). Its values (every shape of the op
+// table x all four trans combinations x float32 / float64 / bfloat16, batches, views, size-0 dims) are
+// checked by the op table (tests/ops/op_cases_matmul.h) against kernels/reference.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_versions.h"
 #include "tests/kernels/matmul_check.h"
 #include "tests/test_support.h"
 
@@ -31,6 +33,38 @@ TEST(Matmul, DeterministicAcrossThreadCounts) {
   omp_set_num_threads(saved);
   EXPECT_TRUE(testing::allclose(three, one, 0.0, 0.0));
   EXPECT_TRUE(matmul_matches_reference(one, a, b, false, false, 1e-5));
+}
+
+// The packed versions cut a product into a different number of tasks per thread count (row and column
+// ranges, edge tiles in different places); no element may change. 200 x 260 x 700: several K slices and
+// edge tiles in both directions; a batch of 3 with a transposed B as well.
+TEST(Matmul, EveryCpuVersionIsDeterministicAcrossThreadCounts) {
+  Generator gen(17);
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    Tensor a = random_matrix(3, 200, 700, dtype, gen);
+    Tensor b = random_matrix(3, 260, 700, dtype, gen);  // used transposed
+    for (kernels::MatmulKernel kernel : kernels::all_matmul_kernels()) {
+      if (kernels::matmul_kernel_backend(kernel) != DeviceKind::CPU) continue;
+      if (!kernels::matmul_kernel_supports(kernel, dtype)) continue;
+      auto run = [&](int threads) {
+        Tensor c = empty({3, 200, 260}, dtype);
+        kernels::GemmArgs args;
+        args.a = a.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr(), args.dtype = dtype;
+        args.m = 200, args.n = 260, args.k = 700, args.lda = 700, args.ldb = 700, args.ldc = 260;
+        args.trans_b = true, args.batch = 3;
+        args.stride_a = 200 * 700, args.stride_b = 260 * 700, args.stride_c = 200 * 260;
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        kernels::gemm_with(kernel, args);
+        omp_set_num_threads(saved);
+        return c;
+      };
+      const Tensor one = run(1), three = run(3);
+      EXPECT_TRUE(testing::allclose(three, one, 0.0, 0.0)) << kernels::matmul_kernel_name(kernel);
+      EXPECT_TRUE(matmul_matches_reference(one, a, b, false, true, testing::matmul_tolerance(dtype)))
+          << kernels::matmul_kernel_name(kernel) << " " << dtype_name(dtype);
+    }
+  }
 }
 
 TEST(Matmul, MismatchedInnerDimsNameBothShapes) {
@@ -75,6 +109,26 @@ TEST(Matmul, BackendSwitchRoundTripsAndLeavesTheCpuAlone) {
   EXPECT_TRUE(matmul_matches_reference(matmul(a, b), a, b, false, false, 1e-5));
   kernels::set_matmul_backend(kernels::MatmulBackend::Native);
   EXPECT_EQ(kernels::matmul_backend(), kernels::MatmulBackend::Native);
+  kernels::set_matmul_backend(saved);
+}
+
+// MatmulBackend::Blas runs OpenBLAS for CPU matmuls where the build links it, and refuses where it does not
+// (never a silent fallback to the native kernels); bfloat16 under it is a DTypeError.
+TEST(Matmul, BlasBackendRunsOpenBlasOrRefuses) {
+  const kernels::MatmulBackend saved = kernels::matmul_backend();
+  Generator gen(23);
+  Tensor a = random_matrix(2, 33, 70, kFloat32, gen), b = random_matrix(-1, 70, 45, kFloat32, gen);
+  if (!kernels::blas_available()) {
+    EXPECT_THROW(kernels::set_matmul_backend(kernels::MatmulBackend::Blas), DeviceError);
+    EXPECT_EQ(kernels::matmul_backend(), saved);
+    GTEST_SKIP() << "built without OpenBLAS";
+  }
+  kernels::set_matmul_backend(kernels::MatmulBackend::Blas);
+  EXPECT_STREQ(kernels::matmul_backend_name(kernels::matmul_backend()), "blas");
+  EXPECT_TRUE(matmul_matches_reference(matmul(a, b), a, b, false, false, 1e-5));
+  Tensor a64 = random_matrix(-1, 9, 7, kFloat64, gen), b64 = random_matrix(-1, 5, 7, kFloat64, gen);
+  EXPECT_TRUE(matmul_matches_reference(matmul(a64, b64, false, true), a64, b64, false, true, 1e-12));
+  EXPECT_THROW(matmul(zeros({2, 3}, kBFloat16), zeros({3, 2}, kBFloat16)), DTypeError);
   kernels::set_matmul_backend(saved);
 }
 

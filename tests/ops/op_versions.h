@@ -4,8 +4,9 @@
 // through its <op>_with function on outputs allocated here, with the operands in the layout
 // kernels/backend.h asks of it (contiguous rows, unit stride on the head dim, operands expanded to the
 // result). A version that does not run a case itself hands it to v1 of its backend (the registry's rule), so
-// every (version, case) pair is run and checked; `runs_itself` says which is which. Matmul also has cuBLAS,
-// the baseline (the public op under MatmulBackend::Cublas). Cases with no elements run the public op only
+// every (version, case) pair is run and checked; `runs_itself` says which is which. Matmul also has its
+// baselines: cuBLAS on CUDA and OpenBLAS on the CPU (the public op under MatmulBackend::Cublas / Blas;
+// OpenBLAS for float32 and float64, in builds that link it). Cases with no elements run the public op only
 // (the dispatch returns before any kernel).
 #pragma once
 
@@ -75,11 +76,12 @@ inline Family family_of(Op op) {
 }
 
 struct Implementation {
-  std::string name = "public";  ///< "public", "cublas", or the version's name ("v2-warp-per-row")
+  std::string name = "public";  ///< "public", "cublas", "openblas", or the version's name ("v2-warp-per-row")
   Family family = Family::None;
-  int version = -1;         ///< the version's enumerator (as an int); -1: the public op or cuBLAS
+  int version = -1;         ///< the version's enumerator (as an int); -1: the public op or a baseline
   bool runs_itself = true;  ///< false: the version hands this case to v1 of its backend
-  bool cublas = false;
+  bool baseline = false;    ///< the public op under `baseline_backend` (a vendor library)
+  kernels::MatmulBackend baseline_backend = kernels::MatmulBackend::Native;
 };
 
 /// Every implementation of case c's op on `device`, the public op first.
@@ -88,7 +90,10 @@ inline std::vector<Implementation> implementations(const OpCase& c, const Device
   const DeviceKind backend = device.kind;
   const Family family = family_of(c.op);
   if (c.op == Op::Matmul && device.is_cuda())
-    list.push_back(Implementation{"cublas", family, -1, true, true});
+    list.push_back(Implementation{"cublas", family, -1, true, true, kernels::MatmulBackend::Cublas});
+  if (c.op == Op::Matmul && device.is_cpu() && kernels::blas_available() &&
+      (c.dtype == kFloat32 || c.dtype == kFloat64))
+    list.push_back(Implementation{"openblas", family, -1, true, true, kernels::MatmulBackend::Blas});
   // Empty cases: the dispatch returns before any kernel runs, and the versions may assume elements.
   for (const InputSpec& s : c.inputs) {
     if (shape_numel(s.base) == 0) return list;
@@ -306,10 +311,10 @@ inline OpCall implementation_call(const OpCase& c, const Implementation& impl, c
                                   const Device& device) {
   namespace k = brigade::kernels;
   using namespace version_detail;
-  if (impl.cublas) {
-    return [&c, x] {
+  if (impl.baseline) {
+    return [&c, x, backend = impl.baseline_backend] {
       const k::MatmulBackend saved = k::matmul_backend();
-      k::set_matmul_backend(k::MatmulBackend::Cublas);
+      k::set_matmul_backend(backend);
       std::vector<Tensor> out = {k::matmul(x[0], x[1], c.transpose_a, c.transpose_b)};
       k::set_matmul_backend(saved);
       return out;

@@ -1,0 +1,183 @@
+// BLIS's five loops around a micro-kernel: the driver of the packed GEMM versions v2-v4
+// (kernels/cpu/matmul_avx2_fma.cpp, matmul_avx512.cpp, matmul_avx512_bf16.cpp). Each version supplies a
+// Kernel: its register tile MR x NR, its packing and its micro-kernel, compiled for its ISA; this file is
+// the same for all of them.
+//
+//   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)
+//
+// Loops, from the outside in (row-major C: the micro-kernel broadcasts A and loads rows of B as vectors,
+// so B plays the part BLIS's column-major A plays, and the roles of the blocks follow):
+//   task                    a (batch entry, row range, column range) of C; tasks share nothing, so
+//                           OpenMP runs them on any thread (see split_tasks)
+//    ic over rows by MC     the packed A block (MC x KC) stays in L3
+//     pc over K by KC       pack op(A)[ic.., pc..] into micro-panels of MR rows
+//      jc over cols by NC   pack op(B)[pc.., jc..] into micro-panels of NR columns: the B block (KC x NC)
+//                           stays in L2
+//       ir over MC by MR    one A micro-panel (MR x KC) stays in L1 while ...
+//        jr over NC by NR   ... the micro-kernel runs it against each B micro-panel in turn (from L2),
+//                           accumulating an MR x NR tile in registers over the K slice, then storing it
+//                           into C (first slice) or adding it to C (later slices)
+//   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile (the packed
+//   panels are zero-padded) and only their valid part is merged into C.
+//
+// Block sizes come from the caches the machine reports (blocks_from_caches; BLIS's analytic model, after
+// Low et al., "Analytical modeling is enough for high-performance BLIS", 2016, simplified): the A
+// micro-panel takes half of L1, the B block half of L2, the A block a core's share of L3.
+//
+// Determinism: every element of C sums its K products in one fixed order (k ascending within a slice,
+// one FMA chain per slice from zero, slice sums added to C in order). Neither the task split, nor the
+// thread count, nor the position of an element in a full or an edge tile changes that order, so the
+// result does not depend on the number of threads. The slice length KC does depend on the machine's L1.
+//
+// bfloat16 C: op(A) and op(B) are widened to float (v2, v3) or packed as bf16 pairs (v4), and K is not
+// sliced (KC = K), so each element is accumulated in float over the whole of K and rounded once.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_packing.h"
+#include "tensor/bfloat16.h"
+
+namespace brigade::kernels::cpu::detail {
+
+struct GemmBlocks {
+  int64_t mc = 0, kc = 0, nc = 0;
+};
+
+/// Block sizes for an MR x NR micro-kernel whose packed operands take `bytes` per element and k value.
+inline GemmBlocks blocks_from_caches(int64_t mr, int64_t nr, int64_t bytes) {
+  const CacheSizes& caches = cpu_cache_sizes();
+  const int64_t cores = std::max(1, omp_get_num_procs());
+  GemmBlocks b;
+  // The A micro-panel (MR x KC) in half of L1; the other half holds the B micro-panel streaming through
+  // and the C tile. 32 KiB L1, 12 rows of float: KC = 336.
+  b.kc = std::clamp<int64_t>(caches.l1d / 2 / (mr * bytes) / 16 * 16, 64, 1024);
+  // The B block (KC x NC) in half of L2. 1 MiB L2, KC = 336: NC = 384.
+  b.nc = std::clamp<int64_t>(caches.l2 / 2 / (b.kc * bytes) / nr * nr, nr, 8192);
+  // The A block (MC x KC) in half of this core's share of L3. 32 MiB for 2 cores: MC = 6240.
+  b.mc = std::clamp<int64_t>(caches.l3 / cores / 2 / (b.kc * bytes) / mr * mr, mr, 8192);
+  return b;
+}
+
+/// One task of a GEMM: rows [i0, i1) and columns [j0, j1) of C[item].
+struct GemmTask {
+  int64_t item, i0, i1, j0, j1;
+};
+
+/// How a GEMM is cut into tasks: `parts_m` x `parts_n` ranges of each batch entry.
+struct GemmSplit {
+  int threads = 1;
+  int64_t parts_m = 1, parts_n = 1;
+};
+
+/// Threads only from ~4 MFLOP (~40 us on one core at the measured peak): a team costs a few microseconds on
+/// an idle machine and far more on a shared one. Batches of small products (attention scores per head)
+/// give each thread whole products; a single product is cut into about two row ranges per thread (rows in
+/// whole micro-panels; columns too when there are too few rows), handed out dynamically so a thread that
+/// the OS delays does not hold the others up.
+inline GemmSplit split_tasks(const GemmArgs& g, int64_t mr, int64_t nr) {
+  GemmSplit s;
+  const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
+  s.threads = flops > 4e6 ? omp_get_max_threads() : 1;
+  if (s.threads > 1 && g.batch < 2 * s.threads) {
+    const int64_t per_item = ceil_div(2 * s.threads, g.batch);
+    s.parts_m = std::min(per_item, ceil_div(g.m, mr));
+    s.parts_n = std::min(ceil_div(per_item, s.parts_m), ceil_div(g.n, nr));
+  }
+  return s;
+}
+
+/// [begin, end) of part `index` of `parts` near-equal ranges of `count`, cut at multiples of `unit`.
+inline std::pair<int64_t, int64_t> part_range(int64_t count, int64_t parts, int64_t index, int64_t unit) {
+  const int64_t units = ceil_div(count, unit);
+  const int64_t begin = units * index / parts * unit, end = units * (index + 1) / parts * unit;
+  return {std::min(begin, count), std::min(end, count)};
+}
+
+/// The five loops over one task, on the calling thread. Kernel: MR, NR, KSTEP (k values per packed
+/// element: 1, or 2 for bf16 pairs), Packed (the packed element type), pack_a<T>, pack_b<T> and tile
+/// (see kernels/cpu/matmul_avx2_fma.cpp for the contract).
+template <typename T, typename Kernel>
+void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& task) {
+  using Packed = typename Kernel::Packed;
+  constexpr int64_t MR = Kernel::MR, NR = Kernel::NR, KSTEP = Kernel::KSTEP;
+  constexpr bool kFloatC = std::is_same_v<T, float>;
+  const T* a = static_cast<const T*>(g.a) + task.item * g.stride_a;
+  const T* b = static_cast<const T*>(g.b) + task.item * g.stride_b;
+  T* c = static_cast<T*>(g.c) + task.item * g.stride_c;
+
+  const int64_t rows = task.i1 - task.i0, cols = task.j1 - task.j0;
+  const int64_t mc_block = std::min(blocks.mc, round_up(rows, MR));
+  const int64_t nc_block = std::min(blocks.nc, round_up(cols, NR));
+  const int64_t kc_block = kFloatC ? std::min(blocks.kc, g.k) : g.k;  // bf16 C: one slice, rounded once
+  const int64_t groups_max = ceil_div(kc_block, KSTEP);
+  Packed* const a_pack = thread_workspace<Packed, 1>(static_cast<size_t>(mc_block * groups_max));
+  Packed* const b_pack = thread_workspace<Packed, 2>(static_cast<size_t>(nc_block * groups_max));
+  float* const tile = thread_workspace<float, 3>(static_cast<size_t>(MR * NR));
+
+  for (int64_t ic = task.i0; ic < task.i1; ic += mc_block) {
+    const int64_t mc = std::min(mc_block, task.i1 - ic);
+    for (int64_t pc = 0; pc < g.k; pc += kc_block) {
+      const int64_t kc = std::min(kc_block, g.k - pc), groups = ceil_div(kc, KSTEP);
+      const bool first = pc == 0;
+      Kernel::pack_a(g.trans_a ? a + pc * g.lda + ic : a + ic * g.lda + pc, g.lda, g.trans_a, mc, kc, a_pack);
+      for (int64_t jc = task.j0; jc < task.j1; jc += nc_block) {
+        const int64_t nc = std::min(nc_block, task.j1 - jc);
+        Kernel::pack_b(g.trans_b ? b + jc * g.ldb + pc : b + pc * g.ldb + jc, g.ldb, g.trans_b, kc, nc,
+                       b_pack);
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int64_t tile_rows = std::min(MR, mc - ir);
+          const Packed* a_panel = a_pack + ir * groups;
+          for (int64_t jr = 0; jr < nc; jr += NR) {
+            const int64_t tile_cols = std::min(NR, nc - jr);
+            const Packed* b_panel = b_pack + jr * groups;
+            T* const dst = c + (ic + ir) * g.ldc + jc + jr;
+            if constexpr (kFloatC) {
+              if (tile_rows == MR && tile_cols == NR) {
+                Kernel::tile(kc, a_panel, b_panel, dst, g.ldc, first);
+                continue;
+              }
+            }
+            Kernel::tile(kc, a_panel, b_panel, tile, NR, true);
+            for (int64_t i = 0; i < tile_rows; ++i) {
+              for (int64_t j = 0; j < tile_cols; ++j) {
+                const float sum = first ? tile[i * NR + j] : float(dst[i * g.ldc + j]) + tile[i * NR + j];
+                dst[i * g.ldc + j] = static_cast<T>(sum);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/// A whole GEMM: tasks (split_tasks) over OpenMP threads, each through run_gemm_task. T: float or bfloat16.
+template <typename T, typename Kernel>
+void run_gemm(const GemmArgs& g, const GemmBlocks& blocks) {
+  if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
+  if (g.k <= 0) {  // an empty sum: zeros
+    for (int64_t item = 0; item < g.batch; ++item) {
+      T* c = static_cast<T*>(g.c) + item * g.stride_c;
+      for (int64_t i = 0; i < g.m; ++i) std::fill_n(c + i * g.ldc, g.n, T(0.0f));
+    }
+    return;
+  }
+  const GemmSplit split = split_tasks(g, Kernel::MR, Kernel::NR);
+  const int64_t per_item = split.parts_m * split.parts_n, tasks = g.batch * per_item;
+#pragma omp parallel for schedule(dynamic) num_threads(split.threads) if (split.threads > 1 && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t item = t / per_item, part = t % per_item;
+    const auto [i0, i1] = part_range(g.m, split.parts_m, part / split.parts_n, Kernel::MR);
+    const auto [j0, j1] = part_range(g.n, split.parts_n, part % split.parts_n, Kernel::NR);
+    if (i0 < i1 && j0 < j1) run_gemm_task<T, Kernel>(g, blocks, GemmTask{item, i0, i1, j0, j1});
+  }
+}
+
+}  // namespace brigade::kernels::cpu::detail

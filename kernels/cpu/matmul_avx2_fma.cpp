@@ -1,0 +1,90 @@
+// CPU GEMM v2: BLIS's five loops (kernels/cpu/gemm_loops.h) around a 6 x 16 AVX2/FMA micro-kernel.
+//
+// What v1 (kernels/cpu/matmul.cpp) leaves on the table: it avoids FMA on purpose (its AVX2 build keeps the
+// bits of the SSE2 build), so each multiply-add is two instructions and its ceiling is half the core's
+// peak; its blocks are fixed numbers, not the machine's caches. v2 uses the fused multiply-add and takes its
+// blocks from the reported cache sizes.
+//
+// Micro-kernel, napkin math. 16 ymm registers: 6 x 16 floats of C = 12 accumulators, + 2 for a row of the B
+// micro-panel, + 1 for the broadcast of an A value = 15. Per k step: 2 vector loads and 6 broadcasts for
+// 12 FMAs (192 flops): 24 flops per value loaded. A core with two 256-bit FMA pipes (Zen 4, Skylake)
+// retires 2 FMAs per cycle, so the tile takes 6 cycles per k step; FMA latency 4 cycles x 2 pipes needs
+// >= 8 independent accumulators, and there are 12. Peak 32 flops/cycle/core (measured by
+// bench/cpu_peak_bench).
+//
+// Contract of a Kernel for run_gemm (the same in v3, v4):
+//   MR, NR                   the register tile
+//   KSTEP, Packed            k values per packed element (1: float; 2: a bf16 pair in 32 bits)
+//   pack_a<T>(a, lda, trans, mc, kc, out)  op(A) rows [0, mc) x k [0, kc) into MR-row micro-panels
+//   pack_b<T>(b, ldb, trans, kc, nc, out)  op(B) k [0, kc) x cols [0, nc) into NR-column micro-panels
+//   tile(kc, a, b, c, ldc, first)          the MR x NR product of one pair of micro-panels over kc k
+//                                          values, stored into c (first) or added to it; float c
+//
+// What v3 improves: AVX-512's 32 registers hold a 12 x 32 tile: twice the flops per value loaded, and
+// half the instructions per flop.
+#include <immintrin.h>
+
+#include "kernels/cpu/gemm_loops.h"
+#include "kernels/cpu/matmul.h"
+
+namespace brigade::kernels::cpu {
+namespace {
+
+struct Avx2FmaKernel {
+  static constexpr int64_t MR = 6, NR = 16, KSTEP = 1;
+  using Packed = float;
+
+  template <typename T>
+  __attribute__((target("avx2,fma"), noinline)) static void pack_a(const T* a, int64_t lda, bool trans,
+                                                                   int64_t mc, int64_t kc, float* out) {
+    detail::pack_a<T, float, MR>(a, lda, trans, mc, kc, out);
+  }
+  template <typename T>
+  __attribute__((target("avx2,fma"), noinline)) static void pack_b(const T* b, int64_t ldb, bool trans,
+                                                                   int64_t kc, int64_t nc, float* out) {
+    detail::pack_b<T, float, NR>(b, ldb, trans, kc, nc, out);
+  }
+
+  __attribute__((target("avx2,fma"), noinline)) static void tile(int64_t kc, const float* __restrict a,
+                                                                 const float* __restrict b,
+                                                                 float* __restrict c, int64_t ldc,
+                                                                 bool first) {
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
+      const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < MR; ++i) {
+        const __m256 ai = _mm256_broadcast_ss(a + i);
+        acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+      }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      float* row = c + i * ldc;
+      if (first) {
+        _mm256_storeu_ps(row, acc[i][0]);
+        _mm256_storeu_ps(row + 8, acc[i][1]);
+      } else {
+        _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[i][0]));
+        _mm256_storeu_ps(row + 8, _mm256_add_ps(_mm256_loadu_ps(row + 8), acc[i][1]));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void gemm_avx2_fma(const GemmArgs& args) {
+  static const detail::GemmBlocks blocks =
+      detail::blocks_from_caches(Avx2FmaKernel::MR, Avx2FmaKernel::NR, sizeof(float));
+  if (args.dtype == DType::BFloat16) {
+    detail::run_gemm<bfloat16, Avx2FmaKernel>(args, blocks);
+  } else {
+    detail::run_gemm<float, Avx2FmaKernel>(args, blocks);
+  }
+}
+
+}  // namespace brigade::kernels::cpu
