@@ -23,6 +23,7 @@
 
 #include "apps/commands.h"
 #include "apps/progress.h"
+#include "apps/train_processes.h"
 #include "nn/checkpoint.h"
 #include "nn/data.h"
 #include "nn/trainer.h"
@@ -138,22 +139,30 @@ void report_run(const nn::TrainResult& result, const nn::TrainOptions& options,
 }
 
 int run_train(const CLI::App& cmd, nn::TrainOptions options) {
+  // Under mpirun every rank runs this with the same flags (docs/distributed.md); rank 0 does the talking.
+  const TrainProcesses processes = join_processes();
   std::optional<nn::Checkpoint> checkpoint;
   if (!options.resume.empty()) {
     checkpoint = nn::load_checkpoint(options.resume);  // IOError (exit 1) for a bad or corrupt file
     inherit_from_checkpoint(cmd, *checkpoint, options);
   }
-  const std::string problem = check_flags(cmd, checkpoint, options);
-  if (!problem.empty()) return usage_error(cmd, problem);
+  std::string problem = check_process_flags(options, processes);
+  if (problem.empty()) problem = check_flags(cmd, checkpoint, options);
+  if (!problem.empty()) return processes.prints() ? usage_error(cmd, problem) : kUsageExit;
+  const std::string layout = rank_layout_table(options, processes);
+  if (processes.prints()) std::printf("%s", layout.c_str());
 
   Progress progress(stdout, ::isatty(::fileno(stdout)) != 0, checkpoint ? checkpoint->info.step : 0,
                     options.steps);
   nn::TrainHooks hooks;
-  hooks.on_message = [&](const std::string& text) { progress.message(text); };
-  hooks.on_step = [&](const nn::StepReport& r) { progress.step(r); };
-  hooks.on_eval = [&](const nn::EvalReport& r) { progress.eval(r); };
+  if (processes.prints()) {
+    hooks.on_message = [&](const std::string& text) { progress.message(text); };
+    hooks.on_step = [&](const nn::StepReport& r) { progress.step(r); };
+    hooks.on_eval = [&](const nn::EvalReport& r) { progress.eval(r); };
+  }
   std::unique_ptr<pipeline::PipelineRunner> runner;
-  if (options.uses_pipeline()) runner = std::make_unique<pipeline::PipelineRunner>(options);
+  if (options.uses_pipeline() || processes.world)
+    runner = std::make_unique<pipeline::PipelineRunner>(options, processes.world.get());
   nn::TrainResult result;
   try {
     result = nn::train(options, hooks, runner.get());
@@ -161,12 +170,13 @@ int run_train(const CLI::App& cmd, nn::TrainOptions options) {
     // Refused by the memory model before any step: a flag value the user can change.
     progress.finish();
     return usage_error(cmd, e.what());
-  } catch (...) {
+  } catch (const std::exception& e) {
     progress.finish();
+    announce_failure(processes, "rank " + std::to_string(processes.rank()) + ": " + e.what());
     throw;
   }
   progress.finish();
-  report_run(result, options, runner.get());
+  if (processes.prints()) report_run(result, options, runner.get());
   return 0;
 }
 

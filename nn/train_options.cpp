@@ -70,6 +70,16 @@ void check_microbatches(const std::string& flag, const int64_t& microbatches, co
   BRIGADE_CHECK_VALUE(o.batch % microbatches == 0, "--batch ", o.batch, " is not divisible by ", flag, " ",
                       microbatches, " (every microbatch must have batch / microbatches sequences)");
 }
+void check_data_parallel(const std::string& flag, const int64_t& replicas, const O& o) {
+  positive(flag, replicas, o);
+  BRIGADE_CHECK_VALUE(o.batch % (replicas * o.microbatches) == 0, "--batch ", o.batch,
+                      " is not divisible by ", flag, " ", replicas, " x --microbatches ", o.microbatches,
+                      " (each replica takes batch / replicas sequences, cut into the microbatches)");
+}
+void check_timeout(const std::string& flag, const double& seconds, const O&) {
+  BRIGADE_CHECK_VALUE(std::isfinite(seconds) && seconds > 0.0, flag,
+                      " must be a positive number of seconds, found ", seconds);
+}
 // The pipeline cuts the model's layers (embed, the blocks, head) into stages x virtual chunks.
 void check_virtual(const std::string& flag, const int64_t& chunks, const O& o) {
   positive(flag, chunks, o);
@@ -156,6 +166,12 @@ const std::vector<AnyTrainOption>& train_option_table() {
           "cut the layers into stages by params, time (profiled) or memory (profiled)"),
       row("balance", &O::balance, kInherit, kHidden, nullptr,
           "layers per stage (per chunk with --virtual), e.g. 2,2"),
+      row("data_parallel", &O::data_parallel, kPerInvocation, kShown, check_data_parallel,
+          "data-parallel replicas of the pipeline, one process per stage and replica: run under mpirun -np "
+          "stages x data-parallel (docs/distributed.md)"),
+      row("timeout", &O::timeout, kPerInvocation, kShown, check_timeout,
+          "across processes: seconds a rank waits for a peer's message before the run fails (raise it for "
+          "slow links)"),
       row("devices", &O::devices, kPerInvocation, kHidden, nullptr,
           "the stages' device: one for all (cpu, cuda:0) or one per stage, all the same"),
       row("memory_budget", &O::memory_budget, kPerInvocation, kHidden, nullptr,
@@ -177,9 +193,9 @@ void TrainOptions::validate() const {
 }
 
 bool TrainOptions::uses_pipeline() const {
-  return stages > 1 || microbatches > 1 || virtual_chunks > 1 || recompute != "never" || !balance.empty() ||
-         !devices.empty() || !memory_budget.empty() || !trace.empty() || !timeline.empty() ||
-         !schedule_file.empty();
+  return stages > 1 || microbatches > 1 || data_parallel > 1 || virtual_chunks > 1 || recompute != "never" ||
+         !balance.empty() || !devices.empty() || !memory_budget.empty() || !trace.empty() ||
+         !timeline.empty() || !schedule_file.empty();
 }
 
 int64_t TrainOptions::resolved_block() const {

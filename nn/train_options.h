@@ -68,9 +68,12 @@ struct TrainOptions {
   std::string partition = "params";  ///< params, time, memory (or balance, with --balance)
   std::string balance;               ///< layers per model chunk, "3,3,2"; empty: cut by `partition`
   std::string devices;               ///< one device per stage or one for all, "cuda:0,cuda:0"; empty: device
-  std::string memory_budget;         ///< per-stage budget ("512MiB"), certified before any step; empty: none
-  std::string trace;                 ///< Chrome trace JSON of one steady step; empty: none
-  std::string timeline;              ///< SVG timeline of that step; empty: none
+  /// D: replicas of the pipeline, each on its own processes (docs/distributed.md); S x D processes in all.
+  int64_t data_parallel = 1;
+  double timeout = 10.0;      ///< across processes: seconds a rank waits for a message before the run fails
+  std::string memory_budget;  ///< per-stage budget ("512MiB"), certified before any step; empty: none
+  std::string trace;          ///< Chrome trace JSON of one steady step; empty: none
+  std::string timeline;       ///< SVG timeline of that step; empty: none
 
   /// ValueError naming the flag and the value for the first invalid setting, in table order (negative or
   /// zero sizes, heads not dividing embd, learning rates, dropout outside [0, 1), an unknown device

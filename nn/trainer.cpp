@@ -221,7 +221,7 @@ StepReport TrainSession::step() {
   if (!std::isfinite(loss)) stop_non_finite("loss", loss);
   const double max_norm =
       options_.grad_clip > 0.0 ? options_.grad_clip : std::numeric_limits<double>::infinity();
-  const double norm = clip_grad_norm(model_->parameters(), max_norm);
+  const double norm = runner_->clip_grad_norm(*model_, max_norm);
   if (!std::isfinite(norm)) stop_non_finite("gradient norm", norm);
   optimizer_->step();
   optimizer_->zero_grad();
@@ -282,6 +282,7 @@ EvalReport TrainSession::run_evaluation(bool final) {
   report.step = step_;
   report.train_loss = steps_since_eval_ > 0 ? loss_since_eval_ / static_cast<double>(steps_since_eval_)
                                             : std::numeric_limits<double>::quiet_NaN();
+  runner_->before_evaluation(*model_);
   report.val_loss = validation_loss(*model_, data_, options_, device_);
   if (data_.task) {
     const int64_t problems =
@@ -296,6 +297,7 @@ EvalReport TrainSession::run_evaluation(bool final) {
       result_.mistakes = s.mistakes;
     }
   }
+  runner_->after_evaluation();
   result_.val_loss = report.val_loss;
   loss_since_eval_ = 0.0;
   steps_since_eval_ = 0;

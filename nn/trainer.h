@@ -156,6 +156,18 @@ class StepRunner {
   virtual void restore_state(const std::string& json) { (void)json; }
   /// A line for the log after prepare() (empty: none).
   virtual std::string describe() const { return {}; }
+  /// The global gradient norm over every parameter of the model, clipped to max_norm (infinity: no
+  /// clipping) as nn::clip_grad_norm does. An engine whose gradients live in several processes
+  /// (pipeline/dist/) sums the squares across them, so that every process clips alike and sees the same
+  /// norm (and the same non-finite stop).
+  virtual double clip_grad_norm(GPT& model, double max_norm) {
+    return nn::clip_grad_norm(model.parameters(), max_norm);
+  }
+  /// Called before an evaluation (which runs the whole model): an engine whose processes each train a
+  /// part of the model brings every parameter up to date here.
+  virtual void before_evaluation(GPT& model) { (void)model; }
+  /// Called after an evaluation, before the next step.
+  virtual void after_evaluation() {}
 };
 
 /// loss = GPT::loss(model(x), y); backward unless the loss is not finite.

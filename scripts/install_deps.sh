@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what brigade needs to build and test on Debian/Ubuntu, skipping what is already there.
 # The CUDA toolkit is optional: with nvcc on PATH (or in /usr/local/cuda/bin) the CUDA backend is built too.
+# OpenMPI (openmpi-bin: mpirun; libopenmpi-dev: the library) runs the pipeline across processes
+# (docs/distributed.md) and its tests.
 #
 #   scripts/install_deps.sh           # what the build and the tests need
 #   scripts/install_deps.sh --torch   # also PyTorch on OpenBLAS, for scripts/bench_cpu_vs_torch.sh and the
@@ -11,7 +13,8 @@ set -euo pipefail
 # libopenblas-openmp-dev: OpenBLAS (its OpenMP build, which shares brigade's OpenMP threads) as the CPU
 # matmul baseline, MatmulBackend::Blas; CMake finds it (BRIGADE_OPENBLAS=AUTO).
 packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-          python3 chromium chromium-driver python3-selenium libopenblas-openmp-dev libopenblas-dev)
+          python3 chromium chromium-driver python3-selenium libopenblas-openmp-dev libopenblas-dev openmpi-bin
+          libopenmpi-dev)
 case "${1:-}" in
   "") ;;
   # libopenblas0-openmp: without it PyTorch's matmuls fall back to Debian's reference BLAS, many times slower,

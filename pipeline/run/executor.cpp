@@ -101,10 +101,10 @@ struct Pipeline::Impl {
     std::string name;
     std::vector<int> stages;  // ascending; stages[0] owns it
   };
-  std::vector<std::pair<int, int>> bounds;  // per model chunk: layers [begin, end)
-  std::vector<Device> devices;              // per stage
-  std::vector<std::unique_ptr<detail::Stage>> stages;
-  std::vector<std::unique_ptr<detail::StageThread>> threads;  // one per stage
+  std::vector<std::pair<int, int>> bounds;                    // per model chunk: layers [begin, end)
+  std::vector<Device> devices;                                // per stage
+  std::vector<std::unique_ptr<detail::Stage>> stages;         // the local stages, in stage order
+  std::vector<std::unique_ptr<detail::StageThread>> threads;  // one per local stage
   std::vector<Shared> shared;
   std::vector<Fault> faults;
   LossFn loss;
@@ -120,6 +120,13 @@ struct Pipeline::Impl {
                                        Transport& transport);
   StepResult report(nn::Sequential& model, const Schedule& schedule, const Transport& transport) const;
 
+  /// The local stage `s`, or null when another process runs it.
+  detail::Stage* stage_at(int s) const {
+    for (const auto& stage : stages) {
+      if (stage->index() == s) return stage.get();
+    }
+    return nullptr;
+  }
   /// Layers of `stage` (all its chunks), in local chunk order.
   std::vector<int> layers_of(const Schedule& schedule, int stage) const {
     std::vector<int> out;
@@ -334,7 +341,12 @@ void Pipeline::Impl::place_parameters(nn::Sequential& model, const Schedule& sch
 // Stage creation: each stage's chunks, device, memory scope, dropout seed and thread.
 void Pipeline::Impl::create_stages(nn::Sequential& model, const Schedule& schedule,
                                    const PipelineConfig& config) {
-  for (int s = 0; s < schedule.stages; ++s) {
+  std::vector<int> local = config.local_stages;
+  if (local.empty()) {
+    for (int s = 0; s < schedule.stages; ++s) local.push_back(s);
+  }
+  std::sort(local.begin(), local.end());
+  for (int s : local) {
     std::vector<std::pair<int, int>> chunks;
     for (int c = 0; c < schedule.virtual_chunks; ++c)
       chunks.push_back(bounds[static_cast<size_t>(schedule.model_chunk(s, c))]);
@@ -352,9 +364,9 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
   config_.validate();
   schedule_ = schedule_for(config_.schedule, config_.stages, config_.microbatches, config_.virtual_chunks,
                            config_.recompute, config_.schedule_lists);
-  validate(schedule_);
   transport_ =
       transport ? std::move(transport) : std::make_unique<InProcessTransport>(config_.recv_timeout_seconds);
+  validate(schedule_, transport_->model());
   impl_ = std::make_unique<Impl>();
   impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
   impl_->bounds = chunk_layout(config_, schedule_, static_cast<int>(model_.size()));
@@ -387,7 +399,7 @@ std::vector<GeneratorState> Pipeline::generator_states() const {
 
 void Pipeline::set_generator_states(const std::vector<GeneratorState>& states) {
   BRIGADE_CHECK_VALUE(states.size() == impl_->stages.size(), "Pipeline::set_generator_states: expected ",
-                      impl_->stages.size(), " states (one per stage), got ", states.size());
+                      impl_->stages.size(), " states (one per local stage), got ", states.size());
   for (size_t s = 0; s < states.size(); ++s) impl_->stages[s]->generator().set_state(states[s]);
 }
 
@@ -395,6 +407,18 @@ std::vector<std::string> Pipeline::tied_parameter_names() const {
   std::vector<std::string> out;
   for (const auto& shared : impl_->shared) out.push_back(shared.name);
   return out;
+}
+
+std::vector<Pipeline::TiedParameter> Pipeline::tied_parameters() const {
+  std::vector<TiedParameter> out;
+  for (const auto& shared : impl_->shared) out.push_back({shared.name, shared.param, shared.stages});
+  return out;
+}
+
+std::vector<Tensor> Pipeline::stage_parameters(int stage) const {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::stage_parameters: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
+  return impl_->params_of(model_, schedule_, stage);
 }
 
 void Pipeline::fail_at(int stage, int step) {
@@ -503,20 +527,21 @@ StepResult Pipeline::Impl::report(nn::Sequential& model, const Schedule& schedul
   StepResult result;
   ExecutionTrace& trace = result.trace;
   trace.schedule = schedule;
-  for (const auto& stage : stages) {
-    trace.devices.push_back(stage->device());
-    trace.compute_streams.push_back(stage->compute_stream().id());
-    trace.copy_streams.push_back(stage->copy_stream().id());
-    trace.stages.push_back(stage->trace());
-    trace.peak_bytes.push_back(stage->peak_bytes());
+  for (int s = 0; s < schedule.stages; ++s) {
+    const detail::Stage* stage = stage_at(s);
+    trace.devices.push_back(devices[static_cast<size_t>(s)]);
+    trace.compute_streams.push_back(stage ? stage->compute_stream().id() : -1);
+    trace.copy_streams.push_back(stage ? stage->copy_stream().id() : -1);
+    trace.stages.push_back(stage ? stage->trace() : std::vector<TraceEvent>{});
+    trace.peak_bytes.push_back(stage ? stage->peak_bytes() : 0);
   }
   result.step_ms = trace.span_ms();
   const std::vector<double> busy = trace.busy_ms();
   const std::vector<double> bubbles = trace.bubbles();
-  result.bubble = trace.bubble();
   result.traffic = transport.traffic();
-  for (int s = 0; s < schedule.stages; ++s) {
-    const detail::Stage& stage = *stages[static_cast<size_t>(s)];
+  for (const auto& stage_ptr : stages) {
+    const detail::Stage& stage = *stage_ptr;
+    const int s = stage.index();
     StageReport r;
     r.stage = s;
     r.device = stage.device();
@@ -528,11 +553,16 @@ StepResult Pipeline::Impl::report(nn::Sequential& model, const Schedule& schedul
     r.activation_peak_bytes = std::max<int64_t>(0, r.peak_bytes - r.gradient_bytes);
     r.busy_ms = busy[static_cast<size_t>(s)];
     r.bubble = bubbles[static_cast<size_t>(s)];
+    result.bubble += r.bubble / static_cast<double>(stages.size());
     result.stages.push_back(std::move(r));
   }
   // The stage that holds the last model chunk computed the losses (the last stage, or stage 0 in a V).
-  result.microbatch_losses =
-      stages[static_cast<size_t>(schedule.stage_of(schedule.model_chunks() - 1))]->losses();
+  const detail::Stage* loss_stage = stage_at(schedule.stage_of(schedule.model_chunks() - 1));
+  if (loss_stage == nullptr) {
+    result.loss = std::numeric_limits<double>::quiet_NaN();  // another process has them
+    return result;
+  }
+  result.microbatch_losses = loss_stage->losses();
   result.loss = std::accumulate(result.microbatch_losses.begin(), result.microbatch_losses.end(), 0.0) /
                 schedule.microbatches;
   return result;

@@ -149,14 +149,18 @@ struct PipelineConfig {
   /// A recv waiting longer than this fails the step (0: wait forever). A validated schedule cannot
   /// deadlock; this is a safety net against bugs, not a tuning knob.
   double recv_timeout_seconds = 0.0;
+  /// The stages this process runs (empty: every stage, each on a thread of this process). A run across
+  /// processes (pipeline/dist/) gives each process its stage and a transport to the others: the other
+  /// stages' layers stay in the model, unused, and the StepResult reports this process's stages only.
+  std::vector<int> local_stages;
   /// Memory scopes are named "<prefix><stage>".
   std::string scope_prefix = "stage";
   /// OpenMP threads for each stage's kernels (0: OpenMP's default). Stages on the CPU run at the same
   /// time, so S stages x the default thread count oversubscribe the cores; cores / S is a good choice.
   int threads_per_stage = 0;
 
-  /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, or a devices
-  /// list whose size is neither 0, 1 nor stages.
+  /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, a devices
+  /// list whose size is neither 0, 1 nor stages, or local stages out of range or repeated.
   void validate() const;
 };
 
@@ -184,15 +188,19 @@ struct StageReport {
 
 /// What one step did.
 struct StepResult {
-  double loss = 0.0;                      ///< mean of the microbatch losses
-  std::vector<double> microbatch_losses;  ///< unscaled, per microbatch
-  double step_ms = 0.0;       ///< first action start to last action end over all stages (no optimizer)
-  double optimizer_ms = 0.0;  ///< train_step's clipping and optimizer step
-  double grad_norm = -1.0;    ///< global gradient norm before clipping (train_step; -1 otherwise)
-  double bubble = 0.0;        ///< mean over stages of their idle fraction of step_ms
-  Traffic traffic;            ///< bytes of activations and gradients sent between stages
-  std::vector<StageReport> stages;
-  ExecutionTrace trace;  ///< every executed action with its times (chrome_trace_json, render_measured_svg)
+  /// Mean of the microbatch losses; NaN in a process that does not run the stage computing the loss
+  /// (PipelineConfig::local_stages).
+  double loss = 0.0;
+  std::vector<double> microbatch_losses;  ///< unscaled, per microbatch (empty where loss is NaN)
+  double step_ms = 0.0;             ///< first action start to last action end over all stages (no optimizer)
+  double optimizer_ms = 0.0;        ///< train_step's clipping and optimizer step
+  double grad_norm = -1.0;          ///< global gradient norm before clipping (train_step; -1 otherwise)
+  double bubble = 0.0;              ///< mean over (local) stages of their idle fraction of step_ms
+  Traffic traffic;                  ///< bytes of activations and gradients sent between stages
+  std::vector<StageReport> stages;  ///< the local stages, in stage order
+  /// Every executed action with its times (chrome_trace_json, render_measured_svg); a stage this process
+  /// does not run has no events.
+  ExecutionTrace trace;
 };
 
 class Pipeline {
@@ -218,6 +226,16 @@ class Pipeline {
   const Device& device(int stage) const;
   /// The parameters whose uses sit on more than one stage, with their model-wide names.
   std::vector<std::string> tied_parameter_names() const;
+  /// A parameter used on several stages: its name, the model's tensor, and the stages (ascending).
+  struct TiedParameter {
+    std::string name;
+    Tensor param;
+    std::vector<int> stages;
+  };
+  std::vector<TiedParameter> tied_parameters() const;
+  /// The distinct parameters of `stage`'s layers (a tied one on every stage that uses it), as the model
+  /// holds them outside a step.
+  std::vector<Tensor> stage_parameters(int stage) const;
 
   /// One forward and backward over the batch: gradients accumulate into the parameters' .grad (added to
   /// whatever they held before), no optimizer step. ids [B, ...] feeds layer 0, targets [B, ...] the loss.
@@ -235,8 +253,9 @@ class Pipeline {
   void fail_at(int stage, ActionKind kind, int microbatch = -1);
   void clear_faults();
 
-  /// The stages' dropout generators (stage s at index s): what a checkpoint stores so that a resumed run
-  /// draws the masks the uninterrupted run would have drawn. set_ ValueError unless one state per stage.
+  /// The local stages' dropout generators, in stage order (all stages: stage s at index s): what a
+  /// checkpoint stores so that a resumed run draws the masks the uninterrupted run would have drawn.
+  /// set_ ValueError unless one state per local stage.
   std::vector<GeneratorState> generator_states() const;
   void set_generator_states(const std::vector<GeneratorState>& states);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -146,7 +147,38 @@ void check_train_options(const nn::TrainOptions& o) {
 
 // ---- the runner -------------------------------------------------------------------------------------------
 
-PipelineRunner::PipelineRunner(const nn::TrainOptions& options) : options_(options) {}
+PipelineRunner::PipelineRunner(const nn::TrainOptions& options, ProcessGroup* world)
+    : options_(options), world_(world) {
+  if (world_ != nullptr) {
+    layout_ = RankLayout{static_cast<int>(options.stages), static_cast<int>(options.data_parallel)};
+    layout_->check(world_->size());
+  } else {
+    BRIGADE_CHECK_VALUE(options.data_parallel == 1, "--data-parallel ", options.data_parallel,
+                        " runs one process per stage and replica: launch brigade with mpirun -np ",
+                        options.stages * options.data_parallel, " (docs/distributed.md)");
+  }
+}
+
+// Setup takes as long as the slowest rank's profile; its collectives wait this long before giving up.
+constexpr double kSetupTimeoutSeconds = 600.0;
+
+void PipelineRunner::agree_on_partition() {
+  const std::vector<int> mine = partition_->layer_counts();
+  std::vector<double> counts(mine.size(), 0.0);
+  if (world_->rank() == 0) std::copy(mine.begin(), mine.end(), counts.begin());
+  world_->all_reduce_sum(counts);
+  std::vector<int> ranks0(counts.begin(), counts.end());
+  if (ranks0 == mine) return;
+  PartitionOptions part;
+  part.method = PartitionMethod::Balance;
+  part.stages = partition_->stages;
+  part.virtual_chunks = partition_->virtual_chunks;
+  part.placement = partition_->placement;
+  part.balance = ranks0;
+  Partition agreed = make_partition(*profile_, part);
+  agreed.method = partition_->method;  // still the method that rank 0 cut by
+  partition_ = std::move(agreed);
+}
 
 PipelineRunner::~PipelineRunner() = default;
 
@@ -182,6 +214,10 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   part.placement = schedule.placement;
   if (!o.balance.empty()) part.balance = parse_balance(o.balance);
   partition_ = make_partition(*profile_, part);
+  if (world_ != nullptr) {
+    world_->set_timeout(std::max(kSetupTimeoutSeconds, o.timeout));
+    agree_on_partition();
+  }
 
   // 3. Memory: predicted for the plan, certified against the budget before anything runs.
   MemoryPlan plan;
@@ -221,7 +257,18 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.grad_clip = 0.0;       // nn::train clips, as in the plain loop
   config_.check_finite = false;  // nn::train stops on a non-finite loss, as in the plain loop
   config_.threads_per_stage = o.threads;
-  pipeline_ = std::make_unique<Pipeline>(model, config_);
+  std::unique_ptr<Transport> transport;
+  if (world_ != nullptr) {
+    const int rank = world_->rank();
+    config_.local_stages = {layout_->stage_of(rank)};
+    config_.devices = {devices[static_cast<size_t>(layout_->stage_of(rank))]};
+    transport = world_->make_transport(layout_->pipeline_ranks(layout_->replica_of(rank)), o.timeout);
+  }
+  pipeline_ = std::make_unique<Pipeline>(model, config_, Pipeline::LossFn{}, std::move(transport));
+  if (world_ != nullptr) {
+    collectives_ = std::make_unique<RankCollectives>(*world_, *layout_, *pipeline_);
+    world_->set_timeout(o.timeout);
+  }
 
   // The prediction of the step from the layer profile (plan/partition.h: profile_costs).
   const Costs costs = profile_costs(*profile_, *partition_);
@@ -233,6 +280,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
 double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) {
   (void)model;  // the pipeline holds it
   require_prepared("forward_backward");
+  if (collectives_) return forward_backward_across_processes(batch);
   StepResult result = pipeline_->forward_backward(batch.x, batch.y);
   bubbles_.push_back(result.bubble);
   for (const StageReport& stage : result.stages) {
@@ -243,6 +291,44 @@ double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) 
   const double loss = result.loss;
   last_ = std::move(result);
   return loss;
+}
+
+double PipelineRunner::forward_backward_across_processes(const nn::Batch& batch) {
+  // This replica's share of the batch: its mean loss's gradient, averaged over the replicas, is the
+  // gradient of the whole batch's mean loss.
+  const int64_t per = batch.x.size(0) / layout_->replicas;
+  const int64_t first = collectives_->replica() * per;
+  StepResult result =
+      pipeline_->forward_backward(batch.x.narrow(0, first, per), batch.y.narrow(0, first, per));
+  const CombinedStep combined = collectives_->finish_step(result);
+  bubbles_.push_back(combined.bubble);
+  for (size_t s = 0; s < combined.peak_step_bytes.size(); ++s) {
+    peak_activation_bytes_[s] = std::max(peak_activation_bytes_[s], combined.peak_activation_bytes[s]);
+    peak_step_bytes_[s] = std::max(peak_step_bytes_[s], combined.peak_step_bytes[s]);
+  }
+  result.loss = combined.loss;
+  result.bubble = combined.bubble;
+  result.traffic = combined.traffic;
+  last_ = std::move(result);
+  return combined.loss;
+}
+
+double PipelineRunner::clip_grad_norm(nn::GPT& model, double max_norm) {
+  if (!collectives_) return StepRunner::clip_grad_norm(model, max_norm);
+  return collectives_->clip_grad_norm(max_norm);
+}
+
+void PipelineRunner::before_evaluation(nn::GPT& model) {
+  (void)model;  // the pipeline holds it
+  if (!collectives_) return;
+  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));
+  collectives_->synchronize_parameters();
+}
+
+void PipelineRunner::after_evaluation() {
+  if (!collectives_) return;
+  collectives_->barrier();
+  world_->set_timeout(options_.timeout);
 }
 
 std::string PipelineRunner::partition_json(const nn::GPT& model) const {
@@ -314,7 +400,12 @@ std::string PipelineRunner::describe() const {
   }
   out << ", recompute " << options_.recompute << ", partition by " << to_string(partition_->method)
       << " (balance " << partition_->balance() << ") on " << pipeline_->device(0).str();
-  if (options_.stages > 1) out << " (" << options_.stages << " stage threads)";
+  if (collectives_) {
+    out << " (" << layout_->ranks() << " processes: " << layout_->stages << " stages x " << layout_->replicas
+        << (layout_->replicas == 1 ? " replica)" : " replicas)");
+  } else if (options_.stages > 1) {
+    out << " (" << options_.stages << " stage threads)";
+  }
   return out.str();
 }
 
@@ -363,6 +454,8 @@ double PipelineRunner::bubble_simulated() const {
 }
 
 double PipelineRunner::bubble_simulated_from_trace() const {
+  // Across processes this rank's trace holds its own stage only: no simulation from it.
+  if (collectives_) return std::numeric_limits<double>::quiet_NaN();
   return simulate_measured(last_step().trace).bubble;
 }
 
@@ -373,11 +466,19 @@ std::string PipelineRunner::summary() const {
     out << "\n" << prediction().table(peak_step_bytes_);
     const Traffic& t = last_->traffic;
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "\nbubble: measured %.1f%% (median over steady steps; simulated %.1f%% from the layer "
-                  "profile, %.1f%% from this run's action times)\n",
-                  100.0 * bubble_measured(), 100.0 * bubble_simulated(),
-                  100.0 * bubble_simulated_from_trace());
+    const double from_trace = bubble_simulated_from_trace();
+    if (std::isnan(from_trace)) {  // across processes
+      std::snprintf(
+          line, sizeof line,
+          "\nbubble: measured %.1f%% (median over steady steps, mean over the ranks; simulated %.1f%% "
+          "from the layer profile)\n",
+          100.0 * bubble_measured(), 100.0 * bubble_simulated());
+    } else {
+      std::snprintf(line, sizeof line,
+                    "\nbubble: measured %.1f%% (median over steady steps; simulated %.1f%% from the layer "
+                    "profile, %.1f%% from this run's action times)\n",
+                    100.0 * bubble_measured(), 100.0 * bubble_simulated(), 100.0 * from_trace);
+    }
     out << line;
     out << "traffic per step: " << format_bytes(static_cast<double>(t.activation_bytes))
         << " of activations in " << t.activation_messages << " messages, "

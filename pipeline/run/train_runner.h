@@ -29,6 +29,13 @@
 // Devices. Every stage may run on one device (CPU threads, or streams of one GPU). Stages on different
 // devices are refused by check_train_options: evaluation and sampling run the whole model on one device.
 //
+// Across processes (a ProcessGroup, pipeline/dist/ and docs/distributed.md). Every rank builds the same
+// model and this runner with the same options; rank r runs stage r % S of replica r / S (rank_layout.h) and
+// takes its replica's share of each batch. The partition is rank 0's. After each step the ranks combine the
+// tied and replica gradients, the loss and the figures (rank_collectives.h), and nn::train clips by the
+// global norm across them (clip_grad_norm); before an evaluation every parameter is brought up to date on
+// every rank (each then evaluates the whole model, and all get the same figures).
+//
 // Dropout. The stages draw their masks from their own generators (executor.h), seeded from --seed, and
 // checkpoints store their states ("brigade.engine_state"), so a resumed pipelined run is bit-exact with
 // dropout too, as long as it resumes with the same number of stages (with another, the masks after the
@@ -56,6 +63,8 @@
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
+#include "pipeline/run/process_group.h"
+#include "pipeline/run/rank_collectives.h"
 
 namespace brigade::pipeline {
 
@@ -87,7 +96,12 @@ std::vector<Device> stage_devices(const nn::TrainOptions& options);
 class PipelineRunner : public nn::StepRunner {
  public:
   /// Keeps the options (checked again in prepare with check_train_options).
-  explicit PipelineRunner(const nn::TrainOptions& options);
+  /// @param world  the processes of a run across processes (pipeline/dist/: every rank builds its runner
+  ///               with the same options): this process runs stage rank % S of replica rank / S
+  ///               (rank_layout.h), exchanges tensors with the others through the group's transport, and
+  ///               combines gradients, loss and figures with them (rank_collectives.h). nullptr: this
+  ///               process runs every stage, one thread each.
+  explicit PipelineRunner(const nn::TrainOptions& options, ProcessGroup* world = nullptr);
   ~PipelineRunner() override;
 
   void prepare(nn::GPT& model, const nn::Batch& sample) override;
@@ -103,6 +117,13 @@ class PipelineRunner : public nn::StepRunner {
   /// stages keep their fresh seeds: masks from another stage count cannot be reproduced).
   void restore_state(const std::string& json) override;
   std::string describe() const override;
+  /// Across processes: the global norm over every rank (rank_collectives.h); otherwise nn's.
+  double clip_grad_norm(nn::GPT& model, double max_norm) override;
+  /// Across processes: every parameter brought up to date on every rank, with a long timeout (an
+  /// evaluation may take longer on one rank than on another).
+  void before_evaluation(nn::GPT& model) override;
+  /// Across processes: every rank has finished its evaluation; the steps' timeout again.
+  void after_evaluation() override;
 
   // After prepare():
   const ModelProfile& profile() const;
@@ -141,10 +162,17 @@ class PipelineRunner : public nn::StepRunner {
   std::string timeline_svg() const;
 
  private:
+  double forward_backward_across_processes(const nn::Batch& batch);
   void require_prepared(const char* what) const;
   void require_step(const char* what) const;
 
+  /// Across processes: every rank takes rank 0's partition (a profile-based cut may differ per rank).
+  void agree_on_partition();
+
   nn::TrainOptions options_;
+  ProcessGroup* world_ = nullptr;
+  std::optional<RankLayout> layout_;              // across processes
+  std::unique_ptr<RankCollectives> collectives_;  // across processes, after prepare()
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;
   std::optional<Partition> partition_;

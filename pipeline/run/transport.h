@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include "pipeline/schedule/schedule.h"
+#include "pipeline/schedule/validate.h"
 #include "tensor/error.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"
@@ -77,6 +78,9 @@ class Transport {
   /// Drops undelivered messages, clears the abort and the counters: a new step begins. Call only while no
   /// stage is using the transport.
   virtual void reset() = 0;
+  /// How it delivers messages: the Pipeline validates its schedule for this model (schedule/validate.h).
+  /// Buffered (matched by tag, send never blocks) unless a transport says otherwise.
+  virtual TransferModel model() const { return TransferModel::Buffered; }
 };
 
 /// Mailboxes in memory, for stages that are threads of one process.

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "pipeline/schedule/dependencies.h"
+#include "pipeline/schedule/pair_order.h"
 #include "pipeline/schedule/render_schedule.h"
 
 namespace brigade::pipeline {
@@ -317,18 +318,25 @@ std::optional<ScheduleIssue> dry_run(const Schedule& s) {
 
 }  // namespace
 
-std::optional<ScheduleIssue> find_issue(const Schedule& schedule) {
+const char* to_string(TransferModel model) {
+  return model == TransferModel::Buffered ? "buffered" : "rendezvous";
+}
+
+std::optional<ScheduleIssue> find_issue(const Schedule& schedule, TransferModel model) {
   if (auto found = check_ranges(schedule)) return found;
   std::vector<Positions> pos(schedule.stages, Positions(schedule));
   for (int st = 0; st < schedule.stages; ++st) {
     if (auto found = check_stage(schedule, st, pos[st])) return found;
   }
   if (auto found = check_matching(schedule, pos)) return found;
-  return dry_run(schedule);
+  if (auto found = dry_run(schedule)) return found;
+  if (model == TransferModel::Buffered) return std::nullopt;
+  if (auto found = find_pair_order_issue(schedule)) return found;
+  return find_rendezvous_deadlock(schedule);
 }
 
-void validate(const Schedule& schedule) {
-  auto found = find_issue(schedule);
+void validate(const Schedule& schedule, TransferModel model) {
+  auto found = find_issue(schedule, model);
   if (!found) return;
   std::ostringstream out;
   out << "validate " << schedule.describe() << ": " << found->message;

@@ -14,6 +14,11 @@
 //      inputs are available (Sends never block, a Recv waits for its Send); a round without progress
 //      before every list has finished is a deadlock. Cross-stage order (F of a chunk after F of the
 //      previous chunk, B after B of the next chunk) follows from 3-5.
+//   6. with TransferModel::Rendezvous (a transport that matches messages in order per pair and whose sends
+//      wait for their receive, as NCCL's do; pair_order.h): each pair's sends and receives name their
+//      messages in one order, and a dry run in which a send completes only together with its receive
+//      finishes. The default model (Buffered: matched by tag, sends never block) is the in-process
+//      transport's and MPI's (its non-blocking sends return at once, whatever the message's size).
 // Errors name the stage, the step (index in the stage's list) and the action, and print the stage x step
 // grid with the offending action(s) marked [like this].
 #pragma once
@@ -39,10 +44,19 @@ struct ScheduleIssue {
   std::vector<std::pair<int, int>> marks;  ///< (stage, step) of the offending action(s); may be empty
 };
 
-/// The first problem with `schedule`, or nullopt when it is valid.
-std::optional<ScheduleIssue> find_issue(const Schedule& schedule);
+/// How the transport that runs a schedule delivers its messages (check 6 above).
+enum class TransferModel {
+  Buffered,    ///< matched by tag; a send never blocks (in-process mailboxes, MPI's non-blocking sends)
+  Rendezvous,  ///< matched in order per pair; a send waits until its receive is posted (NCCL)
+};
+/// "buffered", "rendezvous".
+const char* to_string(TransferModel model);
+
+/// The first problem with `schedule` on a transport of `model`, or nullopt when it is valid.
+std::optional<ScheduleIssue> find_issue(const Schedule& schedule,
+                                        TransferModel model = TransferModel::Buffered);
 
 /// Throws ScheduleError("validate <describe>: <message>" + the marked grid) when `schedule` is invalid.
-void validate(const Schedule& schedule);
+void validate(const Schedule& schedule, TransferModel model = TransferModel::Buffered);
 
 }  // namespace brigade::pipeline

@@ -1,0 +1,129 @@
+// MpiProcessGroup: collectives with a deadline.
+#include "pipeline/dist/mpi/mpi_process_group.h"
+
+#include "pipeline/dist/mpi/mpi_transport.h"
+#include "tensor/error.h"
+
+namespace brigade::pipeline::dist {
+namespace {
+
+MPI_Datatype mpi_type_of(const Tensor& tensor, const char* what) {
+  BRIGADE_CHECK_VALUE(tensor.defined() && tensor.device().is_cpu() && tensor.is_contiguous(), what,
+                      ": the tensor must be contiguous on the CPU");
+  switch (tensor.dtype()) {
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    default:
+      BRIGADE_THROW(DTypeError, what, ": expected a float32 or float64 tensor, found ",
+                    dtype_name(tensor.dtype()));
+  }
+}
+
+}  // namespace
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm parent, double timeout_seconds)
+    : timeout_seconds_(timeout_seconds) {
+  check_mpi(MPI_Comm_dup(parent, &comms_.collectives), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_dup(parent, &comms_.tensors), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comms_.collectives, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(comms_.tensors, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comms_.collectives, &rank_);
+  MPI_Comm_size(comms_.collectives, &size_);
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  if (MpiWorld::get().failed()) return;  // requests may be pending: leave the communicators to the exit
+  MPI_Comm_free(&comms_.collectives);
+  MPI_Comm_free(&comms_.tensors);
+}
+
+void MpiProcessGroup::complete(MPI_Request& request, const std::string& what) {
+  wait_for(
+      [&] {
+        int done = 0;
+        check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        return done != 0;
+      },
+      timeout_seconds_, what);
+}
+
+void MpiProcessGroup::all_reduce_sum(std::vector<double>& values) {
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM,
+                           comms_.collectives, &request),
+            "MPI_Iallreduce");
+  complete(request, "all-reduce of " + std::to_string(values.size()) + " numbers over " +
+                        std::to_string(size_) + " ranks");
+}
+
+void MpiProcessGroup::all_reduce_sum(const Tensor& tensor) {
+  const MPI_Datatype type = mpi_type_of(tensor, "all_reduce_sum");
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), type, MPI_SUM,
+                           comms_.collectives, &request),
+            "MPI_Iallreduce");
+  complete(request, "all-reduce of a tensor " + shape_str(tensor.shape()) + " over " + std::to_string(size_) +
+                        " ranks");
+}
+
+void MpiProcessGroup::broadcast(const Tensor& tensor, int root) {
+  const MPI_Datatype type = mpi_type_of(tensor, "broadcast");
+  BRIGADE_CHECK_VALUE(root >= 0 && root < size_, "broadcast: root ", root, " outside [0, ", size_, ")");
+  MPI_Request request;
+  check_mpi(MPI_Ibcast(tensor.data_ptr(), static_cast<int>(tensor.numel()), type, root, comms_.collectives,
+                       &request),
+            "MPI_Ibcast");
+  complete(request,
+           "broadcast of a tensor " + shape_str(tensor.shape()) + " from rank " + std::to_string(root));
+}
+
+std::vector<std::string> MpiProcessGroup::all_gather(const std::string& text) {
+  std::vector<int> lengths(static_cast<size_t>(size_), 0);
+  int length = static_cast<int>(text.size());
+  MPI_Request request;
+  check_mpi(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comms_.collectives, &request),
+            "MPI_Iallgather");
+  complete(request, "all-gather of text lengths over " + std::to_string(size_) + " ranks");
+  std::vector<int> offsets(static_cast<size_t>(size_), 0);
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[static_cast<size_t>(r)] = total;
+    total += lengths[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  check_mpi(MPI_Iallgatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                            MPI_CHAR, comms_.collectives, &request),
+            "MPI_Iallgatherv");
+  complete(request, "all-gather of " + std::to_string(total) + " bytes of text over " +
+                        std::to_string(size_) + " ranks");
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r) {
+    out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+  }
+  return out;
+}
+
+std::unique_ptr<ProcessGroup> MpiProcessGroup::split(int color) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comms_.collectives, color < 0 ? MPI_UNDEFINED : color, rank_, &sub),
+            "MPI_Comm_split");
+  if (sub == MPI_COMM_NULL) return nullptr;
+  auto group = std::make_unique<MpiProcessGroup>(sub, timeout_seconds_);
+  MPI_Comm_free(&sub);
+  return group;
+}
+
+std::unique_ptr<Transport> MpiProcessGroup::make_transport(std::vector<int> rank_of_stage,
+                                                           double recv_timeout_seconds) {
+  for (int r : rank_of_stage) {
+    BRIGADE_CHECK_VALUE(r >= 0 && r < size_, "make_transport: rank ", r, " outside the group's ", size_,
+                        " ranks");
+  }
+  return std::make_unique<MpiTransport>(comms_.tensors, rank_, std::move(rank_of_stage),
+                                        recv_timeout_seconds);
+}
+
+}  // namespace brigade::pipeline::dist
