@@ -13,6 +13,16 @@ std::string to_string(const TransferTag& tag) {
   return out.str();
 }
 
+void Traffic::count(const TransferTag& tag, int64_t bytes) {
+  if (tag.gradient) {
+    gradient_bytes += bytes;
+    ++gradient_messages;
+  } else {
+    activation_bytes += bytes;
+    ++activation_messages;
+  }
+}
+
 InProcessTransport::InProcessTransport(double recv_timeout_seconds)
     : recv_timeout_seconds_(recv_timeout_seconds) {
   BRIGADE_CHECK_VALUE(recv_timeout_seconds >= 0.0,
@@ -35,14 +45,7 @@ void InProcessTransport::send(const TransferTag& tag, const Tensor& tensor, cons
     (void)it;
     BRIGADE_CHECK_VALUE(inserted, "transport send ", to_string(tag),
                         ": a message with this tag is already waiting (sent twice in one step)");
-    const auto bytes = static_cast<int64_t>(tensor.nbytes());
-    if (tag.gradient) {
-      traffic_.gradient_bytes += bytes;
-      ++traffic_.gradient_messages;
-    } else {
-      traffic_.activation_bytes += bytes;
-      ++traffic_.activation_messages;
-    }
+    traffic_.count(tag, static_cast<int64_t>(tensor.nbytes()));
   }
   arrived_.notify_all();
 }

@@ -53,6 +53,8 @@ struct Traffic {
   int64_t activation_messages = 0;
   int64_t gradient_messages = 0;
   int64_t total_bytes() const { return activation_bytes + gradient_bytes; }
+  /// Counts one message of `bytes` in the direction `tag` names.
+  void count(const TransferTag& tag, int64_t bytes);
 };
 
 /// "activation mb3 s0.c0->s1.c0" / "gradient mb3 s2.c0->s1.c0".

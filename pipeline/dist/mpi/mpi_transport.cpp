@@ -95,14 +95,7 @@ void MpiTransport::send(const TransferTag& tag, const Tensor& tensor, const Even
   check_mpi(MPI_Isend(host.data_ptr(), static_cast<int>(host.nbytes()), MPI_BYTE, dest, mtag, comm_,
                       &out.requests[1]),
             "MPI_Isend (tensor)");
-  const auto bytes = static_cast<int64_t>(host.nbytes());
-  if (tag.gradient) {
-    traffic_.gradient_bytes += bytes;
-    ++traffic_.gradient_messages;
-  } else {
-    traffic_.activation_bytes += bytes;
-    ++traffic_.activation_messages;
-  }
+  traffic_.count(tag, static_cast<int64_t>(host.nbytes()));
 }
 
 Message MpiTransport::recv(const TransferTag& tag) {
