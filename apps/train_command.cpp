@@ -170,9 +170,9 @@ int run_train(const CLI::App& cmd, nn::TrainOptions options) {
     // Refused by the memory model before any step: a flag value the user can change.
     progress.finish();
     return usage_error(cmd, e.what());
-  } catch (const std::exception& e) {
+  } catch (const std::exception&) {
     progress.finish();
-    announce_failure(processes, "rank " + std::to_string(processes.rank()) + ": " + e.what());
+    end_processes_after_failure(processes, options, std::current_exception());  // exits across processes
     throw;
   }
   progress.finish();

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "pipeline/dist/mpi_world.h"
+#include "pipeline/run/executor.h"
 #include "pipeline/run/rank_layout.h"
 #include "pipeline/run/train_runner.h"
 
@@ -59,8 +60,54 @@ std::string rank_layout_table(const nn::TrainOptions& options, const TrainProces
   return pipeline::layout_table(places);
 }
 
-void announce_failure(const TrainProcesses& processes, const std::string& message) {
-  if (processes.world) pipeline::dist::MpiWorld::get().announce_failure(message);
+namespace {
+
+// How long rank 0 waits for the other ranks' positions after a failure.
+constexpr double kReportSeconds = 5.0;
+
+std::string action_text(const pipeline::Schedule& schedule, int stage, int step) {
+  const auto& list = schedule.actions[static_cast<size_t>(stage)];
+  if (step < 0 || step >= static_cast<int>(list.size())) return "none";
+  const pipeline::Action& a = list[static_cast<size_t>(step)];
+  std::string text =
+      "action " + std::to_string(step) + " (" + pipeline::to_string(a, schedule.virtual_chunks > 1);
+  if (a.microbatch >= 0) text += ", microbatch " + std::to_string(a.microbatch);
+  return text + ")";
+}
+
+// "rank 1 (replica 0, stage 1): failed at action 7 (B2, microbatch 2); last done: action 6 (F3, ...)".
+std::string rank_status(const nn::TrainOptions& options, int rank, const std::exception_ptr& error) {
+  const pipeline::RankLayout layout{static_cast<int>(options.stages),
+                                    static_cast<int>(options.data_parallel)};
+  std::string line = "rank " + std::to_string(rank) + " (replica " + std::to_string(layout.replica_of(rank)) +
+                     ", stage " + std::to_string(layout.stage_of(rank)) + "): ";
+  try {
+    std::rethrow_exception(error);
+  } catch (const pipeline::PipelineError& e) {
+    const pipeline::Schedule schedule = pipeline::schedule_of(options);
+    for (const pipeline::StageCursor& c : e.cursors()) {
+      line += std::string(c.failed ? "failed at " : "stopped in ") + action_text(schedule, c.stage, c.step) +
+              "; last done: " + action_text(schedule, c.stage, c.step - 1);
+    }
+    if (e.cursors().empty()) line += e.what();
+  } catch (const std::exception& e) {
+    line += std::string("stopped outside the pipeline's actions: ") + e.what();
+  }
+  return line;
+}
+
+}  // namespace
+
+void end_processes_after_failure(const TrainProcesses& processes, const nn::TrainOptions& options,
+                                 const std::exception_ptr& error) {
+  if (!processes.world) return;
+  pipeline::dist::MpiWorld& world = pipeline::dist::MpiWorld::get();
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    world.announce_failure(e.what());  // nothing new when the failure came from another rank
+  }
+  world.end_job_after_failure(rank_status(options, processes.rank(), error), kReportSeconds);
 }
 
 }  // namespace brigade::apps

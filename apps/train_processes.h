@@ -2,6 +2,7 @@
 // and the rank layout table printed at start (docs/distributed.md).
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,11 @@ std::string check_process_flags(const nn::TrainOptions& options, const TrainProc
 /// Collective: every rank's replica, stage, device and host, as the table rank 0 prints.
 std::string rank_layout_table(const nn::TrainOptions& options, const TrainProcesses& processes);
 
-/// Tells the other ranks that this one failed with `message` (they stop at their next wait).
-void announce_failure(const TrainProcesses& processes, const std::string& message);
+/// Across processes, after `error` ended this rank's run: tells the other ranks (unless the failure came
+/// from one of them), sends this rank's position to rank 0, which prints one report naming the failed rank
+/// and every rank's position (last action done, the action it stopped in), and exits with status 1 within
+/// a few seconds. Does nothing (returns) in a run of one process.
+void end_processes_after_failure(const TrainProcesses& processes, const nn::TrainOptions& options,
+                                 const std::exception_ptr& error);
 
 }  // namespace brigade::apps

@@ -172,6 +172,9 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("timeout", &O::timeout, kPerInvocation, kShown, check_timeout,
           "across processes: seconds a rank waits for a peer's message before the run fails (raise it for "
           "slow links)"),
+      row("fail_at", &O::fail_at, kPerInvocation, kHidden, nullptr,
+          "fault injection for tests: N:S:ACTION makes stage S raise an error at ACTION (F3, B0, Bi2, ...) "
+          "of this invocation's N-th step (docs/distributed.md)"),
       row("devices", &O::devices, kPerInvocation, kHidden, nullptr,
           "the stages' device: one for all (cpu, cuda:0) or one per stage, all the same"),
       row("memory_budget", &O::memory_budget, kPerInvocation, kHidden, nullptr,
@@ -193,9 +196,9 @@ void TrainOptions::validate() const {
 }
 
 bool TrainOptions::uses_pipeline() const {
-  return stages > 1 || microbatches > 1 || data_parallel > 1 || virtual_chunks > 1 || recompute != "never" ||
-         !balance.empty() || !devices.empty() || !memory_budget.empty() || !trace.empty() ||
-         !timeline.empty() || !schedule_file.empty();
+  return stages > 1 || microbatches > 1 || data_parallel > 1 || !fail_at.empty() || virtual_chunks > 1 ||
+         recompute != "never" || !balance.empty() || !devices.empty() || !memory_budget.empty() ||
+         !trace.empty() || !timeline.empty() || !schedule_file.empty();
 }
 
 int64_t TrainOptions::resolved_block() const {

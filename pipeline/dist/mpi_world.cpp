@@ -2,6 +2,7 @@
 // build without MPI, MpiWorld refuses to start (the MPI implementation is mpi/mpi_world.cpp).
 #include "pipeline/dist/mpi_world.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 

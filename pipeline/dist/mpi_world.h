@@ -9,7 +9,8 @@
 // Failures. A rank that fails calls announce_failure(reason): a control message carrying the reason goes
 // to every other rank on a communicator of its own (never mixed with tensors or collectives). Every wait
 // in the transport and in the collectives polls failed(), so each rank stops within a poll interval of
-// the message's arrival instead of waiting for a peer that will never answer.
+// the message's arrival instead of waiting for a peer that will never answer. Then every rank calls
+// end_job_after_failure: rank 0 prints one report with every rank's position, and all exit non-zero.
 #pragma once
 
 #include <memory>
@@ -46,11 +47,19 @@ class MpiWorld {
   /// Every rank of the job as one group; its waits give up after timeout_seconds (0: never).
   std::unique_ptr<ProcessGroup> world_group(double timeout_seconds);
 
-  /// Tells every other rank that this one failed, with `reason`; only the first call sends.
+  /// Tells every other rank that this one failed: "rank R: <reason>"; only the first call sends.
   void announce_failure(const std::string& reason);
   /// Whether some rank has failed: this one (announce_failure) or another (its control message, received
   /// here). `reason` gets the failure's message. Cheap enough to call in every poll of a wait.
   bool failed(std::string* reason = nullptr);
+
+  /// After a failure (this rank's or another's): ends the job's report and this process, within about
+  /// `seconds`; never returns. Each rank sends `status` (one line: where it stood) to rank 0 and waits for
+  /// its word. Rank 0 collects the lines (naming a rank that sent none in time as silent), prints one
+  /// report to stderr (the failure's message, then one line per rank) and releases the others. Every rank
+  /// exits with status 1, without MPI_Finalize (messages may be pending). A rank that rank 0 does not
+  /// release in time prints its own line.
+  [[noreturn]] void end_job_after_failure(const std::string& status, double seconds);
 
   /// Seconds since an arbitrary origin of this process (MPI_Wtime).
   double now() const;

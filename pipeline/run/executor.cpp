@@ -595,10 +595,20 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
     for (auto& stage : im.stages) stage->clear();
     bindings.restore();
     stash.put_back();
-    if (!first)
-      throw PipelineError("pipeline step aborted: " + transport_->abort_reason(), -1, -1, Action{}, {});
-    const int stage = static_cast<int>(first - failures.data());
-    throw PipelineError(first->message, stage, first->step, first->action, first->cause);
+    std::vector<StageCursor> cursors;
+    for (size_t i = 0; i < im.stages.size(); ++i) {
+      const detail::Stage& stage = *im.stages[i];
+      const auto& list = schedule_.actions[static_cast<size_t>(stage.index())];
+      StageCursor c{stage.index(), stage.current_step(), Action{}, failures[i].failed};
+      if (c.step >= 0 && c.step < static_cast<int>(list.size())) c.action = list[static_cast<size_t>(c.step)];
+      cursors.push_back(c);
+    }
+    if (!first) {
+      throw PipelineError("pipeline step aborted: " + transport_->abort_reason(), -1, -1, Action{}, {},
+                          std::move(cursors));
+    }
+    const int stage = im.stages[static_cast<size_t>(first - failures.data())]->index();
+    throw PipelineError(first->message, stage, first->step, first->action, first->cause, std::move(cursors));
   }
 
   // The barrier has passed: every stage finished its backward. Report, then merge tied gradients.

@@ -102,22 +102,41 @@
 
 namespace brigade::pipeline {
 
+/// Where a stage's list stood when a step stopped: `step` is the index of the action it was running or
+/// about to run (blocked in, for a Recv); the actions before it are done. step = -1: it had not started.
+struct StageCursor {
+  int stage = 0;
+  int step = -1;
+  Action action;        ///< the action at `step` (default when step is -1 or past the end)
+  bool failed = false;  ///< this stage raised the step's error (the others were stopped by it)
+};
+
 /// A step failed in a stage. what(): "stage 2, action 7 (B3): <the stage's error>".
 class PipelineError : public Error {
  public:
-  PipelineError(const std::string& message, int stage, int step, Action action, std::exception_ptr cause)
-      : Error(message), stage_(stage), step_(step), action_(action), cause_(std::move(cause)) {}
+  PipelineError(const std::string& message, int stage, int step, Action action, std::exception_ptr cause,
+                std::vector<StageCursor> cursors = {})
+      : Error(message),
+        stage_(stage),
+        step_(step),
+        action_(action),
+        cause_(std::move(cause)),
+        cursors_(std::move(cursors)) {}
+  /// The failed stage; -1 when the step was stopped by a failure elsewhere (another process).
   int stage() const { return stage_; }
   /// Index of the failed action in the stage's list.
   int step() const { return step_; }
   const Action& action() const { return action_; }
   /// The original exception (rethrow it to inspect its type).
   const std::exception_ptr& cause() const { return cause_; }
+  /// Where each of this process's stages stood, in stage order.
+  const std::vector<StageCursor>& cursors() const { return cursors_; }
 
  private:
   int stage_, step_;
   Action action_;
   std::exception_ptr cause_;
+  std::vector<StageCursor> cursors_;
 };
 
 /// Thrown by an injected fault (Pipeline::fail_at).

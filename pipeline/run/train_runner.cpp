@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -52,6 +53,43 @@ uint64_t stage_seed(uint64_t seed) {
 }  // namespace
 
 // ---- checking the flags -----------------------------------------------------------------------------------
+
+FaultInjection parse_fault_injection(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    BRIGADE_THROW(ValueError, "--fail-at '", text, "': ", why,
+                  " (expected N:S:ACTION, e.g. 3:1:B2: stage 1 fails at B2 of the 3rd step)");
+  };
+  std::vector<std::string> fields;
+  std::string field;
+  std::istringstream in(text);
+  while (std::getline(in, field, ':')) fields.push_back(field);
+  if (fields.size() != 3) bad("three fields separated by ':'");
+  FaultInjection f;
+  try {
+    f.step = std::stoi(fields[0]);
+    f.stage = std::stoi(fields[1]);
+  } catch (const std::exception&) {
+    bad("the step and the stage must be integers");
+  }
+  if (f.step < 1 || f.stage < 0) bad("the step must be >= 1 and the stage >= 0");
+  const std::string& label = fields[2];
+  size_t digits = label.find_first_of("0123456789");
+  if (digits == std::string::npos || digits == 0) bad("the action must be a kind and a microbatch, like B2");
+  const std::string kind = label.substr(0, digits);
+  const std::map<std::string, ActionKind> kinds = {{"F", ActionKind::Forward},
+                                                   {"B", ActionKind::Backward},
+                                                   {"Bi", ActionKind::BackwardInput},
+                                                   {"Bw", ActionKind::BackwardWeight},
+                                                   {"R", ActionKind::Recompute}};
+  if (!kinds.count(kind)) bad("unknown action kind '" + kind + "' (F, B, Bi, Bw or R)");
+  f.kind = kinds.at(kind);
+  try {
+    f.microbatch = std::stoi(label.substr(digits));
+  } catch (const std::exception&) {
+    bad("the microbatch must be an integer");
+  }
+  return f;
+}
 
 std::vector<Device> stage_devices(const nn::TrainOptions& options) {
   std::vector<Device> devices;
@@ -138,6 +176,11 @@ void check_train_options(const nn::TrainOptions& o) {
         ": brigade train runs every stage on one device (CPU threads, or streams of one GPU), "
         "because evaluation and sampling run the whole model on one device");
   }
+  if (!o.fail_at.empty()) {
+    const FaultInjection f = parse_fault_injection(o.fail_at);
+    BRIGADE_CHECK_VALUE(f.stage < S, "--fail-at '", o.fail_at, "': stage ", f.stage, " outside the ", S,
+                        " stages");
+  }
   if (!o.memory_budget.empty()) {
     const int64_t budget =
         with_flag("--memory-budget", o.memory_budget, [&] { return parse_bytes(o.memory_budget); });
@@ -149,6 +192,7 @@ void check_train_options(const nn::TrainOptions& o) {
 
 PipelineRunner::PipelineRunner(const nn::TrainOptions& options, ProcessGroup* world)
     : options_(options), world_(world) {
+  if (!options.fail_at.empty()) fault_ = parse_fault_injection(options.fail_at);
   if (world_ != nullptr) {
     layout_ = RankLayout{static_cast<int>(options.stages), static_cast<int>(options.data_parallel)};
     layout_->check(world_->size());
@@ -280,6 +324,11 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
 double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) {
   (void)model;  // the pipeline holds it
   require_prepared("forward_backward");
+  ++steps_started_;
+  // --fail-at: armed for this one step (replica 0's stage only, across processes).
+  pipeline_->clear_faults();
+  if (fault_ && fault_->step == steps_started_ && (!collectives_ || collectives_->replica() == 0))
+    pipeline_->fail_at(fault_->stage, fault_->kind, fault_->microbatch);
   if (collectives_) return forward_backward_across_processes(batch);
   StepResult result = pipeline_->forward_backward(batch.x, batch.y);
   bubbles_.push_back(result.bubble);

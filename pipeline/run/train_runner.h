@@ -90,6 +90,17 @@ Schedule schedule_of(const nn::TrainOptions& options);
 /// other file, and no device.
 void check_train_options(const nn::TrainOptions& options);
 
+/// --fail-at N:S:ACTION: in the N-th step (1-based) of this invocation, stage S raises an InjectedFault when
+/// it reaches ACTION (of replica 0, across processes).
+struct FaultInjection {
+  int step = 0;
+  int stage = 0;
+  ActionKind kind = ActionKind::Forward;
+  int microbatch = 0;
+};
+/// Parses --fail-at; ValueError naming the flag and the expected form.
+FaultInjection parse_fault_injection(const std::string& text);
+
 /// The devices of the stages (--devices, else --device), one entry per stage.
 std::vector<Device> stage_devices(const nn::TrainOptions& options);
 
@@ -173,6 +184,8 @@ class PipelineRunner : public nn::StepRunner {
   ProcessGroup* world_ = nullptr;
   std::optional<RankLayout> layout_;              // across processes
   std::unique_ptr<RankCollectives> collectives_;  // across processes, after prepare()
+  std::optional<FaultInjection> fault_;           // --fail-at
+  int steps_started_ = 0;
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;
   std::optional<Partition> partition_;

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -14,7 +16,9 @@
 namespace brigade::pipeline::dist {
 namespace {
 
-constexpr int kFailureTag = 1;
+constexpr int kFailureTag = 1;  // a failing rank's message, to every other rank
+constexpr int kStatusTag = 2;   // after a failure: each rank's position, to rank 0
+constexpr int kReleaseTag = 3;  // rank 0's word that its report is out
 
 }  // namespace
 
@@ -114,9 +118,10 @@ std::unique_ptr<ProcessGroup> MpiWorld::world_group(double timeout_seconds) {
   return std::make_unique<MpiProcessGroup>(MPI_COMM_WORLD, timeout_seconds);
 }
 
-void MpiWorld::announce_failure(const std::string& reason) {
+void MpiWorld::announce_failure(const std::string& what) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->failed) return;
+  const std::string reason = "rank " + std::to_string(impl_->rank) + ": " + what;
   impl_->failed = true;
   impl_->reason = reason;
   impl_->payloads.reserve(static_cast<size_t>(impl_->size));  // no reallocation: MPI holds the pointers
@@ -148,6 +153,87 @@ bool MpiWorld::failed(std::string* reason) {
   }
   if (impl_->failed && reason != nullptr) *reason = impl_->reason;
   return impl_->failed;
+}
+
+namespace {
+
+// Receives a string sent on the control communicator from `source` (any rank with MPI_ANY_SOURCE) under
+// `tag`, if one has arrived: its sender, or -1.
+int receive_text(MPI_Comm control, int source, int tag, std::string& text) {
+  int arrived = 0;
+  MPI_Status status;
+  MPI_Iprobe(source, tag, control, &arrived, &status);
+  if (!arrived) return -1;
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  text.assign(static_cast<size_t>(count), '\0');
+  MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, control, MPI_STATUS_IGNORE);
+  return status.MPI_SOURCE;
+}
+
+}  // namespace
+
+void MpiWorld::end_job_after_failure(const std::string& status, double seconds) {
+  Impl& im = *impl_;
+  std::string reason;
+  failed(&reason);
+  const double deadline = now() + seconds;
+  auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  if (im.rank != 0) {
+    MPI_Request request;
+    MPI_Isend(status.data(), static_cast<int>(status.size()), MPI_CHAR, 0, kStatusTag, im.control, &request);
+    std::string word;
+    while (receive_text(im.control, 0, kReleaseTag, word) < 0) {
+      if (now() > deadline) {
+        std::fprintf(stderr, "brigade: error: %s\n  %s\n  (rank 0 did not report within %.0f s)\n",
+                     reason.c_str(), status.c_str(), seconds);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+      pause();
+    }
+    std::_Exit(1);
+  }
+  std::vector<std::string> lines(static_cast<size_t>(im.size));
+  lines[0] = status;
+  int reported = 1;
+  while (reported < im.size && now() < deadline) {
+    std::string line;
+    const int from = receive_text(im.control, MPI_ANY_SOURCE, kStatusTag, line);
+    if (from < 0) {
+      pause();
+      continue;
+    }
+    if (lines[static_cast<size_t>(from)].empty()) ++reported;
+    lines[static_cast<size_t>(from)] = line;
+  }
+  std::string report = "brigade: error: the run failed: " + reason + "\n";
+  for (int r = 0; r < im.size; ++r) {
+    const std::string& line = lines[static_cast<size_t>(r)];
+    report +=
+        "  " +
+        (line.empty() ? "rank " + std::to_string(r) + ": no report within " +
+                            std::to_string(static_cast<int>(seconds)) + " s (killed, or stuck outside MPI)"
+                      : line) +
+        "\n";
+  }
+  std::fputs(report.c_str(), stderr);
+  std::fflush(stderr);
+  std::vector<MPI_Request> releases;
+  static const char kWord[] = "done";
+  for (int r = 1; r < im.size; ++r) {
+    MPI_Request request;
+    MPI_Isend(kWord, 4, MPI_CHAR, r, kReleaseTag, im.control, &request);
+    releases.push_back(request);
+  }
+  // Let the words leave before this process does (a rank that is gone never completes its receive).
+  const double leave_by = now() + 1.0;
+  int done = 0;
+  while (!done && now() < leave_by) {
+    MPI_Testall(static_cast<int>(releases.size()), releases.data(), &done, MPI_STATUSES_IGNORE);
+    if (!done) pause();
+  }
+  std::_Exit(1);
 }
 
 }  // namespace brigade::pipeline::dist
