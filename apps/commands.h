@@ -53,6 +53,8 @@ inline std::string unavailable_device(const Device& device, const std::string& f
 Command add_info_command(CLI::App& app);
 /// `brigade demo`: a short autograd walk-through (fits a line by gradient descent).
 Command add_demo_command(CLI::App& app);
+/// `brigade kernel`: the kernel lab, one version of one kernel on a chosen shape (apps/kernel_lab.h).
+Command add_kernel_command(CLI::App& app);
 /// `brigade schedule`: draws a pipeline schedule and reports its bubble and memory (pipeline/).
 Command add_schedule_command(CLI::App& app);
 /// `brigade train`: trains a GPT on the default corpus or a text file (nn/trainer.h).

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       brigade::apps::add_info_command(app),
       brigade::apps::add_demo_command(app),
       brigade::apps::add_schedule_command(app),
+      brigade::apps::add_kernel_command(app),
       brigade::apps::add_train_command(app),
       brigade::apps::add_sample_command(app),
   };
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) chosen = sub;
     std::cerr << "brigade: " << e.what() << "\n";
     if (chosen == &app) {
-      std::cerr << "usage: brigade <info|demo|schedule|train|sample> [flags]"
+      std::cerr << "usage: brigade <info|demo|schedule|kernel|train|sample> [flags]"
                    "   (brigade <command> --help for details)\n";
     } else {
       std::cerr << brigade::apps::usage_line(*chosen) << "\n";

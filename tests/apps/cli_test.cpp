@@ -321,3 +321,38 @@ TEST_F(CliTest, ScheduleHtmlWritesOneOfflinePageCarryingTheCppTimeline) {
   EXPECT_EQ(both.status, 2);
   EXPECT_TRUE(contains(both.err, "--html")) << both.err;
 }
+
+// `brigade kernel`: one version of one kernel on a chosen shape, checked against kernels/reference (here a
+// CPU version: the CUDA ones need a GPU, or scripts/kernel_lab.sh's emulator).
+TEST_F(CliTest, KernelRunsOneVersionChecksItAndPricesIt) {
+  const CliRun run = brigade("kernel layernorm --version 1 --device cpu --shape 2x8x64 --iterations 3");
+  ASSERT_EQ(run.status, 0) << run.err;
+  for (const char* part : {"layernorm_fwd v1-row-loop on cpu, float32", "operand 0 [16, 64] float32",
+                           "check against kernels/reference:", "time: ", "median of 3 calls",
+                           "napkin: ", "bound on an H200", "PASS"}) {
+    EXPECT_TRUE(contains(run.out, part)) << part << "\n" << run.out;
+  }
+  EXPECT_FALSE(contains(run.out, "WRONG"));
+  const CliRun matmul =
+      brigade("kernel matmul --version v1-blocked --device cpu --shape 16x8x32 --iterations 1");
+  ASSERT_EQ(matmul.status, 0) << matmul.err;
+  EXPECT_TRUE(contains(matmul.out, "of sum|a*b|")) << matmul.out;
+
+  const CliRun list = brigade("kernel --list");
+  ASSERT_EQ(list.status, 0) << list.err;
+  EXPECT_TRUE(contains(list.out, "v2-warp-per-row")) << list.out;
+
+  const CliRun unknown = brigade("kernel layernrom --version 1 --device cpu");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_TRUE(contains(unknown.err, "unknown op 'layernrom'")) << unknown.err;
+  EXPECT_TRUE(contains(unknown.err, "layernorm_fwd")) << unknown.err;
+  const CliRun version = brigade("kernel layernorm --version 7 --device cpu");
+  EXPECT_EQ(version.status, 2);
+  EXPECT_TRUE(contains(version.err, "no version '7' on cpu (public, v1-row-loop)")) << version.err;
+  if (!brigade::cuda_available()) {  // a CUDA version where no GPU is usable: where to run it instead
+    const CliRun cuda = brigade("kernel layernorm --version 2 --shape 2x8x64");
+    EXPECT_EQ(cuda.status, 2);
+    EXPECT_TRUE(contains(cuda.err, "v2-warp-per-row is a cuda version")) << cuda.err;
+    EXPECT_TRUE(contains(cuda.err, "scripts/kernel_lab.sh")) << cuda.err;
+  }
+}

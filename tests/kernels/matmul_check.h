@@ -17,21 +17,10 @@
 #include <vector>
 
 #include "kernels/reference/reference.h"
+#include "tests/kernels/matmul_tolerance.h"  // matmul_tolerance
 #include "tensor/tensor.h"
 
 namespace brigade::testing {
-
-/// Tolerance on the magnitude-relative error above.
-inline double matmul_tolerance(DType dtype) {
-  switch (dtype) {
-    case DType::Float64:
-      return 1e-12;
-    case DType::BFloat16:
-      return 1e-2;
-    default:
-      return 1e-5;
-  }
-}
 
 /// A [rows, cols] or [batch, rows, cols] random operand (batch < 0: 2-d).
 inline Tensor random_matrix(int64_t batch, int64_t rows, int64_t cols, DType dtype, Generator& gen,

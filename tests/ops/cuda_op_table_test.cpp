@@ -40,38 +40,6 @@
 namespace brigade::testing {
 namespace {
 
-/// A version's own tolerance for an output of `dtype` (see the top).
-Tolerance version_tolerance(DType dtype) {
-  if (dtype == kBFloat16) return {1e-2, 1e-3};
-  if (dtype == kFloat64) return {1e-12, 1e-14};
-  return {1e-5, 1e-6};
-}
-
-Tolerance attention_tolerance(const OpCase& c, const Implementation& impl, size_t output) {
-  if (c.op == Op::Attention && output == 1 && c.dtype != kFloat64) return {1e-5, 1e-5};
-  if (c.dtype == kFloat64) return {1e-11, 1e-12};
-  Tolerance t = c.dtype == kBFloat16 ? Tolerance{2e-2, 4e-3} : Tolerance{1e-4, 1e-5};
-  const bool tensor_cores =
-      impl.version == static_cast<int>(kernels::AttentionKernel::CudaFlashTensorCore) ||
-      impl.version == static_cast<int>(kernels::AttentionKernel::CudaFlashTensorCoreAsync);
-  if (c.op == Op::AttentionBackward && tensor_cores && impl.runs_itself) t.atol = 1e-2;
-  return t;
-}
-
-Tolerance cuda_tolerance(const OpCase& c, const Implementation& impl, size_t output, DType output_dtype) {
-  if (!is_floating(output_dtype)) return {};
-  if (c.op == Op::Matmul) return {0, 0, c.dtype == kFloat64 ? 1e-12 : (c.dtype == kBFloat16 ? 1e-2 : 1e-5)};
-  if (impl.family == Family::Attention) return attention_tolerance(c, impl, output);
-  if (impl.version < 0) return c.dtype == kBFloat16 ? Tolerance{2e-2, 3e-2} : Tolerance{1e-4, 1e-5};
-  Tolerance t = version_tolerance(c.op == Op::AdamW ? output_dtype : c.dtype);
-  if (c.op == Op::LayerNorm && output > 0) return {c.dtype == kFloat64 ? 1e-12 : 1e-5, 1e-6};
-  if (c.op == Op::LayerNormBackward && output > 0) {
-    t.atol = c.dtype == kFloat64 ? 1e-12 : (c.dtype == kBFloat16 ? 1e-2 : 1e-4);
-  }
-  if (c.op == Op::EmbeddingBackward && c.dtype == kFloat32) t.atol = 1e-4;
-  return t;
-}
-
 bool public_op_runs_float64(Op op) {
   return op == Op::Matmul;
 }

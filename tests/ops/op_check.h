@@ -16,14 +16,10 @@
 #include "tests/ops/op_case.h"
 #include "tests/ops/op_cases.h"
 #include "tests/ops/op_reference.h"
+#include "tests/ops/op_tolerance.h"  // Tolerance
 #include "tests/test_support.h"
 
 namespace brigade::testing {
-
-struct Tolerance {
-  double rtol = 0, atol = 0;
-  double magnitude_tol = 0;  ///< matmul: the bound on the magnitude-relative error above
-};
 
 /// Ops that write into an operand (their outputs are operands, with the operands' layout).
 inline bool writes_in_place(Op op) {

@@ -31,37 +31,6 @@
 namespace brigade::testing {
 namespace {
 
-Tolerance attention_tolerance(DType dtype) {
-  if (dtype == kFloat64) return {1e-11, 1e-12};
-  if (dtype == kFloat32) return {1e-4, 2e-6};
-  return {1e-2, 2e-3};
-}
-
-Tolerance cpu_tolerance(const OpCase& c, size_t output, DType output_dtype) {
-  if (!is_floating(output_dtype)) return {};
-  switch (c.op) {
-    case Op::Matmul:
-      return {0, 0, c.dtype == kFloat64 ? 1e-12 : (c.dtype == kBFloat16 ? 1e-2 : 1e-5)};
-    case Op::Attention:  // output 1 is lse: float32 unless the case is float64
-      return attention_tolerance(output == 1 && c.dtype != kFloat64 ? kFloat32 : c.dtype);
-    case Op::AttentionBackward: {
-      const Tolerance t = attention_tolerance(c.dtype);
-      const double factor = c.dtype == kBFloat16 ? 2.0 : 1.0;
-      return {factor * t.rtol, factor * t.atol};
-    }
-    default:
-      break;
-  }
-  switch (c.dtype) {
-    case DType::BFloat16:
-      return {1e-2, 1e-2};
-    case DType::Float64:
-      return {1e-12, 1e-12};
-    default:
-      return {1e-5, 1e-6};
-  }
-}
-
 class OpTableTest : public ::testing::TestWithParam<size_t> {};
 
 // Every implementation on the CPU (the public op, then each CPU kernel version: op_versions.h), on fresh
