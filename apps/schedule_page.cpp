@@ -49,7 +49,7 @@ std::string render_schedule_page(const SchedulePageSetup& setup, const pipeline:
   };
   // Last placeholder first: what is filled in comes after the placeholders still to find.
   std::string page = kScheduleLabHtml;
-  fill(page, "@SCRIPTS@", std::string(kScheduleModelJs) + kScheduleSimulatorJs + kSchedulePageJs);
+  fill(page, "@SCRIPTS@", std::string(kScheduleModelJs) + kScheduleGeneratorsVJs + kScheduleSimulatorJs + kSchedulePageJs);
   fill(page, "@REFERENCE_JSON@", script_safe(pipeline::render_json(reference)));
   fill(page, "@SETUP_JSON@", script_safe(json.dump()));
   return page;

@@ -1,22 +1,31 @@
 // The schedule lab's model: brigade's pipeline schedules and simulator, ported line for line from C++ so
 // that the page can recompute a timeline when a slider moves. Each function names the C++ it follows:
 //   generators      pipeline/schedule/generators.cpp (gpipe, 1f1b, interleaved, zb-h1, looped-bfs,
-//                   insert_transfers, insert_recompute)
+//                   insert_transfers, insert_recompute); the list-scheduled and V-shaped ones (zb-h2, zb-v,
+//                   v-half, v-min, dualpipev) in schedule_generators_v.js
 //   layout          pipeline/schedule/schedule.cpp (ChunkLayout, transfer_tag, to_string)
 //   dependencies    pipeline/schedule/dependencies.cpp (Progress)
 //   costs           pipeline/plan/simulator.cpp (Costs::chunk), pipeline/plan/stage_costs.cpp
 //   simulator       pipeline/plan/simulator.cpp (simulate)
 //   memory          pipeline/plan/activation_ledger.cpp, pipeline/plan/memory_model.cpp (uniform sizes)
-// simulate() returns the object `brigade schedule --json` prints (pipeline/plan/render_timeline.cpp:
+// simulate() (schedule_simulator.js) returns the object `brigade schedule --json` prints (pipeline/plan/render_timeline.cpp:
 // render_json), and the arithmetic runs in the same order on the same doubles, so the two agree to the
 // last bit; tests/apps/schedule_page_browser_test.py checks that on many configurations.
 "use strict";
 
 const ScheduleModel = (() => {
-  // The generators the page offers: the ones written as formulas. (zb-h2 and the V schedules are found by
-  // a list scheduler in C++; the page draws them from brigade's output but cannot regenerate them.)
-  const GENERATED = ["gpipe", "1f1b", "interleaved", "zb-h1", "looped-bfs"];
-  const TAKES_ANY_V = { interleaved: true, "looped-bfs": true };
+  // The catalogue (generators.cpp: schedule_catalogue): name -> placement, chunks per stage (0: any v),
+  // the generator filling the compute order, and the fewest microbatches it takes. register() adds one.
+  const CATALOGUE = new Map();
+  const TAKES_ANY_V = {};
+  function register(name, placement, chunks, generate) {
+    CATALOGUE.set(name, { placement, chunks, generate });
+    if (chunks === 0) TAKES_ANY_V[name] = true;
+  }
+  // The catalogue's order, as `brigade schedule --help` lists it.
+  const ORDER = ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "v-half", "v-min", "dualpipev",
+                 "looped-bfs"];
+  const generated = () => ORDER.filter((name) => CATALOGUE.has(name));
 
   class ModelError extends Error {}
   function check(condition, message) {
@@ -75,13 +84,13 @@ const ScheduleModel = (() => {
   }
 
   // ---- generators (generators.cpp) ----
-  function emptySchedule(name, S, M, v, recompute) {
+  function emptySchedule(name, S, M, v, recompute, placement = "interleaved") {
     check(Number.isInteger(S) && S >= 1, `schedule ${name}: stages must be >= 1 (found ${S})`);
     check(Number.isInteger(M) && M >= 1, `schedule ${name}: microbatches must be >= 1 (found ${M})`);
     check(Number.isInteger(v) && v >= 1, `schedule ${name}: virtual chunks must be >= 1 (found ${v})`);
     const actions = [];
     for (let s = 0; s < S; ++s) actions.push([]);
-    return { name, stages: S, microbatches: M, virtual_chunks: v, placement: "interleaved", recompute, actions };
+    return { name, stages: S, microbatches: M, virtual_chunks: v, placement, recompute, actions };
   }
 
   function gpipe(sch) {
@@ -192,19 +201,26 @@ const ScheduleModel = (() => {
     });
   }
 
-  // make_schedule for the generators above. v is used by the schedules that take any (the others run 1).
+  register("gpipe", "interleaved", 1, gpipe);
+  register("1f1b", "interleaved", 1, oneFOneB);
+  register("interleaved", "interleaved", 0, interleaved);
+  register("zb-h1", "interleaved", 1, zbH1);
+  register("looped-bfs", "interleaved", 0, loopedBfs);
+
+  // make_schedule: v is used by the schedules that take any (the others run their own chunk count).
   function makeSchedule(name, S, M, v, recompute = "never") {
-    check(GENERATED.includes(name), `schedule: the page generates ${GENERATED.join(", ")} (found '${name}')`);
+    const entry = CATALOGUE.get(name);
+    check(entry, `schedule: the page generates ${generated().join(", ")} (found '${name}')`);
     check(["never", "always", "except-last"].includes(recompute),
           `recompute: unknown policy '${recompute}' (valid: never, always, except-last)`);
-    const sch = emptySchedule(name, S, M, TAKES_ANY_V[name] ? v : 1, recompute);
-    ({ gpipe, "1f1b": oneFOneB, interleaved, "zb-h1": zbH1, "looped-bfs": loopedBfs })[name](sch);
+    const sch = emptySchedule(name, S, M, entry.chunks === 0 ? v : entry.chunks, recompute, entry.placement);
+    entry.generate(sch);
     insertTransfers(sch);
     insertRecompute(sch);
     for (const list of sch.actions) list.push(action("step", -1, 0));
     return sch;
   }
 
-  return { GENERATED, TAKES_ANY_V, ModelError, check, label, recomputes, isCompute, isTransfer,
-           modelChunk, stageOf, chunkOf, transferTag, makeSchedule };
+  return { generated, register, action, TAKES_ANY_V, ModelError, check, label, recomputes, isCompute,
+           isTransfer, modelChunk, stageOf, chunkOf, transferTag, makeSchedule };
 })();

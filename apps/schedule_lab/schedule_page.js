@@ -53,8 +53,8 @@ const ScheduleLab = (() => {
   }
   function buildControls() {
     const form = $("controls"), c = state.costs;
-    const names = ScheduleModel.GENERATED.includes(state.schedule)
-      ? ScheduleModel.GENERATED : [state.schedule, ...ScheduleModel.GENERATED];
+    const names = ScheduleModel.generated().includes(state.schedule)
+      ? ScheduleModel.generated() : [state.schedule, ...ScheduleModel.generated()];
     select(form, "schedule", "schedule", names, state.schedule, (v) => (state.schedule = v));
     select(form, "recompute", "recompute", ["never", "always", "except-last"], state.recompute,
            (v) => (state.recompute = v));
@@ -76,7 +76,7 @@ const ScheduleLab = (() => {
   function buildFactors() {  // one slider per stage: its costs are multiplied by the factor
     const box = $("stage-factors");
     box.replaceChildren();
-    state.factors.forEach((f, s) => slider(box, "factor-" + s, `stage ${s} cost \u00d7`, 0, 4, 0.25, f,
+    state.factors.forEach((f, s) => slider(box, "factor-" + s, `s${s} cost \u00d7`, 0, 4, 0.25, f,
                                            (v) => (state.factors[s] = v)));
   }
 
@@ -173,6 +173,9 @@ const ScheduleLab = (() => {
     return ScheduleSimulator.simulate(sch, s.costs, s.factors, s.memory);
   }
   function render() {
+    const v = $("virtual");  // only interleaved and looped-bfs take any v; the others hold 1 or 2 chunks
+    v.disabled = !ScheduleModel.TAKES_ANY_V[state.schedule];
+    v.title = v.disabled ? `${state.schedule} holds its own number of chunks per stage` : "";
     try {
       const tl = timelineFor(state);
       $("error").hidden = true;
@@ -204,10 +207,10 @@ const ScheduleLab = (() => {
   }
   function selfCheck() {
     const box = $("self-check");
-    if (!ScheduleModel.GENERATED.includes(setup.schedule)) {
+    if (!ScheduleModel.generated().includes(setup.schedule)) {
       box.className = "drawn";
       box.textContent = `${setup.schedule} is drawn from brigade's output; the page regenerates ` +
-                        `${ScheduleModel.GENERATED.join(", ")}.`;
+                        `${ScheduleModel.generated().join(", ")}.`;
       return;
     }
     const diff = differences(timelineFor({ ...state, ...setupState() }), reference);
@@ -225,9 +228,23 @@ const ScheduleLab = (() => {
              factors: setup.stage_factors.slice(), memory: setup.memory };
   }
 
+  function legend() {  // the colours of the compute actions and of the messages
+    const items = [["F forward", COLORS.F], ["B backward", COLORS.B], ["Bi input grad", COLORS.Bi],
+                   ["Bw weight grad", COLORS.Bw], ["R recompute", COLORS.R], ["optimizer step", COLORS.step],
+                   ["activation message", "#1f3b5c"], ["gradient message", "#8c2d2d"],
+                   ["live activations", "#e45756"]];
+    $("legend").replaceChildren(...items.map(([name, color]) => {
+      const item = document.createElement("span");
+      item.append(Object.assign(document.createElement("span"), { className: "swatch" }), name);
+      item.firstChild.style.background = color;
+      return item;
+    }));
+  }
+
   function start() {
+    legend();
     buildControls();
-    if (ScheduleModel.GENERATED.includes(state.schedule)) {
+    if (ScheduleModel.generated().includes(state.schedule)) {
       render();
     } else {  // a schedule the page cannot regenerate: draw brigade's timeline as it is
       draw(reference);

@@ -3,12 +3,12 @@
 through chromedriver (Debian's chromium, chromium-driver and python3-selenium; scripts/install_deps.sh).
 
 1. The page's rules: its JavaScript generators and simulator, run in the browser on many configurations
-   (every schedule the page generates, S, M, v, recompute policies, transfer and step costs, per-stage cost
-   factors, activation sizes), give the timeline `brigade schedule --json` prints for the same flags: the
+   (all ten schedules, S, M, v, recompute policies, transfer and step costs, per-stage cost factors,
+   activation sizes), give the timeline `brigade schedule --json` prints for the same flags: the
    step time, the bubble, every stage's figures and memory curve, and every action's label, start, end and
    arrival. Tolerance: 1e-12 relative (the page does the C++ arithmetic in the same order, so in practice
-   the numbers are equal); a configuration the CLI refuses (interleaved with M not a multiple of S, w > b)
-   the page refuses too.
+   the numbers are equal); a configuration the CLI refuses (interleaved with M not a multiple of S,
+   dualpipev with M < 2S, w > b) the page refuses too.
 2. The page as a user sees it: written for one configuration, it checks itself against the C++ timeline it
    carries; then the stages slider is moved with the keyboard, the schedule is switched and a stage's cost
    slider is moved, and each time the bubble, the step time and the drawn actions (their rectangles' data
@@ -96,25 +96,43 @@ def compare_timelines(where, ours, theirs):
                 number(f"{at} {key}", a[key], b[key])
 
 
-def cli_args(c):
-    args = ["schedule", "--schedule", c["schedule"], "--stages", str(c["stages"]), "--microbatches",
-            str(c["microbatches"]), "--recompute", c["recompute"], "--costs",
+def cli_args(c, schedules=None):
+    """The flags of configuration c; with `schedules`, --compare of those at c's sizes and costs."""
+    args = ["schedule", "--stages", str(c["stages"]), "--microbatches", str(c["microbatches"]),
+            "--virtual", str(c["virtual"]), "--recompute", c["recompute"], "--costs",
             "f={forward},b={backward},w={weight},step={step},t={transfer}".format(**c["costs"]),
             "--stage-costs", ",".join(repr(float(f)) for f in c["factors"]),
             "--memory", "full={full},boundary={boundary}".format(**c["memory"])]
-    if c["schedule"] in ("interleaved", "looped-bfs"):
-        args += ["--virtual", str(c["virtual"])]
-    return args
+    if schedules:
+        return args + ["--compare", ",".join(schedules)]
+    if c["schedule"] not in ("interleaved", "looped-bfs"):  # --virtual is for the schedules that take any v
+        args[args.index("--virtual"):args.index("--virtual") + 2] = []
+    return args + ["--schedule", c["schedule"]]
 
 
-def brigade_json(brigade, c):
-    """The CLI's timeline for configuration c, or None when the CLI refuses it (exit 2)."""
-    run = subprocess.run([brigade] + cli_args(c) + ["--json"], capture_output=True, text=True)
+def brigade_json(brigade, args):
+    """The CLI's JSON for `args`, or None when the CLI refuses them (exit 2)."""
+    run = subprocess.run([brigade] + args + ["--json"], capture_output=True, text=True)
     if run.returncode == 2:
         return None
     if run.returncode != 0:
-        raise Mismatch(f"brigade {' '.join(cli_args(c))} failed ({run.returncode}): {run.stderr}")
+        raise Mismatch(f"brigade {' '.join(args)} failed ({run.returncode}): {run.stderr}")
     return json.loads(run.stdout)
+
+
+def brigade_timelines(brigade, configs):
+    """The CLI's timeline (or None: refused) per configuration, one --compare run per group of
+    configurations that differ only in the schedule (a group with a refused one runs one by one)."""
+    groups = {}
+    for k, c in enumerate(configs):
+        groups.setdefault(json.dumps({**c, "schedule": ""}, sort_keys=True), []).append(k)
+    out = [None] * len(configs)
+    for members in groups.values():
+        names = [configs[k]["schedule"] for k in members]
+        together = brigade_json(brigade, cli_args(configs[members[0]], names)) if len(set(names)) > 1 else None
+        for i, k in enumerate(members):
+            out[k] = together[i] if together else brigade_json(brigade, cli_args(configs[k]))
+    return out
 
 
 def configurations():
@@ -126,7 +144,8 @@ def configurations():
                     "costs": {"forward": f, "backward": b, "weight": w, "recompute": -1, "step": step,
                               "transfer": t},
                     "factors": factors or [1.0] * S, "memory": {"full": full, "boundary": boundary}})
-    for schedule in ("gpipe", "1f1b", "zb-h1", "interleaved", "looped-bfs"):
+    for schedule in ("gpipe", "1f1b", "zb-h1", "interleaved", "looped-bfs", "zb-h2", "zb-v", "v-half", "v-min",
+                     "dualpipev"):
         for S, M in ((1, 1), (1, 3), (2, 4), (3, 6), (4, 8), (5, 5), (4, 3), (8, 16)):
             for v in ((1, 2, 3) if schedule in ("interleaved", "looped-bfs") else (1,)):
                 add(schedule, S, M, v)
@@ -135,7 +154,7 @@ def configurations():
         add(schedule, 4, 8, 2, t=0.5, step=1.5)
         add(schedule, 4, 8, 2, f=1.25, b=2.75, w=0.5, factors=[1, 0.5, 1, 2.25])
         add(schedule, 3, 6, 2, recompute="always", t=0.1, factors=[2, 1, 0.75], full=3, boundary=0.5)
-    add("1f1b", 2, 4, w=3.0)  # w > b: refused
+    add("1f1b", 2, 4, w=3.0)  # w > b: refused (as are interleaved's M = 3 on S = 4 and dualpipev's M < 2S)
     return out
 
 
@@ -145,9 +164,8 @@ def check_rules(driver, brigade):
                   try { return ScheduleLab.timelineFor(c); } catch (e) { return {error: e.message}; } }));"""
     ours = json.loads(driver.execute_script(script, configs))
     refused = 0
-    for c, page in zip(configs, ours):
+    for c, page, theirs in zip(configs, ours, brigade_timelines(brigade, configs)):
         where = " ".join(cli_args(c))
-        theirs = brigade_json(brigade, c)
         if theirs is None or "error" in page:
             if (theirs is None) != ("error" in page):
                 raise Mismatch(f"{where}: brigade {'refuses' if theirs is None else 'accepts'} it, the page "
@@ -210,10 +228,10 @@ def check_page(driver, brigade, work_dir):
         raise Mismatch("the stages slider did not move to 5")
     compare_drawn("stages slider moved to 5", driver, run(stages="5", stage_costs="1,1,1,2,1"))
 
-    Select(driver.find_element(By.ID, "schedule")).select_by_value("zb-h1")
+    Select(driver.find_element(By.ID, "schedule")).select_by_value("zb-v")
     driver.find_element(By.ID, "factor-0").send_keys(Keys.ARROW_RIGHT)  # stage 0's factor 1 -> 1.25
-    compare_drawn("zb-h1, stage 0's cost slider moved to 1.25", driver,
-                  run(schedule="zb-h1", stages="5", stage_costs="1.25,1,1,2,1"))
+    compare_drawn("zb-v, stage 0's cost slider moved to 1.25", driver,
+                  run(schedule="zb-v", stages="5", stage_costs="1.25,1,1,2,1"))
 
 
 def main():
