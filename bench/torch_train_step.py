@@ -2,8 +2,9 @@
 """PyTorch CPU eager reference for brigade's training-step benchmark (scripts/bench_cpu_vs_torch.sh).
 
 The same GPT as brigade's nn/gpt.h, in plain PyTorch (bench/torch_gpt.py).
-Attention is the eager formula (matmul, masked_fill, softmax, matmul): PyTorch 1.13 has no fused CPU
-attention. One training step is what `brigade train` does (nn/trainer.cpp): zero the gradients, forward,
+Attention: --attention eager (matmul, masked_fill, softmax, matmul; what PyTorch 1.13 offers on the CPU) or
+sdpa (F.scaled_dot_product_attention, PyTorch >= 2.0's fused kernel; the default where it exists). One
+training step is what `brigade train` does (nn/trainer.cpp): zero the gradients, forward,
 mean cross-entropy, backward, clip the global gradient norm to 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), eps
 1e-8, weight decay 0.1 on the >= 2-d parameters and 0 on biases and LayerNorm weights).
 
@@ -12,9 +13,9 @@ time.process_time for the CPU time of all the process's threads) and prints one 
     torch ms/step median M min A max B steps N threads T cpu_ms/step median C
 The batch is fixed random token ids (the step's cost does not depend on the values).
 
-Usage: /usr/bin/python3 bench/torch_train_step.py --layers 2 --embd 64 --heads 4 --block 13 --batch 128 \
-           --vocab 13 --threads 1 [--steps 20] [--warmup 3]
-Needs only Debian's python3-torch.
+Usage: python3 bench/torch_train_step.py --layers 2 --embd 64 --heads 4 --block 13 --batch 128 \
+           --vocab 13 --threads 1 [--steps 20] [--warmup 3] [--attention eager|sdpa]
+Needs only PyTorch (Debian's python3-torch, or PyPI's in scripts/torch_venv.sh's environment).
 """
 
 import argparse
@@ -25,7 +26,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from torch_gpt import GPT
+from torch_gpt import GPT, has_sdpa
 
 
 def main():
@@ -33,11 +34,14 @@ def main():
     for name, default in [("layers", 2), ("embd", 64), ("heads", 4), ("block", 13), ("batch", 128),
                           ("vocab", 13), ("threads", 1), ("steps", 20), ("warmup", 3), ("seed", 1337)]:
         parser.add_argument("--" + name, type=int, default=default)
+    parser.add_argument("--attention", choices=["eager", "sdpa"], default="sdpa" if has_sdpa() else "eager")
     args = parser.parse_args()
+    if args.attention == "sdpa" and not has_sdpa():
+        parser.error(f"--attention sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = GPT(args.vocab, args.block, args.layers, args.heads, args.embd)
+    model = GPT(args.vocab, args.block, args.layers, args.heads, args.embd, fused_attention=args.attention == "sdpa")
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

@@ -6,6 +6,7 @@
 //   ./train_step_bench --benchmark_filter=Kernel --benchmark_min_time=0.05  # the kernels
 //   ./train_step_bench --step-median --layers 2 --embd 64 --heads 4 --block 13 --batch 128 --vocab 13
 //       --threads 1 [--steps 20 --warmup 3]    # one line: median ms/step (the PyTorch comparison's format)
+//   ./train_step_bench --cpu-info          # one line: CPU features, caches, default GEMM versions
 //
 // --step-median mode is brigade's half of scripts/bench_cpu_vs_torch.sh: the same model, batch and step as
 // bench/torch_train_step.py (AdamW lr 1e-3, betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on >= 2-d
@@ -37,7 +38,9 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_versions.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 #include "nn/statistics.h"
@@ -392,6 +395,16 @@ int run_step_median(const StepMedianArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--cpu-info") == 0) {  // one line for scripts/bench_cpu_vs_torch.sh
+    std::printf("%s; matmul float32 %s, bfloat16 %s; OpenMP threads %d\n",
+                brigade::kernels::cpu::cpu_features_summary().c_str(),
+                kernels::matmul_kernel_name(
+                    kernels::default_matmul_kernel(brigade::DeviceKind::CPU, brigade::kFloat32)),
+                kernels::matmul_kernel_name(
+                    kernels::default_matmul_kernel(brigade::DeviceKind::CPU, brigade::kBFloat16)),
+                omp_get_max_threads());
+    return 0;
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--step-median") == 0) return run_step_median(parse_step_median(argc, argv));
   }

@@ -56,7 +56,7 @@ void check_device(const std::string& flag, const std::string& device, const O&) 
   }
 }
 void check_threads(const std::string& flag, const int& threads, const O&) {
-  BRIGADE_CHECK_VALUE(threads >= 0, flag, " must be >= 0 (0: OpenMP's default), found ", threads);
+  BRIGADE_CHECK_VALUE(threads >= 0, flag, " must be >= 0 (0: chosen from the core count), found ", threads);
 }
 void check_dtype(const std::string& flag, const std::string& dtype, const O&) {
   BRIGADE_CHECK_VALUE(dtype == "fp32" || dtype == "bf16", flag, " must be fp32 or bf16, found '", dtype, "'");
@@ -134,7 +134,7 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("eval_iters", &O::eval_iters, kInherit, kShown, positive, "validation batches per evaluation"),
       row("device", &O::device, kPerInvocation, kShown, check_device, "cpu, cuda or cuda:N"),
       row("threads", &O::threads, kPerInvocation, kShown, check_threads,
-          "CPU threads for the kernels (OpenMP; 0: OMP_NUM_THREADS or every core)"),
+          "CPU threads for the kernels (OpenMP; 0: the cores, shared out among pipeline stages)"),
       row("seed", &O::seed, kInherit, kShown, nullptr, "seed of the weights, batches and dropout"),
       row("dtype", &O::dtype, kInherit, kShown, check_dtype,
           "fp32, or bf16: mixed precision (bf16 GEMM inputs, fp32 accumulation, norms, loss and master "

@@ -40,7 +40,8 @@ struct TrainOptions {
   int64_t eval_every = 250;  ///< 0: only at the end
   int64_t eval_iters = 20;
   std::string device = "cpu";
-  /// OpenMP threads for the CPU kernels; 0: leave OpenMP's setting (OMP_NUM_THREADS, or every core).
+  /// OpenMP threads for the CPU kernels; 0: chosen from the core count (the plain loop: OpenMP's setting,
+  /// OMP_NUM_THREADS or every core; a pipeline: the cores shared out among its stages, at least 1 each).
   /// The default is 1: the default model's ops are too small to gain from a second thread, and OpenMP
   /// threads that spin at barriers make a run many times slower as soon as another process wants a core
   /// (measured on 2 cores: 21 ms/step with 1 thread, 316 ms/step with 2 while a compiler ran).

@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
-# brigade's CPU training step against PyTorch's CPU eager mode, same model, batch, step and thread count,
-# measured in one run: the two alternate (brigade, torch, brigade, torch, ...) so that a machine whose load
-# drifts hurts both alike, and the script prints each side's median ms/step and the ratio brigade / torch
-# (below 1: brigade is faster).
+# brigade's CPU training step against PyTorch's CPU eager mode: same model, batch, step and thread count,
+# measured in one run. The sides alternate (brigade, torch, brigade, torch, ...) so that a machine whose
+# load drifts hurts them alike; the script prints each side's median ms/step and the ratio brigade / torch
+# (below 1: brigade is faster), and writes every raw figure, the medians and the load averages to
+# bench/results/cpu-vs-torch-<date>-<commit>-<machine>.json with a chart beside it.
 #
-#   scripts/bench_cpu_vs_torch.sh [BUILD_DIR]          # default build/; needs its bench/train_step_bench
-#   ROUNDS=5 STEPS=20 THREADS="1 2" scripts/bench_cpu_vs_torch.sh build-cpu
+#   scripts/bench_cpu_vs_torch.sh [BUILD_DIR]           # default build/; needs its bench/train_step_bench
+#   ROUNDS=7 THREADS="1 2" SHAPES="baby" TORCH=pypi scripts/bench_cpu_vs_torch.sh build-cpu
 #
-# Shapes (brigade side: bench/train_step_bench --step-median; torch side: bench/torch_train_step.py):
+# PyTorch sides (TORCH, default "pypi debian"):
+#   pypi    the current PyTorch from PyPI (MKL, oneDNN), in the virtual environment scripts/torch_venv.sh
+#           makes once (~/.cache/brigade/torch-venv); attention through F.scaled_dot_product_attention
+#           (its fused CPU kernel), as a user of PyTorch 2 writes it
+#   debian  Debian's python3-torch (1.13, on whatever libblas.so.3 is installed: the script prints which;
+#           scripts/install_deps.sh --torch installs it with OpenBLAS); eager attention (1.13 has no
+#           fused CPU attention). Skipped with a note where /usr/bin/python3 cannot import torch.
+# Shapes (SHAPES, default "baby gpt2s"; brigade side bench/train_step_bench --step-median, torch side
+# bench/torch_train_step.py):
+#   baby     the baby GPT: 4 layers, 4 heads, n_embd 128, block 64, batch 12, vocab 65 (characters)
+#   gpt2s    GPT-2-small-shaped: 12 layers, 12 heads, n_embd 768, block 256, batch 4, vocab 50257
 #   default  the default `brigade train` model: 2 layers, 4 heads, n_embd 64, block 13, batch 128, vocab 13
-#   larger   a Shakespeare-sized small GPT:      4 layers, 4 heads, n_embd 128, block 64, batch 16, vocab 65
-# Each round runs each side once (a fresh process: warm-up steps, then STEPS timed steps, its median); the
-# printed figure per side is the median over ROUNDS of those medians, "ratio" their quotient and "paired"
-# the median over rounds of the per-round ratio. Wall time is the figure that counts (what a training run
-# waits for); the CPU-time columns (all of a process's threads, per step) are printed beside it because a
-# machine shared with other work inflates wall time far more than CPU time. PyTorch runs with torch.set_num_threads(T) and OMP_NUM_THREADS=T, brigade
-# with omp_set_num_threads(T); both with OMP_WAIT_POLICY=passive, as `brigade train` is run on a shared box.
-#
-# Needs Debian's python3-torch (/usr/bin/python3 -c 'import torch'); without it the script says so and
-# exits 0. PyTorch's matmuls go through whatever libblas.so.3 is installed: the script prints which (the
-# fair comparison is against OpenBLAS: scripts/install_deps.sh --torch installs both; Debian's
-# fallback, the netlib reference BLAS, is many times slower and would flatter brigade).
+#   larger   4 layers, 4 heads, n_embd 128, block 64, batch 16, vocab 65
+# Each round runs each side once (a fresh process: WARMUP steps, then STEPS timed steps, its median; gpt2s
+# takes STEPS_GPT2S / WARMUP_GPT2S, default 3 / 1, since one step takes seconds); the printed figure per
+# side is the median over ROUNDS (default 5) of those medians, "ratio" their quotient and "paired" the
+# median over rounds of the per-round ratio. Wall time is the figure that counts (what a training run
+# waits for); CPU time (all of a process's threads, per step) is printed beside it because a machine
+# shared with other work inflates wall time far more than CPU time. Both sides get THREADS threads
+# (default "2"): torch.set_num_threads and OMP_NUM_THREADS for PyTorch, --threads for brigade; both with
+# OMP_WAIT_POLICY=passive, as on a shared machine.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,62 +36,89 @@ BUILD_DIR="${1:-$ROOT/build}"
 ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-3}"
-THREADS="${THREADS:-1 2}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+STEPS_GPT2S="${STEPS_GPT2S:-3}"
+WARMUP_GPT2S="${WARMUP_GPT2S:-1}"
+THREADS="${THREADS:-2}"
+SHAPES="${SHAPES:-baby gpt2s}"
+TORCH="${TORCH:-pypi debian}"
+OUT_DIR="${OUT_DIR:-$ROOT/bench/results}"
 BRIGADE="$BUILD_DIR/bench/train_step_bench"
 TORCH_SCRIPT="$ROOT/bench/torch_train_step.py"
 
-if ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
-  echo "bench_cpu_vs_torch: skipped: PyTorch is not importable by $PYTHON (scripts/install_deps.sh --torch installs it)"
-  exit 0
-fi
 if [[ ! -x "$BRIGADE" ]]; then
   echo "bench_cpu_vs_torch: $BRIGADE not found; build it first:" >&2
   echo "  cmake --build $BUILD_DIR --target train_step_bench" >&2
   exit 1
 fi
 
-blas="$("$PYTHON" - <<'EOF'
-import os, re, torch
-lib = [l.split()[-1] for l in open("/proc/self/maps") if re.search(r"libblas\.so|openblas", l)]
-print(os.path.realpath(lib[0]) if lib else "unknown")
-EOF
-)"
-echo "# brigade vs PyTorch $("$PYTHON" -c 'import torch; print(torch.__version__)') (CPU eager), $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "# commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
-echo "# PyTorch BLAS: $blas"
-case "$blas" in *openblas*) ;; *) echo "# WARNING: PyTorch is not using OpenBLAS here; its GEMMs are slow and the ratio flatters brigade" ;; esac
-echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); rounds $ROUNDS x $STEPS timed steps (+$WARMUP warm-up) per side"
+# The PyTorch sides that run here, as name=python.
+sides=()
+for side in $TORCH; do
+  case "$side" in
+    pypi) sides+=("pypi=$("$ROOT/scripts/torch_venv.sh")") ;;
+    debian)
+      if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+        sides+=("debian=/usr/bin/python3")
+      else
+        echo "# debian: skipped: /usr/bin/python3 cannot import torch (scripts/install_deps.sh --torch installs it)"
+      fi ;;
+    *) echo "usage: TORCH lists pypi and/or debian, found '$side'" >&2; exit 2 ;;
+  esac
+done
+[[ ${#sides[@]} -gt 0 ]] || { echo "bench_cpu_vs_torch: no PyTorch to compare against" >&2; exit 1; }
 
-# name layers embd heads block batch vocab
-SHAPES=("default 2 64 4 13 128 13" "larger 4 128 4 64 16 65")
+commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+stamp="$(date -u +%Y%m%d-%H%M)"
+machine="$(echo "$cpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//' | cut -c1-24)"
+raw="$(mktemp)"
+trap 'rm -f "$raw"' EXIT
+printf 'meta\tdate\t%s\nmeta\tcommit\t%s\nmeta\tcpu\t%s (%s cores)\nmeta\tbrigade\t%s\nmeta\tload_start\t%s\n' \
+  "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit" "$cpu" "$(nproc)" "$("$BRIGADE" --cpu-info)" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$raw"
+for entry in "${sides[@]}"; do
+  name="${entry%%=*}" python="${entry#*=}"
+  info="$("$python" -c 'import torch; print(torch.__version__, "MKL" if torch.backends.mkl.is_available() else "no MKL")' 2>/dev/null)"
+  if [[ "$name" == debian ]]; then
+    info="$info, BLAS $("$python" -c 'import os, re, torch; l = [x.split()[-1] for x in open("/proc/self/maps") if re.search(r"libblas\.so|openblas", x)]; print(os.path.realpath(l[0]) if l else "unknown")')"
+  fi
+  printf 'meta\ttorch-%s\t%s\n' "$name" "$info" >>"$raw"
+done
+sed -n 's/^meta\t\([^\t]*\)\t/# \1: /p' "$raw"
 
-median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# name: layers embd heads block batch vocab
+declare -A SHAPE_ARGS=(
+  [baby]="4 128 4 64 12 65" [gpt2s]="12 768 12 256 4 50257"
+  [default]="2 64 4 13 128 13" [larger]="4 128 4 64 16 65")
 
-printf '%-8s %-7s %11s %11s %7s %7s %11s %11s %7s\n' shape threads "brigade ms" "torch ms" ratio paired \
-  "brig cpu ms" "torch cpu" "cpu rat"
-for shape in "${SHAPES[@]}"; do
-  read -r name layers embd heads block batch vocab <<<"$shape"
+for shape in $SHAPES; do
+  [[ -n "${SHAPE_ARGS[$shape]:-}" ]] || { echo "usage: unknown shape '$shape' (baby gpt2s default larger)" >&2; exit 2; }
+  read -r layers embd heads block batch vocab <<<"${SHAPE_ARGS[$shape]}"
+  steps=$STEPS warmup=$WARMUP
+  if [[ "$shape" == gpt2s ]]; then steps=$STEPS_GPT2S warmup=$WARMUP_GPT2S; fi
   args=(--layers "$layers" --embd "$embd" --heads "$heads" --block "$block" --batch "$batch" --vocab "$vocab"
-        --steps "$STEPS" --warmup "$WARMUP")
+        --steps "$steps" --warmup "$warmup")
   for t in $THREADS; do
-    b_list=() t_list=() r_list=() bc_list=() tc_list=()
     for ((r = 0; r < ROUNDS; ++r)); do
+      load="$(cut -d' ' -f1 /proc/loadavg)"
       read -r b bc < <(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BRIGADE" --step-median "${args[@]}" --threads "$t" \
                        | awk '{print $4, $NF}')
-      read -r p pc < <(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$PYTHON" "$TORCH_SCRIPT" \
-                       "${args[@]}" --threads "$t" | awk '{print $4, $NF}')
-      b_list+=("$b") t_list+=("$p") bc_list+=("$bc") tc_list+=("$pc")
-      r_list+=("$(awk -v a="$b" -v c="$p" 'BEGIN {printf "%.4f", a / c}')")
+      printf 'row\t%s\t%s\tbrigade\t%s\t%s\t%s\t%s\n' "$shape" "$t" "$r" "$b" "$bc" "$load" >>"$raw"
+      for entry in "${sides[@]}"; do
+        name="${entry%%=*}" python="${entry#*=}"
+        attention=eager
+        if [[ "$name" == pypi ]]; then attention=sdpa; fi
+        read -r p pc < <(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive \
+                         "$python" "$TORCH_SCRIPT" "${args[@]}" --threads "$t" --attention "$attention" \
+                         | awk '{print $4, $NF}')
+        printf 'row\t%s\t%s\ttorch-%s\t%s\t%s\t%s\t%s\n' "$shape" "$t" "$name" "$r" "$p" "$pc" "$load" >>"$raw"
+      done
     done
-    bm=$(printf '%s\n' "${b_list[@]}" | median)
-    tm=$(printf '%s\n' "${t_list[@]}" | median)
-    pr=$(printf '%s\n' "${r_list[@]}" | median)
-    bcm=$(printf '%s\n' "${bc_list[@]}" | median)
-    tcm=$(printf '%s\n' "${tc_list[@]}" | median)
-    printf '%-8s %-7s %11.2f %11.2f %7.3f %7.3f %11.2f %11.2f %7.3f\n' "$name" "$t" "$bm" "$tm" \
-      "$(awk -v a="$bm" -v c="$tm" 'BEGIN {print a / c}')" "$pr" "$bcm" "$tcm" \
-      "$(awk -v a="$bcm" -v c="$tcm" 'BEGIN {print a / c}')"
   done
 done
-echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'meta\tload_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$raw"
+mkdir -p "$OUT_DIR"
+PY=/usr/bin/python3; [[ -x $PY ]] || PY=python3
+"$PY" "$ROOT/scripts/cpu_vs_torch_summary.py" "$raw" --json "$OUT_DIR/cpu-vs-torch-$stamp-$commit-$machine.json" \
+  --chart "$OUT_DIR/chart-cpu-vs-torch-$stamp-$commit-$machine.png"

@@ -67,6 +67,34 @@ BRIGADE_VECTOR_INLINE int64_t pack_six_rows_by_four(const float* src, int64_t ld
   return p;
 }
 
+// A transposing copy, four by four: row r of a row-major source (at src + r * ld, `len` values) becomes
+// column r of the panel, panel[p * width + r] = src[r * ld + p], for rows [0, rows), rows a multiple of 4.
+// Each 4 x 4 block is four 4-wide loads, eight shuffles and four 4-wide stores, where the scalar loop made
+// 16 loads and 16 stores: the A panels of an untransposed A and the B panels of a transposed B (x @ W^T,
+// nn::Linear's forward) are both this copy. Bits unchanged.
+BRIGADE_VECTOR_INLINE void pack_transposed_by_four(const float* src, int64_t ld, int64_t rows, int64_t len,
+                                                   float* panel, int64_t width) {
+  int64_t p = 0;
+  for (; p + 4 <= len; p += 4) {
+    for (int64_t r = 0; r < rows; r += 4) {
+      const float* s = src + r * ld + p;
+      const f32x4 r0 = load4(s), r1 = load4(s + ld), r2 = load4(s + 2 * ld), r3 = load4(s + 3 * ld);
+      const f32x4 t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);  // r0[0] r1[0] r0[1] r1[1]
+      const f32x4 t1 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);  // r0[2] r1[2] r0[3] r1[3]
+      const f32x4 t2 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+      const f32x4 t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+      float* o = panel + p * width + r;
+      store4(o, __builtin_shufflevector(t0, t2, 0, 1, 4, 5));              // p:     r0..r3
+      store4(o + width, __builtin_shufflevector(t0, t2, 2, 3, 6, 7));      // p + 1
+      store4(o + 2 * width, __builtin_shufflevector(t1, t3, 0, 1, 4, 5));  // p + 2
+      store4(o + 3 * width, __builtin_shufflevector(t1, t3, 2, 3, 6, 7));  // p + 3
+    }
+  }
+  for (; p < len; ++p) {
+    for (int64_t r = 0; r < rows; ++r) panel[p * width + r] = src[r * ld + p];
+  }
+}
+
 // Packs rows [0, mc) x cols [0, kc) of op(A) (origin at `a`) into micro-panels of MR rows: panel r holds
 // element (r*MR + i, p) at out[r*MR*kc + p*MR + i]. Rows beyond mc are zero.
 template <typename T, typename Acc, int64_t MR>
@@ -79,6 +107,9 @@ BRIGADE_VECTOR_INLINE void pack_a(const T* a, int64_t lda, bool trans, int64_t m
       int64_t p = 0;
       if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float> && MR == 6) {
         p = pack_six_rows_by_four(src, lda, kc, panel);
+      } else if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float> && MR % 4 == 0) {
+        pack_transposed_by_four(src, lda, MR, kc, panel, MR);
+        continue;
       }
       for (; p < kc; ++p) {
 #pragma GCC unroll 16
@@ -89,7 +120,13 @@ BRIGADE_VECTOR_INLINE void pack_a(const T* a, int64_t lda, bool trans, int64_t m
         const T* src = a + (r0 + i) * lda;
         for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = static_cast<Acc>(src[p]);
       }
-    } else {  // op(A)(i, p) = a[p * lda + i]: rows of the panel are contiguous in memory
+    } else if (rows == MR) {  // op(A)(i, p) = a[p * lda + i]: rows of the panel are contiguous in memory
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = a + p * lda + r0;
+#pragma GCC unroll 32
+        for (int64_t i = 0; i < MR; ++i) panel[p * MR + i] = static_cast<Acc>(src[i]);
+      }
+    } else {
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = a + p * lda + r0;
         for (int64_t i = 0; i < rows; ++i) panel[p * MR + i] = static_cast<Acc>(src[i]);
@@ -108,7 +145,13 @@ BRIGADE_VECTOR_INLINE void pack_b(const T* b, int64_t ldb, bool trans, int64_t k
   for (int64_t c0 = 0; c0 < nc; c0 += NR) {
     const int64_t cols = std::min(NR, nc - c0);
     Acc* panel = out + c0 * kc;
-    if (!trans) {  // op(B)(p, j) = b[p * ldb + j]
+    if (!trans && cols == NR) {  // op(B)(p, j) = b[p * ldb + j]: a row copy of NR values per k
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = b + p * ldb + c0;
+#pragma GCC unroll 32
+        for (int64_t j = 0; j < NR; ++j) panel[p * NR + j] = static_cast<Acc>(src[j]);
+      }
+    } else if (!trans) {
       for (int64_t p = 0; p < kc; ++p) {
         const T* src = b + p * ldb + c0;
         int64_t j = 0;
@@ -117,6 +160,10 @@ BRIGADE_VECTOR_INLINE void pack_b(const T* b, int64_t ldb, bool trans, int64_t k
       }
     } else if (cols == NR) {  // op(B)(p, j) = b[j * ldb + p]: NR row streams, contiguous writes
       const T* src = b + c0 * ldb;
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float> && NR % 4 == 0) {
+        pack_transposed_by_four(src, ldb, NR, kc, panel, NR);
+        continue;
+      }
       for (int64_t p = 0; p < kc; ++p) {
 #pragma GCC unroll 16
         for (int64_t j = 0; j < NR; ++j) panel[p * NR + j] = static_cast<Acc>(src[j * ldb + p]);

@@ -282,7 +282,10 @@ void gemm_native(const GemmArgs& args, MatmulKernel kernel) {
                            device, " cannot run it");
       gemm_detail::launch_gemm_wgmma_bf16(args, stream);
       return;
-    case MatmulKernel::CpuBlocked:  // rejected at the top
+    case MatmulKernel::CpuBlocked:  // the CPU versions are rejected at the top
+    case MatmulKernel::CpuAvx2Fma:
+    case MatmulKernel::CpuAvx512:
+    case MatmulKernel::CpuAvx512Bf16:
     case MatmulKernel::CudaNaive:
     case MatmulKernel::CudaTiled:
       break;

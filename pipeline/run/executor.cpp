@@ -2,6 +2,8 @@
 // the barrier, and the step's report.
 #include "pipeline/run/executor.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -35,9 +37,10 @@ void PipelineConfig::validate() const {
   BRIGADE_CHECK_VALUE(recv_timeout_seconds >= 0.0,
                       "PipelineConfig: recv_timeout_seconds must be >= 0 (0: none), found ",
                       recv_timeout_seconds);
-  BRIGADE_CHECK_VALUE(threads_per_stage >= 0,
-                      "PipelineConfig: threads_per_stage must be >= 0 (0: OpenMP's default), found ",
-                      threads_per_stage);
+  BRIGADE_CHECK_VALUE(
+      threads_per_stage >= 0,
+      "PipelineConfig: threads_per_stage must be >= 0 (0: chosen from the core count), found ",
+      threads_per_stage);
   BRIGADE_CHECK_VALUE(devices.size() <= 1 || devices.size() == static_cast<size_t>(stages),
                       "PipelineConfig: devices lists ", devices.size(), " devices for ", stages,
                       " stages; give one per stage, or one for all");
@@ -103,6 +106,7 @@ struct Pipeline::Impl {
   };
   std::vector<std::pair<int, int>> bounds;                    // per model chunk: layers [begin, end)
   std::vector<Device> devices;                                // per stage
+  std::vector<int> stage_threads;                             // per stage: OpenMP threads (0: not local)
   std::vector<std::unique_ptr<detail::Stage>> stages;         // the local stages, in stage order
   std::vector<std::unique_ptr<detail::StageThread>> threads;  // one per local stage
   std::vector<Shared> shared;
@@ -346,14 +350,22 @@ void Pipeline::Impl::create_stages(nn::Sequential& model, const Schedule& schedu
     for (int s = 0; s < schedule.stages; ++s) local.push_back(s);
   }
   std::sort(local.begin(), local.end());
+  // The local CPU stages run at once in this process and share its cores (the thread budget).
+  int cpu_stages = 0;
+  for (int s : local) cpu_stages += devices[static_cast<size_t>(s)].is_cpu() ? 1 : 0;
+  stage_threads.assign(static_cast<size_t>(schedule.stages), 0);
   for (int s : local) {
+    const bool on_cpu = devices[static_cast<size_t>(s)].is_cpu();
+    const int omp_threads = config.threads_per_stage > 0
+                                ? config.threads_per_stage
+                                : stage_thread_budget(on_cpu, cpu_stages, omp_get_num_procs());
+    stage_threads[static_cast<size_t>(s)] = omp_threads;
     std::vector<std::pair<int, int>> chunks;
     for (int c = 0; c < schedule.virtual_chunks; ++c)
       chunks.push_back(bounds[static_cast<size_t>(schedule.model_chunk(s, c))]);
     stages.push_back(std::make_unique<detail::Stage>(
         s, schedule, model, std::move(chunks), devices[static_cast<size_t>(s)], loss,
-        config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s),
-        config.threads_per_stage));
+        config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s), omp_threads));
     threads.push_back(std::make_unique<detail::StageThread>());
   }
 }
@@ -389,6 +401,30 @@ const Device& Pipeline::device(int stage) const {
   BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::device: stage ", stage,
                       " outside [0, ", schedule_.stages, ")");
   return impl_->devices[static_cast<size_t>(stage)];
+}
+
+int stage_thread_budget(bool on_cpu, int cpu_stages, int cores) {
+  if (!on_cpu) return 1;
+  return std::max(1, cores / std::max(1, cpu_stages));
+}
+
+int Pipeline::threads(int stage) const {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::threads: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
+  return impl_->stage_threads[static_cast<size_t>(stage)];
+}
+
+std::string Pipeline::thread_budget() const {
+  std::vector<int> local;  // the stages this process runs
+  for (int t : impl_->stage_threads) {
+    if (t > 0) local.push_back(t);
+  }
+  const auto [low, high] = std::minmax_element(local.begin(), local.end());
+  const std::string per_stage =
+      *low == *high ? std::to_string(*low) : std::to_string(*low) + "-" + std::to_string(*high);
+  return std::to_string(local.size()) + " stage threads x " + per_stage + " OpenMP thread" +
+         (*high == 1 ? "" : "s") + (config_.threads_per_stage > 0 ? " (set)" : " (automatic)") + " on " +
+         std::to_string(omp_get_num_procs()) + " cores";
 }
 
 std::vector<GeneratorState> Pipeline::generator_states() const {

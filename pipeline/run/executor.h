@@ -174,14 +174,20 @@ struct PipelineConfig {
   std::vector<int> local_stages;
   /// Memory scopes are named "<prefix><stage>".
   std::string scope_prefix = "stage";
-  /// OpenMP threads for each stage's kernels (0: OpenMP's default). Stages on the CPU run at the same
-  /// time, so S stages x the default thread count oversubscribe the cores; cores / S is a good choice.
+  /// OpenMP threads for each stage's kernels. 0: chosen from the core count (stage_thread_budget): the
+  /// stages on the CPU run at the same time, so each gets cores / (CPU stages), at least 1, and S stage
+  /// threads x their OpenMP teams never oversubscribe the cores. Pipeline::threads(stage) reports it.
   int threads_per_stage = 0;
 
   /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, a devices
   /// list whose size is neither 0, 1 nor stages, or local stages out of range or repeated.
   void validate() const;
 };
+
+/// OpenMP threads for one stage's kernels when threads_per_stage is 0: a stage on the CPU gets
+/// max(1, cores / cpu_stages) (the CPU stages run at once and share the cores evenly); a stage on a GPU
+/// gets 1 (its host thread only launches kernels). cores: omp_get_num_procs() in Pipeline.
+int stage_thread_budget(bool on_cpu, int cpu_stages, int cores);
 
 /// Where an injected fault fires: the action at index `step` of `stage`'s list, or (step < 0) the first
 /// action of `kind` on `stage` for `microbatch` (-1: any microbatch).
@@ -243,6 +249,12 @@ class Pipeline {
   /// Layers [begin, end) of local chunk `chunk` of `stage`.
   std::pair<int, int> chunk_layers(int stage, int chunk = 0) const;
   const Device& device(int stage) const;
+  /// The OpenMP threads `stage`'s kernels run on: PipelineConfig::threads_per_stage, or the automatic
+  /// budget (stage_thread_budget, over the CPU stages of this process) when that is 0; 0 for a stage
+  /// another process runs.
+  int threads(int stage) const;
+  /// "2 stage threads x 1 OpenMP thread on 2 cores": the thread budget, for logs.
+  std::string thread_budget() const;
   /// The parameters whose uses sit on more than one stage, with their model-wide names.
   std::vector<std::string> tied_parameter_names() const;
   /// A parameter used on several stages: its name, the model's tensor, and the stages (ascending).

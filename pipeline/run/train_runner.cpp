@@ -453,7 +453,7 @@ std::string PipelineRunner::describe() const {
     out << " (" << layout_->ranks() << " processes: " << layout_->stages << " stages x " << layout_->replicas
         << (layout_->replicas == 1 ? " replica)" : " replicas)");
   } else if (options_.stages > 1) {
-    out << " (" << options_.stages << " stage threads)";
+    out << " (" << pipeline_->thread_budget() << ")";
   }
   return out.str();
 }

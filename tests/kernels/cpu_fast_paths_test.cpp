@@ -5,7 +5,9 @@
 //  - float GELU (exp form) and its gradient against the tanh form in double over a dense grid and at
 //    special values, and softmax / cross-entropy with -inf logits;
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
-//    run on 2 threads there even on a 1-core machine), bit for bit.
+//    run on 2 threads there even on a 1-core machine), bit for bit;
+//  - the float AdamW update (eight lanes at a time where the CPU has AVX-512) against the scalar formula in
+//    double, bit for bit, over a length with a tail.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -373,6 +375,35 @@ TEST(CpuFastPaths, AdamWAndMatmulDoNotDependOnTheThreadCount) {
                                kernels::matmul(b, a, false, true),
                                kernels::matmul(qa, qb, false, true)};
   });
+}
+
+// The update in double, rounded to float once per stored value, in the order of kernels/cpu/optim.cpp's
+// scalar loop: the vector path must give exactly these bits (IEEE operations, no fused multiply-add).
+TEST(CpuFastPaths, FloatAdamWEqualsTheScalarFormulaBitForBit) {
+  const int64_t n = 1003;  // 125 vectors of 8 and a tail of 3
+  Tensor p = normal_tensor({n}, 50), grad = normal_tensor({n}, 51);
+  Tensor m = normal_tensor({n}, 52), v = normal_tensor({n}, 53, kFloat32, 0.1);
+  v = kernels::binary(kernels::BinaryOp::Mul, v, v);  // a second moment is >= 0
+  std::vector<float> want_p = p.to_vector<float>(), want_m = m.to_vector<float>(),
+                     want_v = v.to_vector<float>();
+  const std::vector<float> g = grad.to_vector<float>();
+  const kernels::AdamWStep s{1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
+  const double inv_bias1 = 1.0 / (1.0 - std::pow(s.beta1, 3.0)),
+               inv_bias2 = 1.0 / (1.0 - std::pow(s.beta2, 3.0));
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[i];
+    const double m_new = s.beta1 * double(want_m[i]) + (1.0 - s.beta1) * gi;
+    const double v_new = s.beta2 * double(want_v[i]) + (1.0 - s.beta2) * gi * gi;
+    want_m[i] = float(m_new);
+    want_v[i] = float(v_new);
+    const double pi = want_p[i];
+    want_p[i] =
+        float(pi - s.lr * (m_new * inv_bias1 / (std::sqrt(v_new * inv_bias2) + s.eps) + s.weight_decay * pi));
+  }
+  kernels::adamw_update(p, grad, m, v, s);
+  EXPECT_EQ(p.to_vector<float>(), want_p);
+  EXPECT_EQ(m.to_vector<float>(), want_m);
+  EXPECT_EQ(v.to_vector<float>(), want_v);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cmath>
@@ -417,6 +418,28 @@ TEST(PipelineConfigErrors, InvalidConfigurationsAreRefusedWithClearMessages) {
               HasSubstr("a batch of 6 samples does not divide into 4 equal microbatches"));
   const Batch eight = make_batch(8, kT, kVocab, 1);
   EXPECT_THAT(error_of([&] { pipe.forward_backward(eight.ids, six.targets); }), HasSubstr("targets must be"));
+}
+
+// ---- the thread budget ----------------------------------------------------------------------------------
+
+// Stage threads x OpenMP threads never exceed the cores: CPU stages share them out, at least 1 each; a GPU
+// stage's host thread only launches kernels. An explicit threads_per_stage is kept and reported as set.
+TEST(PipelineThreads, StagesShareTheCoresWithoutOversubscription) {
+  EXPECT_EQ(stage_thread_budget(true, 2, 16), 8);
+  EXPECT_EQ(stage_thread_budget(true, 3, 16), 5);
+  EXPECT_EQ(stage_thread_budget(true, 4, 2), 1);
+  EXPECT_EQ(stage_thread_budget(false, 4, 16), 1);
+  nn::GPT model(tiny_config(), 1), other(tiny_config(), 1);
+  Pipeline automatic(model, make_config("1f1b", 2, 4, Recompute::Never));
+  const int cores = omp_get_num_procs();
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(automatic.threads(s), std::max(1, cores / 2));
+  EXPECT_THAT(automatic.thread_budget(), HasSubstr("2 stage threads x "));
+  EXPECT_THAT(automatic.thread_budget(), HasSubstr("(automatic) on " + std::to_string(cores) + " cores"));
+  PipelineConfig set = make_config("1f1b", 2, 4, Recompute::Never);
+  set.threads_per_stage = 3;
+  Pipeline fixed(other, set);
+  EXPECT_EQ(fixed.threads(1), 3);
+  EXPECT_THAT(fixed.thread_budget(), HasSubstr("x 3 OpenMP threads (set)"));
 }
 
 // ---- traces, bubble, traffic ----------------------------------------------------------------------------
