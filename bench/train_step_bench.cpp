@@ -5,7 +5,8 @@
 //   OMP_NUM_THREADS=1 ./train_step_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   ./train_step_bench --benchmark_filter=Kernel --benchmark_min_time=0.05  # the kernels
 //   ./train_step_bench --step-median --layers 2 --embd 64 --heads 4 --block 13 --batch 128 --vocab 13
-//       --threads 1 [--steps 20 --warmup 3]    # one line: median ms/step (the PyTorch comparison's format)
+//       --threads 1 [--steps 20 --warmup 3] [--bf16 1]   # one line: median ms/step (the PyTorch
+//                                          # comparison's format); --bf16 1: under a bf16 autocast
 //   ./train_step_bench --cpu-info          # one line: CPU features, caches, default GEMM versions
 //
 // --step-median mode is brigade's half of scripts/bench_cpu_vs_torch.sh: the same model, batch and step as
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/kernels.h"
@@ -317,25 +319,29 @@ BENCHMARK(BM_KernelMatmul)
 struct StepMedianArgs {
   int64_t layers = 2, embd = 64, heads = 4, block = 13, batch = 128, vocab = 13, threads = 1, steps = 20,
           warmup = 3;
+  int64_t bf16 = 0;  ///< 1: the step under a bf16 autocast, as `brigade train --dtype bf16` runs it
 };
 
 /// Parses "--name value" pairs after --step-median; exits with status 2 and a usage line on a bad flag.
 StepMedianArgs parse_step_median(int argc, char** argv) {
   StepMedianArgs a;
   const std::vector<std::pair<const char*, int64_t*>> flags = {
-      {"--layers", &a.layers},   {"--embd", &a.embd},   {"--heads", &a.heads},
-      {"--block", &a.block},     {"--batch", &a.batch}, {"--vocab", &a.vocab},
-      {"--threads", &a.threads}, {"--steps", &a.steps}, {"--warmup", &a.warmup}};
+      {"--layers", &a.layers}, {"--embd", &a.embd},   {"--heads", &a.heads},     {"--block", &a.block},
+      {"--batch", &a.batch},   {"--vocab", &a.vocab}, {"--threads", &a.threads}, {"--steps", &a.steps},
+      {"--warmup", &a.warmup}, {"--bf16", &a.bf16}};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--step-median") == 0) continue;
     auto flag = std::find_if(flags.begin(), flags.end(),
                              [&](const auto& f) { return std::strcmp(argv[i], f.first) == 0; });
     char* end = nullptr;
     const long long value = (flag != flags.end() && i + 1 < argc) ? std::strtoll(argv[i + 1], &end, 10) : 0;
-    if (flag == flags.end() || end == nullptr || *end != '\0' || value <= 0) {
+    const bool is_bf16 = flag != flags.end() && flag->second == &a.bf16;
+    if (flag == flags.end() || end == nullptr || *end != '\0' ||
+        (is_bf16 ? value < 0 || value > 1 : value <= 0)) {
       std::fprintf(stderr,
                    "usage: train_step_bench --step-median [--layers N] [--embd N] [--heads N] [--block N] "
-                   "[--batch N] [--vocab N] [--threads N] [--steps N] [--warmup N] (positive integers); bad "
+                   "[--batch N] [--vocab N] [--threads N] [--steps N] [--warmup N] (positive integers) "
+                   "[--bf16 0|1]; bad "
                    "argument '%s'\n",
                    argv[i]);
       std::exit(2);
@@ -366,6 +372,9 @@ int run_step_median(const StepMedianArgs& a) {
   brigade::nn::AdamW opt(
       brigade::nn::decay_groups(model, 0.1),
       brigade::nn::AdamWOptions{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
+  // --bf16 1: bf16 GEMMs with fp32 master weights, norms, softmax and loss (autograd/autocast.h).
+  brigade::autograd::AutocastGuard autocast(a.bf16 ? std::optional<brigade::DType>(brigade::kBFloat16)
+                                                   : std::nullopt);
   const Tensor x = random_ids(a.batch, a.block, a.vocab, 1);
   const Tensor y = random_ids(a.batch, a.block, a.vocab, 2);
   auto step = [&] {

@@ -1,6 +1,8 @@
 // Dispatch of the reductions. Every reduction is brought to one layout before the backend sees it: the
 // kept dims first (in order), the reduced dims last, made contiguous and viewed as x [R, C], so that each
 // output element is the reduction of one contiguous row. The backends only implement reduce_rows.
+#include "kernels/cpu/reduce.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -61,10 +63,46 @@ RowsLayout to_rows(const char* op, const Tensor& x, const std::vector<int64_t>& 
   return layout;
 }
 
+/// Whether `dims` are exactly the leading dims [0, k) of x, 0 < k < x.dim() (a bias gradient: dy [N, C] or
+/// [B, T, C] summed to [C]).
+bool reduces_leading_dims(const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<bool> reduced(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : dims) {
+    const int64_t w = d < 0 ? d + x.dim() : d;
+    if (w < 0 || w >= x.dim() || reduced[static_cast<size_t>(w)]) return false;
+    reduced[static_cast<size_t>(w)] = true;
+  }
+  const int64_t k = static_cast<int64_t>(dims.size());
+  if (k == 0 || k >= x.dim()) return false;
+  for (int64_t d = 0; d < k; ++d) {
+    if (!reduced[static_cast<size_t>(d)]) return false;
+  }
+  return true;
+}
+
 Tensor reduce(ReduceOp rop, const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   NoGradGuard no_grad;  // raw op: the permute/contiguous below must not be recorded
   detail::check_defined(op, "x", x);
   detail::check_floating(op, "x", x);
+  // A contiguous CPU tensor summed over its leading dims: column sums in place (cpu::sum_columns), with the
+  // bits of the general path, instead of a transposed copy and then row sums.
+  if (rop == ReduceOp::Sum && x.device().is_cpu() && x.is_contiguous() && x.numel() > 0 &&
+      reduces_leading_dims(x, dims)) {
+    const int64_t k = static_cast<int64_t>(dims.size());
+    Shape out_shape;
+    int64_t rows = 1;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (d < k) {
+        rows *= x.size(d);
+        if (keepdim) out_shape.push_back(1);
+      } else {
+        out_shape.push_back(x.size(d));
+      }
+    }
+    Tensor out = empty({x.numel() / rows}, detail::output_options(x, x.dtype()));
+    cpu::sum_columns(x.view({rows, x.numel() / rows}), out);
+    return out.view(out_shape);
+  }
   RowsLayout layout = to_rows(op, x, dims, keepdim);
   if (rop != ReduceOp::Sum) {
     BRIGADE_CHECK_SHAPE(layout.cols > 0, op, ": cannot reduce over a zero-size dim (x has shape ",

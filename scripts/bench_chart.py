@@ -16,7 +16,7 @@ import json
 import re
 import sys
 
-BASELINES = ("cublas", "cudnn")
+BASELINES = ("cublas", "cudnn", "openblas")
 
 
 def load(paths):

@@ -60,8 +60,8 @@ inline GemmBlocks blocks_from_caches(int64_t mr, int64_t nr, int64_t bytes) {
   b.kc = std::clamp<int64_t>(caches.l1d / 2 / (mr * bytes) / 16 * 16, 64, 1024);
   // The B block (KC x NC) in half of L2. 1 MiB L2, KC = 336: NC = 384.
   b.nc = std::clamp<int64_t>(caches.l2 / 2 / (b.kc * bytes) / nr * nr, nr, 8192);
-  // The A block (MC x KC) in half of this core's share of L3. 32 MiB for 2 cores: MC = 6240.
-  b.mc = std::clamp<int64_t>(caches.l3 / cores / 2 / (b.kc * bytes) / mr * mr, mr, 8192);
+  // The A block (MC x KC) in half of this core's share of L3 (at most 8192 rows), whole micro-panels.
+  b.mc = std::clamp<int64_t>(caches.l3 / cores / 2 / (b.kc * bytes), mr, 8192) / mr * mr;
   return b;
 }
 

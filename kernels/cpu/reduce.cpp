@@ -1,8 +1,12 @@
-// CPU backend: row reductions of x [R, C] (contiguous) into out [R]. Sums accumulate in double in a fixed
-// order (see chunked_sum_*), so results do not depend on the thread count. Max and ArgMax propagate NaN
+// CPU backend: row reductions of x [R, C] (contiguous) into out [R], and column sums (kernels/cpu/reduce.h).
+// Sums accumulate in double in a fixed order (see chunked_sum_*), so results do not depend on the thread
+// count. Max and ArgMax propagate NaN
 // (a NaN is the maximum, at its first position), as PyTorch does.
+#include "kernels/cpu/reduce.h"
+
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/backend.h"
@@ -63,7 +67,49 @@ void argmax_rows(const T* x, int64_t* out, int64_t rows, int64_t cols) {
   }
 }
 
+// Column blocks of kColumns: eight running sums per column of the block stay in L1 (8 x 32 doubles).
+constexpr int64_t kColumns = 32;
+
+template <typename T>
+void sum_columns_typed(const T* x, T* out, int64_t rows, int64_t cols) {
+  using detail::kSumChunk;
+  const int64_t blocks = (cols + kColumns - 1) / kColumns;
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kColumns, width = std::min(kColumns, cols - c0);
+    double total[kColumns] = {};
+    // chunk_sum's association, column by column: chunks of kSumChunk rows; within a chunk row i goes to
+    // running sum (i - start) mod 8, a tail shorter than 8 to sum 0; the sums added pairwise.
+    for (int64_t start = 0; start < rows; start += kSumChunk) {
+      const int64_t end = std::min(rows, start + kSumChunk);
+      double sums[8][kColumns] = {};
+      int64_t i = start;
+      for (; i + 8 <= end; i += 8) {
+        for (int l = 0; l < 8; ++l) {
+          const T* row = x + (i + l) * cols + c0;
+          for (int64_t c = 0; c < width; ++c) sums[l][c] += static_cast<double>(row[c]);
+        }
+      }
+      for (; i < end; ++i) {
+        const T* row = x + i * cols + c0;
+        for (int64_t c = 0; c < width; ++c) sums[0][c] += static_cast<double>(row[c]);
+      }
+      for (int64_t c = 0; c < width; ++c) {
+        total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +
+                    ((sums[4][c] + sums[5][c]) + (sums[6][c] + sums[7][c]));
+      }
+    }
+    for (int64_t c = 0; c < width; ++c) out[c0 + c] = static_cast<T>(total[c]);
+  }
+}
+
 }  // namespace
+
+void sum_columns(const Tensor& x, const Tensor& out) {
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "sum_columns", [&] {
+    sum_columns_typed(static_cast<const scalar_t*>(x.data_ptr()), out.data<scalar_t>(), x.size(0), x.size(1));
+  });
+}
 
 void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t rows = x.size(0), cols = x.size(1);

@@ -6,6 +6,7 @@
 //    special values, and softmax / cross-entropy with -inf logits;
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
 //    run on 2 threads there even on a 1-core machine), bit for bit;
+//  - column sums (a sum over leading dims) against the transposed copy's row sums, bit for bit;
 //  - the float AdamW update (eight lanes at a time where the CPU has AVX-512) against the scalar formula in
 //    double, bit for bit, over a length with a tail.
 #include <gtest/gtest.h>
@@ -375,6 +376,21 @@ TEST(CpuFastPaths, AdamWAndMatmulDoNotDependOnTheThreadCount) {
                                kernels::matmul(b, a, false, true),
                                kernels::matmul(qa, qb, false, true)};
   });
+}
+
+// A sum over the leading dims of a contiguous tensor (a bias gradient) runs as column sums in place; it
+// must give the bits of the general path (transposed copy, then row sums), here forced by a strided view.
+// 4100 rows: a second chunk of kSumChunk and a tail; 70 columns: a partial block of 32.
+TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
+  for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    const Tensor x = normal_tensor({4100, 70}, 60, dtype);
+    Tensor strided = normal_tensor({70, 4100}, 60, dtype).transpose(0, 1);  // not contiguous
+    strided.copy_(x);
+    const Tensor fast = kernels::sum(x, {0}), general = kernels::sum(strided, {0});
+    EXPECT_TRUE(allclose(fast, general, 0.0, 0.0)) << dtype_name(dtype);
+    const Tensor x3 = x.view({41, 100, 70});
+    EXPECT_TRUE(allclose(kernels::sum(x3, {0, 1}, true).view({70}), general, 0.0, 0.0)) << dtype_name(dtype);
+  }
 }
 
 // The update in double, rounded to float once per stored value, in the order of kernels/cpu/optim.cpp's
