@@ -182,7 +182,7 @@ void list_ops(const KernelLabOptions& o) {
   matmul.op = "matmul", matmul.shape = "64x64x64";
   std::vector<OpCase> cases = step_cases(o, parse_dtype(o.dtype));
   cases.insert(cases.begin(), lab_case(matmul));
-  std::printf("%-24s %-40s %s\n", "op", "cpu versions", "cuda versions");
+  std::printf("%-24s %-52s %s\n", "op", "cpu versions", "cuda versions");
   for (const OpCase& c : cases) {
     auto names = [&](DeviceKind kind) {
       std::string out;
@@ -191,7 +191,7 @@ void list_ops(const KernelLabOptions& o) {
       }
       return out;
     };
-    std::printf("%-24s %-40s %s\n", c.label[0] ? c.label : "matmul", names(DeviceKind::CPU).c_str(),
+    std::printf("%-24s %-52s %s\n", c.label[0] ? c.label : "matmul", names(DeviceKind::CPU).c_str(),
                 names(DeviceKind::CUDA).c_str());
   }
 }
