@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "nn/checkpoint_shards.h"
 #include "pipeline/dist/mpi_world.h"
 #include "pipeline/run/executor.h"
 #include "pipeline/run/rank_layout.h"
@@ -34,8 +35,10 @@ std::string check_process_flags(const nn::TrainOptions& options, const TrainProc
         << " (one per stage and replica)";
     return out.str();
   }
-  if (!options.save.empty() || !options.resume.empty())
-    return "--save and --resume are not supported across processes yet (run them in one process)";
+  if (!options.save.empty() && !nn::is_sharded_checkpoint_path(options.save))
+    return "--save '" + options.save +
+           "': across processes each stage writes its own shard; name the checkpoint by its index, e.g. "
+           "run.safetensors.index.json";
   if (!options.trace.empty() || !options.timeline.empty())
     return "--trace and --timeline are not supported across processes yet (run them in one process)";
   return "";

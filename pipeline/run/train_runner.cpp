@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "nn/checkpoint_shards.h"
 #include "nn/statistics.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/schedule/generators.h"
@@ -406,6 +407,30 @@ std::vector<int> PipelineRunner::layer_stages(const nn::GPT& model) const {
     }
   }
   return stages;
+}
+
+void PipelineRunner::save_checkpoint(const std::string& path, const nn::GPT& model, const nn::Optimizer& optimizer,
+                                     const nn::CheckpointInfo& info) {
+  if (!collectives_) return StepRunner::save_checkpoint(path, model, optimizer, info);
+  BRIGADE_CHECK_VALUE(nn::is_sharded_checkpoint_path(path), "--save '", path,
+                      "': across processes each stage writes its own shard: name the checkpoint by its index, "
+                      "e.g. run.safetensors.index.json");
+  const int S = layout_->stages;
+  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));  // writing may take a while
+  if (collectives_->replica() == 0) {
+    const auto owners = nn::parameter_shards(model, layer_stages(model));
+    nn::save_checkpoint_shard(path, info.step, collectives_->stage(), S,
+                              nn::shard_tensors(nn::checkpoint_tensors(model, &optimizer), owners,
+                                                collectives_->stage()));
+  }
+  collectives_->barrier();  // every shard is on disk
+  if (world_->rank() == 0) {
+    std::vector<nn::ShardRecord> records;
+    for (int k = 0; k < S; ++k) records.push_back(nn::read_shard_record(path, info.step, k, S));
+    nn::commit_checkpoint_index(path, records, nn::checkpoint_metadata(model, &optimizer, info));
+  }
+  collectives_->barrier();  // committed: no rank runs ahead of the commit point
+  world_->set_timeout(options_.timeout);
 }
 
 std::string PipelineRunner::state_json() const {

@@ -121,6 +121,11 @@ class PipelineRunner : public nn::StepRunner {
   std::string partition_json(const nn::GPT& model) const override;
   /// The stage of each layer (every chunk of every stage): sharded checkpoints write a shard per stage.
   std::vector<int> layer_stages(const nn::GPT& model) const override;
+  /// Across processes: replica 0 of each stage writes its shard, rank 0 commits the index after a barrier
+  /// (the shards must be on a file system every rank sees); `path` must name a sharded checkpoint
+  /// ("<stem>.safetensors.index.json"). In one process: StepRunner's.
+  void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::Optimizer& optimizer,
+                       const nn::CheckpointInfo& info) override;
   /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
   /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
   std::string state_json() const override;

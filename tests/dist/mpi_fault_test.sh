@@ -5,6 +5,8 @@
 #   2. a rank is killed with SIGKILL mid-run.
 # In both, mpirun must exit non-zero within the deadline, the output must name the failed rank (and, for
 # the error, its stage, action and microbatch and every rank's position), and no process may be left.
+#   3. the sharded checkpoint committed before a failure loads, and --resume from it ends with the loss of
+#      the run that was never interrupted, bit for bit.
 #
 # usage: tests/dist/mpi_fault_test.sh MPIRUN BRIGADE     (ctest runs it: dist.mpi_faults)
 set -u
@@ -78,3 +80,22 @@ grep -Eq "rank 1 .*(signal 9|Killed)|rank 1: no report" "$work/out" || fail "not
 sleep 1
 left_over "$marker" && fail "a rank is still running after mpirun exited"
 echo "ok: a killed rank ends the job in ${elapsed} s (exit status $rc)"
+
+# ---- 3. the last checkpoint survives, and --resume continues exactly -------------------------------------
+ck="$work/ck.safetensors.index.json"
+"$mpirun" -np 2 --oversubscribe "$brigade" train "${tiny[@]}" --steps 6 --save "$ck" --save-every 3 \
+  --fail-at 5:1:B1 --metrics "$work/failed.json" > "$work/out" 2>&1 && fail "the run with --fail-at 5:1:B1 exited 0"
+grep -q "the run failed: rank 1: stage 1" "$work/out" || fail "no report of the failure at step 5"
+[ -f "$ck" ] || fail "the checkpoint of step 3 is missing"
+"$mpirun" -np 2 --oversubscribe "$brigade" train --resume "$ck" --metrics "$work/resumed.json" \
+  > "$work/out" 2>&1 || fail "--resume from the checkpoint of step 3 failed"
+grep -q "resumed from '$ck' at step 3" "$work/out" || fail "the resumed run did not start at step 3"
+"$mpirun" -np 2 --oversubscribe "$brigade" train "${tiny[@]}" --steps 6 --metrics "$work/whole.json" \
+  > "$work/out" 2>&1 || fail "the uninterrupted run failed"
+python3 - "$work/resumed.json" "$work/whole.json" <<'PY' || fail "the resumed run's final loss differs"
+import json, sys
+resumed, whole = (json.load(open(p))["final_loss"] for p in sys.argv[1:])
+print(f"final loss after 6 steps: resumed {resumed!r}, uninterrupted {whole!r}")
+sys.exit(0 if resumed == whole else 1)
+PY
+echo "ok: the checkpoint of step 3 survives the failure; --resume ends with the uninterrupted loss"

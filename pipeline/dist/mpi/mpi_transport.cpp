@@ -1,6 +1,7 @@
 // MpiTransport: header + bytes per message, polled receives.
 #include "pipeline/dist/mpi/mpi_transport.h"
 
+#include <chrono>
 #include <limits>
 
 #include "pipeline/dist/mpi/mpi_calls.h"
@@ -29,9 +30,34 @@ MpiTransport::MpiTransport(MPI_Comm tensors, int rank, std::vector<int> rank_of_
   const int tag_ub = found ? *static_cast<int*>(value) : 32767;
   BRIGADE_CHECK(tag_ub >= (1 << 30), "MpiTransport: this MPI allows tags up to ", tag_ub,
                 " only; brigade needs 2^30 (every OpenMPI and MPICH allows 2^31 - 1)");
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+void MpiTransport::progress_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    if (outgoing_.empty()) {
+      sends_posted_.wait(lock, [&] { return stopping_ || !outgoing_.empty(); });
+      continue;
+    }
+    try {
+      release_finished_sends();
+    } catch (const Error&) {
+      return;  // a broken send: the stage's own calls report it
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
 }
 
 MpiTransport::~MpiTransport() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  sends_posted_.notify_all();
+  progress_.join();
   // Sends whose receives are posted complete quickly; after a failure nobody may receive them.
   std::lock_guard<std::mutex> lock(mutex_);
   if (MpiWorld::get().failed()) return;
@@ -96,6 +122,7 @@ void MpiTransport::send(const TransferTag& tag, const Tensor& tensor, const Even
                       &out.requests[1]),
             "MPI_Isend (tensor)");
   traffic_.count(tag, static_cast<int64_t>(host.nbytes()));
+  sends_posted_.notify_one();
 }
 
 Message MpiTransport::recv(const TransferTag& tag) {

@@ -14,13 +14,20 @@
 //
 // Waits poll (mpi_calls.h: wait_for), so a receive gives up at the timeout and stops as soon as another
 // rank reports a failure; abort() reports this rank's failure to every other rank.
+//
+// Progress. MPI moves a large message (above the eager limit: 64 KiB over TCP) only while the sender is
+// inside an MPI call, and a stage that has posted its send goes on computing. So while sends are in flight a
+// thread of the transport tests them every 50 us (measured: without it, 2 processes over TCP took 280 ms per
+// step of the default model against 100 ms over shared memory, whose large messages the receiver copies).
 #pragma once
 
 #include <mpi.h>
 
+#include <condition_variable>
 #include <list>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeline/run/transport.h"
@@ -56,6 +63,7 @@ class MpiTransport : public Transport {
   };
   int rank_of(int stage, const TransferTag& tag) const;
   void release_finished_sends();  // caller holds mutex_
+  void progress_loop();           // the progress thread (see "Progress" above)
 
   MPI_Comm comm_;
   int rank_;
@@ -66,6 +74,9 @@ class MpiTransport : public Transport {
   mutable bool aborted_ = false;
   mutable std::string reason_;
   Traffic traffic_;
+  std::condition_variable sends_posted_;
+  bool stopping_ = false;
+  std::thread progress_;  // last: started once everything above exists
 };
 
 }  // namespace brigade::pipeline::dist
