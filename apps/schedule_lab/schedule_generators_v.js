@@ -60,9 +60,11 @@
         order[s].push(pass);
       }
       if (finished) return;
-      const later = [...events].filter((t) => t > now);
-      check(later.length > 0, `list scheduler: no stage can pick a pass at time ${now}`);
-      now = Math.min(...later);
+      let next = Infinity;
+      for (const t of events) if (t > now && t < next) next = t;
+      check(next < Infinity, `list scheduler: no stage can pick a pass at time ${now}`);
+      events.delete(now);  // past times are never looked at again
+      now = next;
     }
   }
 

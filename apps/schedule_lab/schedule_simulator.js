@@ -13,14 +13,21 @@ const ScheduleSimulator = (() => {
     ScheduleModel;
 
   // Progress (dependencies.cpp): what each action waits for, and when it happened.
+  const EVENTS = ["forward", "inputGrad", "activationArrived", "gradArrived", "activationReceived",
+                  "gradReceived"];
   class Progress {
     constructor(sch) {
       this.sch = sch;
-      this.slots = new Map();  // "event/stage/chunk/microbatch" -> time done
+      // Per (event, stage, chunk, microbatch), as dependencies.cpp lays them out: the time, NaN until done.
+      this.slots = new Float64Array(EVENTS.length * sch.stages * sch.virtual_chunks * sch.microbatches).fill(NaN);
+    }
+    index(event, stage, chunk, microbatch) {
+      const s = this.sch;
+      return ((EVENTS.indexOf(event) * s.stages + stage) * s.virtual_chunks + chunk) * s.microbatches + microbatch;
     }
     need(event, stage, chunk, microbatch, state) {
-      const time = this.slots.get(`${event}/${stage}/${chunk}/${microbatch}`);
-      if (time === undefined) return (state.ok = false);
+      const time = this.slots[this.index(event, stage, chunk, microbatch)];
+      if (Number.isNaN(time)) return (state.ok = false);
       state.ready = Math.max(state.ready, time);
       return true;
     }
@@ -54,7 +61,7 @@ const ScheduleSimulator = (() => {
       return state.ok ? state.ready : null;
     }
     complete(stage, a, end, latency) {
-      const mark = (event, st, chunk, time) => this.slots.set(`${event}/${st}/${chunk}/${a.microbatch}`, time);
+      const mark = (event, st, chunk, time) => (this.slots[this.index(event, st, chunk, a.microbatch)] = time);
       if (a.kind === "F") mark("forward", stage, a.chunk, end);
       else if (a.kind === "B" || a.kind === "Bi") mark("inputGrad", stage, a.chunk, end);
       else if (a.kind === "sendF" || a.kind === "sendB") {
