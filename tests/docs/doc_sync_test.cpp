@@ -5,11 +5,10 @@
 // tests/docs/doc_blocks.h and docs/README.md. Only quick commands are marked for re-running (the whole test
 // takes about a second), so it runs with the unit tests.
 #include <gtest/gtest.h>
-#include <stdio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
