@@ -59,6 +59,8 @@ Command add_kernel_command(CLI::App& app);
 Command add_schedule_command(CLI::App& app);
 /// `brigade train`: trains a GPT on the default corpus or a text file (nn/trainer.h).
 Command add_train_command(CLI::App& app);
+/// `brigade bench-link`: ping-pong between the processes of an MPI job, fitted as latency + bandwidth.
+Command add_bench_link_command(CLI::App& app);
 /// `brigade sample`: generates text from a checkpoint.
 Command add_sample_command(CLI::App& app);
 

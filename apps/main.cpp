@@ -11,12 +11,10 @@ int main(int argc, char** argv) {
   CLI::App app{"brigade: tensors, kernels, autograd and pipeline-parallel training", "brigade"};
   app.require_subcommand(1);
   std::vector<brigade::apps::Command> commands = {
-      brigade::apps::add_info_command(app),
-      brigade::apps::add_demo_command(app),
-      brigade::apps::add_schedule_command(app),
-      brigade::apps::add_kernel_command(app),
-      brigade::apps::add_train_command(app),
-      brigade::apps::add_sample_command(app),
+      brigade::apps::add_info_command(app),       brigade::apps::add_demo_command(app),
+      brigade::apps::add_schedule_command(app),   brigade::apps::add_kernel_command(app),
+      brigade::apps::add_train_command(app),      brigade::apps::add_sample_command(app),
+      brigade::apps::add_bench_link_command(app),
   };
 
   try {
@@ -33,7 +31,7 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) chosen = sub;
     std::cerr << "brigade: " << e.what() << "\n";
     if (chosen == &app) {
-      std::cerr << "usage: brigade <info|demo|schedule|kernel|train|sample> [flags]"
+      std::cerr << "usage: brigade <info|demo|schedule|kernel|train|sample|bench-link> [flags]"
                    "   (brigade <command> --help for details)\n";
     } else {
       std::cerr << brigade::apps::usage_line(*chosen) << "\n";

@@ -15,6 +15,7 @@
 // stages are threads sharing one model).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ class ProcessGroup {
   /// Copies `root`'s `tensor` (CPU, contiguous) into every other rank's `tensor` of the same shape.
   virtual void broadcast(const Tensor& tensor, int root) = 0;
 
+  /// Round trips of a `bytes`-byte message between this rank and `peer` (both call it, each naming the
+  /// other; the lower rank sends first): one warm-up, then `repeats` timed ones. Returns their median in
+  /// seconds (link_model.h fits these).
+  virtual double ping_pong(int peer, int64_t bytes, int repeats) = 0;
   /// Every rank's `text`, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& text) = 0;
   /// Later waits give up after `seconds` (0: never). Setup (profiling, loading) may take much longer on

@@ -94,8 +94,9 @@ CombinedStep RankCollectives::finish_step(const StepResult& result) {
 
   const int S = layout_.stages;
   const auto s = static_cast<size_t>(S);
-  // [loss, bubble, activation peaks (S), step peaks (S), traffic (4)]: one all-reduce for all of them.
-  std::vector<double> values(2 + 2 * s + 4, 0.0);
+  // [loss, bubble, activation peaks (S), step peaks (S), traffic (4), rank 0's span]: one all-reduce.
+  std::vector<double> values(2 + 2 * s + 5, 0.0);
+  if (world_.rank() == 0) values[2 + 2 * s + 4] = result.step_ms;
   if (!result.microbatch_losses.empty()) values[0] = result.loss / layout_.replicas;  // NaN stays NaN
   values[1] = result.bubble / world_.size();
   if (replica() == 0) {
@@ -120,6 +121,7 @@ CombinedStep RankCollectives::finish_step(const StepResult& result) {
   out.traffic.gradient_bytes = static_cast<int64_t>(values[2 + 2 * s + 1]);
   out.traffic.activation_messages = static_cast<int64_t>(values[2 + 2 * s + 2]);
   out.traffic.gradient_messages = static_cast<int64_t>(values[2 + 2 * s + 3]);
+  out.step_ms = values[2 + 2 * s + 4];
   return out;
 }
 

@@ -31,8 +31,9 @@ namespace brigade::pipeline {
 
 /// One step's figures, combined over the ranks.
 struct CombinedStep {
-  double loss = 0.0;    ///< the step's loss (mean over replicas of the microbatch means)
-  double bubble = 0.0;  ///< mean over the ranks of their stage's idle fraction
+  double loss = 0.0;     ///< the step's loss (mean over replicas of the microbatch means)
+  double bubble = 0.0;   ///< mean over the ranks of their stage's idle fraction
+  double step_ms = 0.0;  ///< rank 0's step span (first action to last; its stage starts and ends the step)
   std::vector<int64_t> peak_activation_bytes, peak_step_bytes;  ///< per stage (replica 0's)
   Traffic traffic;                                              ///< replica 0's pipeline
 };

@@ -316,7 +316,13 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   }
 
   // The prediction of the step from the layer profile (plan/partition.h: profile_costs).
-  const Costs costs = profile_costs(*profile_, *partition_);
+  Costs costs = profile_costs(*profile_, *partition_);
+  if (world_ != nullptr) {
+    measure_links();
+    // The simulator has one transfer cost: the slowest link's time for one activation.
+    for (const LinkModel& link : links_)
+      costs.transfer = std::max(costs.transfer, 1e3 * link.seconds(activation_bytes()));
+  }
   simulated_ = simulate(pipeline_->schedule(), costs);
   peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
   peak_step_bytes_.assign(static_cast<size_t>(S), 0);
@@ -343,6 +349,38 @@ double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) 
   return loss;
 }
 
+int64_t PipelineRunner::activation_bytes() const {
+  int64_t bytes = 0;  // every boundary carries a [microbatch, T, C] activation: the largest layer output
+  for (size_t i = 0; i + 1 < profile_->layers.size(); ++i)
+    bytes = std::max(bytes, profile_->layers[i].output_bytes);
+  return bytes;
+}
+
+// Each link of replica 0's pipeline (stage b to b + 1) by ping-pong at two sizes: a few bytes (the latency)
+// and an activation (the bandwidth). Its two ranks measure it; one all-reduce tells every rank.
+void PipelineRunner::measure_links() {
+  constexpr int kRepeats = 10;
+  const int S = layout_->stages, rank = world_->rank();
+  std::vector<double> fits(2 * static_cast<size_t>(std::max(0, S - 1)), 0.0);
+  for (int b = 0; b + 1 < S; ++b) {
+    const int first = layout_->rank_of(0, b), second = layout_->rank_of(0, b + 1);
+    if (rank != first && rank != second) continue;
+    const int other = rank == first ? second : first;
+    std::vector<LinkSample> samples;
+    for (int64_t bytes : {int64_t{8}, activation_bytes()})
+      samples.push_back({bytes, world_->ping_pong(other, bytes, kRepeats) / 2.0});
+    const LinkModel link = fit_link_model(samples);
+    if (rank == first) {
+      fits[2 * static_cast<size_t>(b)] = link.latency_seconds;
+      fits[2 * static_cast<size_t>(b) + 1] = link.bytes_per_second;
+    }
+  }
+  world_->all_reduce_sum(fits);
+  links_.clear();
+  for (int b = 0; b + 1 < S; ++b)
+    links_.push_back({fits[2 * static_cast<size_t>(b)], fits[2 * static_cast<size_t>(b) + 1]});
+}
+
 double PipelineRunner::forward_backward_across_processes(const nn::Batch& batch) {
   // This replica's share of the batch: its mean loss's gradient, averaged over the replicas, is the
   // gradient of the whole batch's mean loss.
@@ -352,6 +390,7 @@ double PipelineRunner::forward_backward_across_processes(const nn::Batch& batch)
       pipeline_->forward_backward(batch.x.narrow(0, first, per), batch.y.narrow(0, first, per));
   const CombinedStep combined = collectives_->finish_step(result);
   bubbles_.push_back(combined.bubble);
+  step_spans_.push_back(combined.step_ms);
   for (size_t s = 0; s < combined.peak_step_bytes.size(); ++s) {
     peak_activation_bytes_[s] = std::max(peak_activation_bytes_[s], combined.peak_activation_bytes[s]);
     peak_step_bytes_[s] = std::max(peak_step_bytes_[s], combined.peak_step_bytes[s]);
@@ -409,19 +448,20 @@ std::vector<int> PipelineRunner::layer_stages(const nn::GPT& model) const {
   return stages;
 }
 
-void PipelineRunner::save_checkpoint(const std::string& path, const nn::GPT& model, const nn::Optimizer& optimizer,
-                                     const nn::CheckpointInfo& info) {
+void PipelineRunner::save_checkpoint(const std::string& path, const nn::GPT& model,
+                                     const nn::Optimizer& optimizer, const nn::CheckpointInfo& info) {
   if (!collectives_) return StepRunner::save_checkpoint(path, model, optimizer, info);
-  BRIGADE_CHECK_VALUE(nn::is_sharded_checkpoint_path(path), "--save '", path,
-                      "': across processes each stage writes its own shard: name the checkpoint by its index, "
-                      "e.g. run.safetensors.index.json");
+  BRIGADE_CHECK_VALUE(
+      nn::is_sharded_checkpoint_path(path), "--save '", path,
+      "': across processes each stage writes its own shard: name the checkpoint by its index, "
+      "e.g. run.safetensors.index.json");
   const int S = layout_->stages;
   world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));  // writing may take a while
   if (collectives_->replica() == 0) {
     const auto owners = nn::parameter_shards(model, layer_stages(model));
-    nn::save_checkpoint_shard(path, info.step, collectives_->stage(), S,
-                              nn::shard_tensors(nn::checkpoint_tensors(model, &optimizer), owners,
-                                                collectives_->stage()));
+    nn::save_checkpoint_shard(
+        path, info.step, collectives_->stage(), S,
+        nn::shard_tensors(nn::checkpoint_tensors(model, &optimizer), owners, collectives_->stage()));
   }
   collectives_->barrier();  // every shard is on disk
   if (world_->rank() == 0) {
@@ -554,6 +594,21 @@ std::string PipelineRunner::summary() const {
                     100.0 * bubble_measured(), 100.0 * bubble_simulated(), 100.0 * from_trace);
     }
     out << line;
+    for (size_t b = 0; b < links_.size(); ++b) {
+      std::snprintf(
+          line, sizeof line, "link s%zu-s%zu (ping-pong at start): %s; an activation of %s in %.1f us\n", b,
+          b + 1, links_[b].describe().c_str(), format_bytes(static_cast<double>(activation_bytes())).c_str(),
+          1e6 * links_[b].seconds(activation_bytes()));
+      out << line;
+    }
+    if (!links_.empty()) {
+      std::snprintf(
+          line, sizeof line,
+          "step time: measured %.2f ms (rank 0's span, median over steady steps), simulated %.2f ms "
+          "from the layer profile and the links\n",
+          nn::steady_state_median(step_spans_), simulated().step_time);
+      out << line;
+    }
     out << "traffic per step: " << format_bytes(static_cast<double>(t.activation_bytes))
         << " of activations in " << t.activation_messages << " messages, "
         << format_bytes(static_cast<double>(t.gradient_bytes)) << " of gradients in " << t.gradient_messages
@@ -582,6 +637,16 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
   j["recompute"] = options_.recompute;
   j["partition"] = {{"method", to_string(partition().method)}, {"balance", balance}};
   j["bubble_simulated"] = bubble_simulated();
+  j["step_time_simulated_ms"] = simulated().step_time;
+  if (!links_.empty()) {
+    Json links = Json::array();
+    for (const LinkModel& link : links_)
+      links.push_back(
+          {{"latency_seconds", link.latency_seconds}, {"bytes_per_second", link.bytes_per_second}});
+    j["links"] = links;
+    j["step_time_measured_ms"] =
+        step_spans_.empty() ? Json(nullptr) : Json(nn::steady_state_median(step_spans_));
+  }
   j["predicted_peak_bytes"] = predicted_total;
   j["predicted_step_peak_bytes"] = predicted_step;
   if (last_) {

@@ -63,6 +63,7 @@
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
+#include "pipeline/run/link_model.h"
 #include "pipeline/run/process_group.h"
 #include "pipeline/run/rank_collectives.h"
 
@@ -179,6 +180,8 @@ class PipelineRunner : public nn::StepRunner {
 
  private:
   double forward_backward_across_processes(const nn::Batch& batch);
+  void measure_links();
+  int64_t activation_bytes() const;
   void require_prepared(const char* what) const;
   void require_step(const char* what) const;
 
@@ -190,6 +193,8 @@ class PipelineRunner : public nn::StepRunner {
   std::optional<RankLayout> layout_;              // across processes
   std::unique_ptr<RankCollectives> collectives_;  // across processes, after prepare()
   std::optional<FaultInjection> fault_;           // --fail-at
+  std::vector<LinkModel> links_;                  // across processes: replica 0's stage s -> s + 1
+  std::vector<double> step_spans_;                // across processes: rank 0's step span per step
   int steps_started_ = 0;
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;

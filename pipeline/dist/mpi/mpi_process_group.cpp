@@ -1,6 +1,8 @@
 // MpiProcessGroup: collectives with a deadline.
 #include "pipeline/dist/mpi/mpi_process_group.h"
 
+#include <algorithm>
+
 #include "pipeline/dist/mpi/mpi_transport.h"
 #include "tensor/error.h"
 
@@ -77,6 +79,38 @@ void MpiProcessGroup::broadcast(const Tensor& tensor, int root) {
             "MPI_Ibcast");
   complete(request,
            "broadcast of a tensor " + shape_str(tensor.shape()) + " from rank " + std::to_string(root));
+}
+
+double MpiProcessGroup::ping_pong(int peer, int64_t bytes, int repeats) {
+  BRIGADE_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_, "ping_pong: peer ", peer,
+                      " must be another rank of the group's ", size_);
+  BRIGADE_CHECK_VALUE(bytes >= 0 && bytes <= (int64_t{1} << 30) && repeats >= 1, "ping_pong: ", bytes,
+                      " bytes x ", repeats, " repeats (at most 1 GiB, at least one repeat)");
+  constexpr int kTag = 7;  // point-to-point on the collectives' communicator: never mixed with tensors
+  std::vector<char> buffer(static_cast<size_t>(bytes), 1);
+  const int count = static_cast<int>(bytes);
+  const std::string what =
+      "ping-pong of " + std::to_string(bytes) + " bytes with rank " + std::to_string(peer);
+  auto transfer = [&](bool send) {
+    MPI_Request request;
+    if (send) {
+      check_mpi(MPI_Isend(buffer.data(), count, MPI_BYTE, peer, kTag, comms_.collectives, &request),
+                "MPI_Isend");
+    } else {
+      check_mpi(MPI_Irecv(buffer.data(), count, MPI_BYTE, peer, kTag, comms_.collectives, &request),
+                "MPI_Irecv");
+    }
+    complete(request, what);
+  };
+  std::vector<double> round_trips;
+  for (int i = 0; i <= repeats; ++i) {
+    const double start = MPI_Wtime();
+    transfer(/*send=*/rank_ < peer);
+    transfer(/*send=*/rank_ > peer);
+    if (i > 0) round_trips.push_back(MPI_Wtime() - start);  // the first is the warm-up
+  }
+  std::sort(round_trips.begin(), round_trips.end());
+  return round_trips[round_trips.size() / 2];
 }
 
 std::vector<std::string> MpiProcessGroup::all_gather(const std::string& text) {
