@@ -226,6 +226,9 @@ int run_kernel_lab(const KernelLabOptions& o, LabRun run) {
                       "' (valid: cpu, cuda)");
   const Implementation impl = find_version(c, backend, o.version);
   const bool emulated = run == LabRun::Emulated && backend == DeviceKind::CUDA;
+  // The public op and cuBLAS dispatch by the tensors' device, and the emulator's tensors are CPU tensors.
+  BRIGADE_CHECK_VALUE(!emulated || impl.version >= 0, "the emulator runs the registered CUDA versions; ",
+                      impl.name, " dispatches by device (on a GPU: brigade kernel)");
   BRIGADE_CHECK_DEVICE(backend == DeviceKind::CPU || emulated || cuda_available(), "", impl.name,
                        " is a CUDA version and no GPU is usable here (", cuda_unavailable_reason(),
                        "); scripts/kernel_lab.sh runs it on the CPU emulator");

@@ -58,6 +58,7 @@ compile "$repo/apps/kernel_lab.cpp" "$out/kernel_lab.o" &
 compile "$here/kernel_lab_emu.cpp" "$out/kernel_lab_emu_main.o" &
 wait
 objects+=("$out/kernel_lab.o" "$out/kernel_lab_emu_main.o")
-"${cxx[@]}" "${objects[@]}" -o "$out/kernel_lab_emu" "$build/kernels/libbrigade_kernels.a" \
-  "$build/tensor/libbrigade_tensor.a"
+libs=("$build/kernels/libbrigade_kernels.a" "$build/tensor/libbrigade_tensor.a")
+while read -r lib; do [ -n "$lib" ] && libs+=("$lib"); done < <(cat "$build/kernels/external_libraries.txt" 2>/dev/null)
+"${cxx[@]}" "${objects[@]}" -o "$out/kernel_lab_emu" "${libs[@]}"
 exec "$out/kernel_lab_emu" "$@"

@@ -27,6 +27,8 @@ build=${1:?usage: run.sh CPU_BUILD_DIR [OUTDIR]}
 out=${2:-$(mktemp -d)}
 mkdir -p "$out"
 libs=("$build/kernels/libbrigade_kernels.a" "$build/tensor/libbrigade_tensor.a")
+# The libraries the kernels library links (OpenBLAS where the build found it: kernels/CMakeLists.txt).
+while read -r lib; do [ -n "$lib" ] && libs+=("$lib"); done < <(cat "$build/kernels/external_libraries.txt" 2>/dev/null)
 # BRIGADE_CUDA_EMULATION: the PTX helper headers (kernels/cuda/*_ptx.cuh) take their host paths.
 cxx=("${CXX:-g++}" -std=c++20 -O1 -w -DBRIGADE_CUDA_EMULATION -I"$here/include" -I"$repo" -fopenmp -pthread)
 
