@@ -146,7 +146,7 @@ def configurations():
                     "factors": factors or [1.0] * S, "memory": {"full": full, "boundary": boundary}})
     for schedule in ("gpipe", "1f1b", "zb-h1", "interleaved", "looped-bfs", "zb-h2", "zb-v", "v-half", "v-min",
                      "dualpipev"):
-        for S, M in ((1, 1), (1, 3), (2, 4), (3, 6), (4, 8), (5, 5), (4, 3), (8, 16)):
+        for S, M in ((1, 1), (1, 3), (2, 4), (3, 6), (4, 8), (5, 5), (4, 3), (8, 8)):
             for v in ((1, 2, 3) if schedule in ("interleaved", "looped-bfs") else (1,)):
                 add(schedule, S, M, v)
         for recompute in ("always", "except-last"):
