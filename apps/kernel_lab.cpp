@@ -58,7 +58,8 @@ std::vector<OpCase> step_cases(const KernelLabOptions& o, DType dtype) {
   return testing::perf_cases(model, dtype, false);
 }
 
-// The case `o` names: "matmul" (MxNxK: [M, K] @ [K, N]) or a perf case by label, stem or prefix.
+// The case `o` names: "matmul" (MxNxK: [M, K] @ [K, N]) or a perf case by its label ("softmax_bwd.attn"),
+// the label without its suffix ("softmax_bwd") or the stem of a forward ("layernorm": layernorm_fwd).
 OpCase lab_case(const KernelLabOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   if (o.op == "matmul") {
@@ -68,7 +69,7 @@ OpCase lab_case(const KernelLabOptions& o) {
   }
   const std::vector<OpCase> cases = step_cases(o, dtype);
   std::vector<const OpCase*> found;
-  for (const std::string& wanted : {o.op, o.op + "_fwd", o.op + "_fwd."}) {
+  for (const std::string& wanted : {o.op, o.op + "_fwd", o.op + ".", o.op + "_fwd."}) {
     for (const OpCase& c : cases) {
       const std::string label = c.label;
       if (label == wanted || (wanted.back() == '.' && label.rfind(wanted, 0) == 0)) found.push_back(&c);
