@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <string>
 
 #include "tensor/device.h"
+#include "tensor/error.h"
 
 namespace brigade::apps {
 
@@ -19,6 +21,15 @@ struct Command {
 
 /// Exit status of a bad flag or flag value (CLI11 parse errors and the commands' own checks).
 inline constexpr int kUsageExit = 2;
+
+/// Writes `text` to the file a flag named (a trace, a picture, metrics); IOError naming `what` and the path
+/// when it cannot.
+inline void write_text_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) BRIGADE_THROW(IOError, "cannot write the ", what, " file '", path, "'");
+}
 
 /// The one-line usage of `command` ("usage: brigade train [flags]  (brigade train --help for details)").
 inline std::string usage_line(const CLI::App& command) {

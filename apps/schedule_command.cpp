@@ -88,12 +88,6 @@ pipeline::Timeline simulate_with(const ScheduleOptions& o, const pipeline::Sched
   return simulate(schedule, costs, MemoryModel::parse(o.memory));
 }
 
-void write_text(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  BRIGADE_CHECK_AS(IOError, file.good(), "schedule: could not write the ", what, " to '", path, "'");
-}
-
 int messages(const pipeline::Schedule& schedule, pipeline::ActionKind kind) {
   int count = 0;
   for (const auto& list : schedule.actions) {
@@ -213,10 +207,11 @@ int run_schedule(const ScheduleOptions& o) {
     timelines.push_back(simulate_with(o, schedule));
   }
   if (!o.svg.empty()) {
-    write_text(o.svg, o.compare.empty() ? render_svg(timelines[0]) : render_compare_svg(timelines), "SVG");
+    write_text_file(o.svg, o.compare.empty() ? render_svg(timelines[0]) : render_compare_svg(timelines),
+                    "SVG");
   }
   if (!o.html.empty())
-    write_text(o.html, render_schedule_page(page_setup(o, timelines[0]), timelines[0]), "page");
+    write_text_file(o.html, render_schedule_page(page_setup(o, timelines[0]), timelines[0]), "page");
   if (o.json) {
     if (o.compare.empty()) {
       std::fputs(render_json(timelines[0]).c_str(), stdout);

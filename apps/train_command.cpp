@@ -34,13 +34,6 @@ namespace brigade::apps {
 
 namespace {
 
-void write_text_file(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) BRIGADE_THROW(IOError, "cannot write ", what, " file '", path, "'");
-}
-
 // Takes every setting the table marks OnResume::Inherit that the user did not give from the checkpoint's
 // recorded run.
 void inherit_from_checkpoint(const CLI::App& cmd, const nn::Checkpoint& checkpoint,
