@@ -2,7 +2,8 @@
 //
 // Layout: process kMeasured ("measured") holds per stage s a compute track (tid 2s) and a copy track
 // (tid 2s + 1) with a slice per action, flow arrows from each Send to its Recv, and a counter "stage s
-// memory"; process kSimulated ("simulated") holds a track per stage (tid s). Each part is one function
+// memory"; process kSimulated ("simulated") holds a track per stage (tid s) and a counter "stage s
+// activations". Each part is one function
 // writing into TraceEvents, so that another part (another process's stages, collectives) is one more
 // function.
 #include <algorithm>
@@ -166,6 +167,13 @@ void simulated_tracks(TraceEvents& events, const Timeline& simulated) {
       next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
              << kind_name(t.action.kind) << R"(", "ph": "X", "pid": )" << kSimulated << R"(, "tid": )" << s
              << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
+    }
+    // The simulator's activation ledger over the step (StageStats::memory), in its units (one stage's
+    // activations for one microbatch unless the simulation was given sizes): the predicted shape of the
+    // measured "stage s memory" counter.
+    for (const MemoryPoint& p : simulated.stats[s].memory) {
+      next() << R"({"name": "stage )" << s << R"( activations", "ph": "C", "pid": )" << kSimulated
+             << ", \"ts\": " << 1000.0 * p.time << R"(, "args": {"live": )" << p.live << "}}";
     }
   }
 }

@@ -75,7 +75,8 @@ Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time = f
 /// id), one slice per action, flow arrows from each Send to its Recv, the optimizer step on every compute
 /// track, and a memory counter per stage ("stage s memory", "ph": "C": the scope's live bytes, at each
 /// action's start its peak during the action, at its end what it holds after); with `simulated`, a second
-/// process "simulated" with one track per stage (its times taken as ms).
+/// process "simulated" with one track per stage (its times taken as ms) and a counter per stage ("stage s
+/// activations": the simulator's memory curve, StageStats::memory, in its units).
 std::string chrome_trace_json(const ExecutionTrace& trace, const Timeline* simulated = nullptr);
 
 /// A self-contained SVG of the executed step: per stage a lane of compute actions (colored by kind, chunks

@@ -516,8 +516,16 @@ TEST(PipelineTrace, TraceTrafficAndBubbleDescribeWhatRan) {
   // start, what it holds at its end), whose highest value is the stage's measured peak (allocator scope).
   std::vector<int64_t> counter_peak(S, -1);
   std::vector<size_t> counters(S, 0);
+  std::vector<double> simulated_peak(S, -1.0);  // the simulated process's "stage s activations"
   for (const auto& e : json["traceEvents"]) {
     if (e["ph"] != "C") continue;
+    if (e["pid"] == 2) {
+      const std::string name = e["name"];
+      ASSERT_EQ(name.substr(7), " activations") << name;  // "stage s activations"
+      const int s = name[6] - '0';
+      simulated_peak[s] = std::max(simulated_peak[s], e["args"]["live"].get<double>());
+      continue;
+    }
     EXPECT_EQ(e["pid"], 1);
     const std::string name = e["name"];
     const int s = name[6] - '0';  // "stage s memory"
@@ -531,6 +539,7 @@ TEST(PipelineTrace, TraceTrafficAndBubbleDescribeWhatRan) {
     EXPECT_EQ(r.trace.peak_bytes[s], r.stages[s].peak_bytes) << "stage " << s;
     EXPECT_GT(counter_peak[s], 0) << "stage " << s;
     for (const TraceEvent& e : r.trace.stages[s]) EXPECT_GE(e.scope_peak_bytes, e.scope_bytes);
+    EXPECT_NEAR(simulated_peak[s], simulated.stats[s].peak_memory, 1e-3) << "stage " << s;  // 3 decimals
   }
 
   // The simulator fed with the measured costs predicts a step of the same order as the measured one.
