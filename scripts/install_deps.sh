@@ -12,9 +12,10 @@ set -euo pipefail
 # chromium, chromium-driver, python3-selenium: the schedule lab page's test runs it in a headless browser.
 # libopenblas-openmp-dev: OpenBLAS (its OpenMP build, which shares brigade's OpenMP threads) as the CPU
 # matmul baseline, MatmulBackend::Blas; CMake finds it (BRIGADE_OPENBLAS=AUTO).
+# clang, libclang-rt-dev, libomp-dev: scripts/fuzz.sh (libFuzzer and the sanitizers' runtimes, clang's OpenMP).
 packages=(cmake ninja-build g++ make libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
           python3 chromium chromium-driver python3-selenium libopenblas-openmp-dev libopenblas-dev openmpi-bin
-          libopenmpi-dev)
+          libopenmpi-dev clang libclang-rt-dev libomp-dev)
 case "${1:-}" in
   "") ;;
   # libopenblas0-openmp: without it PyTorch's matmuls fall back to Debian's reference BLAS, many times slower,

@@ -245,6 +245,9 @@ Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& n
     }
   }
   if (M == 0) detail::refuse(source, "has no action with a microbatch");
+  size_t actions = 0;
+  for (const auto& row : rows) actions += row.size();
+  detail::check_sizes(static_cast<uint64_t>(K), static_cast<uint64_t>(M), actions, source);
   if (K % S != 0)
     detail::refuse(source, "uses stages 0.." + std::to_string(K - 1) + ": " + std::to_string(K) +
                                " is not a multiple of its " + std::to_string(S) + " rows (ranks)");

@@ -2,6 +2,7 @@
 // (see schedule_file.h).
 #include "pipeline/schedule/schedule_file.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -50,7 +51,22 @@ Origins match_origins(const Schedule& before, const Origins& origins, const Sche
   return out;
 }
 
+void check_sizes(uint64_t chunks, uint64_t microbatches, size_t actions, const std::string& source) {
+  // Every (chunk, microbatch) needs at least its F, so a file of n actions can only run counts whose
+  // product is at most n. Checked before anything is sized by the counts: a 12-byte file naming
+  // microbatch 999999999 must be refused, not allocated for.
+  if (chunks > actions || microbatches > actions || chunks * microbatches > actions) {
+    refuse(source, "runs " + std::to_string(chunks) + " model chunks x " + std::to_string(microbatches) +
+                       " microbatches, but its " + std::to_string(actions) +
+                       " actions cannot hold an F for each of them");
+  }
+}
+
 void check_parsed(const Schedule& schedule, const Origins& origins, const std::string& source) {
+  size_t actions = 0;
+  for (const auto& list : schedule.actions) actions += list.size();
+  check_sizes(static_cast<uint64_t>(std::max(schedule.stages, 0)) * std::max(schedule.virtual_chunks, 0),
+              static_cast<uint64_t>(std::max(schedule.microbatches, 0)), actions, source);
   const auto issue = find_issue(schedule);
   if (!issue) return;
   std::string where = "the schedule", text;

@@ -2,6 +2,8 @@
 // in the file, and refusals that name it (schedule_file.h, "Refusals").
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,12 @@ using Origins = std::vector<std::vector<ActionOrigin>>;  // per stage, parallel 
 /// from `before` (matched by kind, chunk and microbatch, in order): the added ones get empty origins.
 Origins match_origins(const Schedule& before, const Origins& origins, const Schedule& after);
 
-/// Validates `schedule`; when it is invalid, refuses it naming the file action at (or next to) the first
-/// marked one, with the validator's message and grid.
+/// Refuses counts that `actions` actions cannot run (every model chunk x microbatch needs its F) before a
+/// reader sizes anything by them.
+void check_sizes(uint64_t chunks, uint64_t microbatches, size_t actions, const std::string& source);
+
+/// check_sizes, then validates `schedule`; when it is invalid, refuses it naming the file action at (or next
+/// to) the first marked one, with the validator's message and grid.
 void check_parsed(const Schedule& schedule, const Origins& origins, const std::string& source);
 
 }  // namespace brigade::pipeline::detail

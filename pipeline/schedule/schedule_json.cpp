@@ -86,8 +86,8 @@ int field_int(const Json& j, const char* key, int least, const std::string& sour
     detail::refuse(source, std::string("needs \"") + key + "\", an integer");
   const int64_t value = j[key].get<int64_t>();
   if (value < least || value > 1000000)
-    detail::refuse(source, std::string("\"") + key + "\" is " + std::to_string(value) +
-                               ", expected at least " + std::to_string(least));
+    detail::refuse(source, std::string("\"") + key + "\" is " + std::to_string(value) + ", expected " +
+                               std::to_string(least) + " to 1000000");
   return static_cast<int>(value);
 }
 
@@ -121,7 +121,7 @@ Schedule schedule_from_json(const std::string& text, const std::string& source) 
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number too large for any type (out_of_range)
     detail::refuse(source, std::string("is not JSON: ") + e.what());
   }
   if (!j.is_object()) detail::refuse(source, "is not a JSON object");

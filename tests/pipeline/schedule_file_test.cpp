@@ -176,6 +176,10 @@ TEST(ScheduleFiles, InvalidPyTorchFilesAreRefusedNamingTheAction) {
   // In the compute-only format the receive is brigade's: the error names the forward it feeds.
   EXPECT_THAT(csv_error("0F0,0B0\n1B0,1F0\n"), HasSubstr("row 2, column 1 ('1B0')"));
   EXPECT_THAT(csv_error("\n\n"), HasSubstr("has no rows"));
+  // Counts the file's actions cannot hold are refused before anything is sized by them (found by fuzzing:
+  // this 12-byte file once asked for 2 GB).
+  EXPECT_THAT(csv_error("019641252B0,"),
+              HasSubstr("runs 19641253 model chunks x 1 microbatches, but its 1 actions"));
 }
 
 std::string json_error(const std::string& text) {
@@ -202,6 +206,12 @@ TEST(ScheduleFiles, InvalidJsonFilesAreRefusedNamingTheAction) {
   std::string peer = good;
   peer.replace(peer.find("\"send F1.c0 ->s1\""), 17, "\"send F1.c0 ->s7\"");
   EXPECT_THAT(json_error(peer), HasSubstr("actions[0][3] ('send F1.c0 ->s7'): stage 0 step 3"));
+  // Found by fuzzing: a number too large for any type is refused like a syntax error, and counts the lists
+  // cannot hold are refused before the validator sizes anything by them.
+  EXPECT_THAT(json_error("{\"stages\": 99e99999992}"), HasSubstr("t.json: is not JSON"));
+  std::string many = good;
+  many.replace(many.find("\"microbatches\": 2"), 17, "\"microbatches\": 1000000");
+  EXPECT_THAT(json_error(many), HasSubstr("runs 2 model chunks x 1000000 microbatches, but its"));
 }
 
 TEST(ScheduleFiles, RecomputationIsAddedToASchedulesThatHasNone) {
