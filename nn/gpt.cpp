@@ -218,7 +218,7 @@ int64_t sample_token(const std::vector<float>& logits, double temperature, int64
 }
 
 Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperature, int64_t top_k,
-                     Generator* generator) {
+                     Generator* generator, const std::function<Tensor(const Tensor& ids)>& forward_fn) {
   BRIGADE_CHECK_SHAPE(ids.dim() == 2 && ids.size(0) > 0 && ids.size(1) > 0,
                       "GPT::generate: expected ids [B, T] with B, T >= 1, found ", shape_str(ids.shape()));
   BRIGADE_CHECK_DTYPE(ids.dtype() == kInt64 || ids.dtype() == kInt32,
@@ -253,7 +253,8 @@ Tensor GPT::generate(const Tensor& ids, int64_t max_new_tokens, double temperatu
     for (int64_t b = 0; b < B; ++b) {
       std::copy_n(tokens.begin() + b * total + (length - context), context, window.begin() + b * context);
     }
-    Tensor logits = forward(from_vector(window, {B, context}, device));  // [B, context, V]
+    const Tensor window_ids = from_vector(window, {B, context}, device);
+    Tensor logits = forward_fn ? forward_fn(window_ids) : forward(window_ids);  // [B, context, V]
     // [B, V]; float32 also when autocast made the logits bf16
     std::vector<float> last = logits.select(1, context - 1).to(kFloat32).to_vector<float>();
     std::vector<double> uniforms = rand({B}, TensorOptions(kFloat64), generator).to_vector<double>();

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,8 +114,11 @@ class GPT : public Sequential {
   /// temperature) restricted to the top_k most likely tokens (top_k 0: all). Runs without grad and in
   /// eval mode (the previous mode is restored). `generator` (default: the process-wide one) draws one
   /// uniform per row per step.
+  /// `forward` computes the logits of a window (default: this model's forward); a pipeline passes its
+  /// forward-only pass (pipeline/run/executor.h: Pipeline::forward) for a model spread over devices.
   Tensor generate(const Tensor& ids, int64_t max_new_tokens, double temperature = 1.0, int64_t top_k = 0,
-                  Generator* generator = nullptr);
+                  Generator* generator = nullptr,
+                  const std::function<Tensor(const Tensor& ids)>& forward = {});
 
  private:
   GPTConfig config_;

@@ -59,7 +59,8 @@ TrainData load_train_data(const TrainOptions& options, int64_t block, const Char
 
 std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokenizer,
                                          const std::vector<std::string>& prompts, int64_t max_new_tokens,
-                                         const Device& device) {
+                                         const Device& device,
+                                         const std::function<Tensor(const Tensor& ids)>& forward) {
   if (prompts.empty()) return {};
   std::vector<int64_t> ids;
   int64_t length = -1;
@@ -72,7 +73,8 @@ std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokeni
     ids.insert(ids.end(), row.begin(), row.end());
   }
   const auto count = static_cast<int64_t>(prompts.size());
-  Tensor out = model.generate(from_vector(ids, {count, length}, device), max_new_tokens, /*temperature=*/0.0);
+  Tensor out = model.generate(from_vector(ids, {count, length}, device), max_new_tokens, /*temperature=*/0.0,
+                              /*top_k=*/0, /*generator=*/nullptr, forward);
   const std::vector<int64_t> all = out.to_vector<int64_t>();  // [count, length + max_new_tokens]
   const int64_t width = length + max_new_tokens;
   std::vector<std::string> completions;

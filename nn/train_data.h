@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +39,11 @@ struct TrainData {
 TrainData load_train_data(const TrainOptions& options, int64_t block,
                           const CharTokenizer* tokenizer = nullptr);
 
-/// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each.
+/// Greedy completions of `prompts` (all of one length) by `model`, `max_new_tokens` characters each;
+/// `forward` computes the logits (GPT::generate; default: the model's own forward).
 std::vector<std::string> greedy_complete(GPT& model, const CharTokenizer& tokenizer,
                                          const std::vector<std::string>& prompts, int64_t max_new_tokens,
-                                         const Device& device);
+                                         const Device& device,
+                                         const std::function<Tensor(const Tensor& ids)>& forward = {});
 
 }  // namespace brigade::nn

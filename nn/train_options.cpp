@@ -176,7 +176,7 @@ const std::vector<AnyTrainOption>& train_option_table() {
           "fault injection for tests: N:S:ACTION makes stage S raise an error at ACTION (F3, B0, Bi2, ...) "
           "of this invocation's N-th step (docs/distributed.md)"),
       row("devices", &O::devices, kPerInvocation, kHidden, nullptr,
-          "the stages' device: one for all (cpu, cuda:0) or one per stage, all the same"),
+          "the stages' devices: one for all (cpu, cuda:0) or one per stage (cuda:0,cuda:1)"),
       row("memory_budget", &O::memory_budget, kPerInvocation, kHidden, nullptr,
           "refuse, before any step, a plan whose predicted peak on a stage exceeds this (512MiB, 2GiB)"),
       row("trace", &O::trace, kPerInvocation, kHidden, nullptr,

@@ -51,7 +51,8 @@ Device checked_device(const std::string& name) {
 }
 
 // Mean loss over eval_iters fixed validation batches (the same windows every time).
-double validation_loss(GPT& model, const TrainData& data, const TrainOptions& options, const Device& device) {
+double validation_loss(GPT& model, StepRunner& runner, const TrainData& data, const TrainOptions& options,
+                       const Device& device) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -60,18 +61,21 @@ double validation_loss(GPT& model, const TrainData& data, const TrainOptions& op
   for (int64_t i = 0; i < options.eval_iters; ++i) {
     Batch batch =
         random_batch(data.val, options.batch, options.block, eval_generator, device, data.val_starts);
-    total += GPT::loss(model.forward(batch.x), batch.y).item();
+    const Tensor logits = runner.forward(model, batch.x);
+    total += GPT::loss(logits, batch.y.to(logits.device())).item();
   }
   model.train(was_training);
   return total / static_cast<double>(options.eval_iters);
 }
 
-ExactMatchScore score(GPT& model, const TrainData& data, int64_t count, const Device& device) {
+ExactMatchScore score(GPT& model, StepRunner& runner, const TrainData& data, int64_t count,
+                      const Device& device) {
+  const auto forward = [&](const Tensor& ids) { return runner.forward(model, ids); };
   const AdditionTask& task = *data.task;
   return score_exact_match_batched(
       task,
       [&](const std::vector<std::string>& prompts) {
-        return greedy_complete(model, data.tokenizer, prompts, task.completion_length(), device);
+        return greedy_complete(model, data.tokenizer, prompts, task.completion_length(), device, forward);
       },
       std::min<int64_t>(count, static_cast<int64_t>(task.heldout_problems().size())), kScoreBatch);
 }
@@ -283,11 +287,11 @@ EvalReport TrainSession::run_evaluation(bool final) {
   report.train_loss = steps_since_eval_ > 0 ? loss_since_eval_ / static_cast<double>(steps_since_eval_)
                                             : std::numeric_limits<double>::quiet_NaN();
   runner_->before_evaluation(*model_);
-  report.val_loss = validation_loss(*model_, data_, options_, device_);
+  report.val_loss = validation_loss(*model_, *runner_, data_, options_, device_);
   if (data_.task) {
     const int64_t problems =
         final ? static_cast<int64_t>(data_.task->heldout_problems().size()) : kProgressProblems;
-    const ExactMatchScore s = score(*model_, data_, problems, device_);
+    const ExactMatchScore s = score(*model_, *runner_, data_, problems, device_);
     report.accuracy = s.accuracy();
     report.problems = s.total;
     if (final) {

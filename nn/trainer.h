@@ -130,6 +130,11 @@ class StepRunner {
   /// leaves the gradients in .grad and returns the loss. A non-finite loss is returned as it is (with or
   /// without gradients): train() stops before the optimizer touches the weights.
   virtual double forward_backward(GPT& model, const Batch& batch) = 0;
+  /// The logits of `ids` for evaluation and sampling (called without grad, the model in eval mode): by
+  /// default the model's own forward; the pipeline runs it through its stages as a forward-only schedule,
+  /// so a model whose stages sit on several devices is never gathered onto one. The result may be on
+  /// another device than `ids` (the last stage's).
+  virtual Tensor forward(GPT& model, const Tensor& ids) { return model.forward(ids); }
   /// Checkpoints' "brigade.partition" metadata (JSON object text); empty: the unpipelined partition.
   virtual std::string partition_json(const GPT& model) const {
     (void)model;

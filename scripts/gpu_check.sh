@@ -120,6 +120,19 @@ pipeline_accuracy=$(sed -n 's/^held-out exact-match accuracy: \([0-9.]*%\).*/\1/
 train_pipeline_line="$train_pipeline (bubble ${pipeline_bubble:-?}, accuracy ${pipeline_accuracy:-?} after 200 steps)"
 log "brigade train --device cuda --stages 2 --microbatches 4 --steps 200: $train_pipeline_line"
 
+# ---- pipeline CLI: --devices cuda:0,cuda:0, evaluation through the pipeline (own timeout: 45 s) ----------------
+# 60 steps of the default model as 2 stages given one device each (both cuda:0 here: the multi-device path with
+# one GPU), with two evaluations: the validation loss and the held-out completions run through the stages as a
+# forward-only schedule (Pipeline::forward). tests/pipeline/cuda_multi_device_test.cpp (ctest above) compares
+# it with one device and, on a machine with two GPUs, runs cuda:0,cuda:1.
+train_devices=FAILED
+if t=$(capped 45) && timeout "$t" "$build/apps/brigade" train --device cuda --devices cuda:0,cuda:0 --stages 2 \
+     --microbatches 4 --steps 60 --eval-every 30 --metrics "$OUT/devices_train.json" > "$OUT/devices_train.log" 2>&1 &&
+   grep -q "^eval @ step 30" "$OUT/devices_train.log"; then
+  train_devices=ok
+fi
+log "brigade train --devices cuda:0,cuda:0 --stages 2 --steps 60: $train_devices; $(grep -E '^final' "$OUT/devices_train.log")"
+
 # ---- pipeline prediction and scaling: stages as streams of one GPU (own timeouts: 20 s + 40 s) -------------------
 # bench/pipeline_predict_bench --device cuda: the default pipeline run (2 stages x 4 microbatches of 32, 1f1b) with
 # its layers profiled by CUDA events, simulated, then measured on cuda:0 (a compute + copy stream per stage) and
@@ -235,6 +248,7 @@ elapsed=$(($(date +%s) - start))
 summary="gpu_check $(date -u +%Y-%m-%dT%H:%MZ) commit $commit on ${gpu_name:-unknown} sm_$arch: build $build_status; ctest rc $ctest_rc (${tests_line:-no result}); skipped $skipped; memcheck clean $memcheck_clean/$memcheck_total; racecheck clean $racecheck_clean/$racecheck_total; train on cuda $train_cuda; pipeline train on cuda $train_pipeline_line; pipeline benches $pipeline_bench_line; benchmarks $bench_status; ${elapsed}s"
 summary="$summary; gpt2 step $gpt2_ok/4 runs ($gpt2_brief)"
 summary="$summary; gemm v8 wgmma $wgmma_line"
+summary="$summary; train --devices cuda:0,cuda:0 $train_devices"
 summary="$summary; memory-bound ($memory_bound)"
 echo "$summary" | tee "$OUT/summary.txt"
-[ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$bench_status" = ok ]
+[ "$build_status" = ok ] && [ "$ctest_rc" -eq 0 ] && [ "$memcheck_clean" -eq "$memcheck_total" ] && [ "$racecheck_clean" -eq "$racecheck_total" ] && [ "$train_cuda" = ok ] && [ "$train_pipeline" = ok ] && [ "$train_devices" = ok ] && [ "$bench_status" = ok ]

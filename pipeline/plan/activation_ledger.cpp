@@ -22,7 +22,7 @@ Held ActivationLedger::held(int chunk, int microbatch) const {
 }
 
 void ActivationLedger::begin(const Action& a) {
-  if (!tracks(a.kind)) return;
+  if (!tracks(a.kind) || schedule_.forward_only) return;  // a forward without a backward keeps nothing
   Held& h = slot(a);
   const ActivationSizes size = sizes_.chunk(schedule_.layout(), stage_, a.chunk);
   if (a.kind == ActionKind::Forward) {

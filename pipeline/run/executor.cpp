@@ -655,6 +655,51 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   return result;
 }
 
+Tensor Pipeline::forward(const Tensor& ids, int microbatches) {
+  Impl& im = *impl_;
+  BRIGADE_CHECK_VALUE(static_cast<int>(im.stages.size()) == schedule_.stages,
+                      "Pipeline::forward: ", schedule_.stages - static_cast<int>(im.stages.size()),
+                      " of the stages live in other processes; a forward pass needs every stage here");
+  BRIGADE_CHECK_VALUE(ids.defined() && ids.dim() >= 1, "Pipeline::forward: ids must be a tensor [B, ...]");
+  const int64_t batch = ids.size(0);
+  int M = microbatches;
+  if (M <= 0) {
+    M = static_cast<int>(std::min<int64_t>(schedule_.microbatches, std::max<int64_t>(batch, 1)));
+    while (batch % M != 0) --M;
+  }
+  const Schedule lists = forward_only(schedule_.stages, M, schedule_.virtual_chunks, schedule_.placement);
+  validate(lists, transport_->model());
+  detail::StepInputs inputs = microbatches_of(ids, ids, M);  // no targets: the outputs are the result
+  inputs.lists = &lists;
+  inputs.faults = im.faults;
+  for (const Device& device : im.devices) Stream::current(device).synchronize();
+  Stream::current(ids.device()).synchronize();
+
+  Impl::Bindings bindings(model_, schedule_, im);  // tied weights: each stage reads its own replica
+  transport_->reset();
+  for (auto& stage : im.stages) stage->begin_step();
+  inputs.origin = std::chrono::steady_clock::now();
+  const std::vector<StageFailure> failures = im.run_stages(inputs, lists, *transport_);
+  const StageFailure* first = first_failure(failures);
+  if (first || transport_->aborted()) {
+    for (auto& stage : im.stages) stage->clear();
+    if (!first) throw PipelineError("forward aborted: " + transport_->abort_reason(), -1, -1, Action{}, {});
+    const int stage = static_cast<int>(first - failures.data());
+    throw PipelineError(first->message, stage, first->step, first->action, first->cause);
+  }
+  // The microbatches' outputs, back into one batch on the last stage's device.
+  const std::vector<Tensor>& parts =
+      im.stages[static_cast<size_t>(lists.stage_of(lists.model_chunks() - 1))]->outputs();
+  Shape shape = parts.front().shape();
+  shape[0] = batch;
+  Tensor out = empty(shape, TensorOptions().dtype(parts.front().dtype()).device(parts.front().device()));
+  const int64_t per = batch / M;
+  NoGradGuard no_grad;
+  for (int i = 0; i < M; ++i) out.narrow(0, i * per, per).copy_(parts[static_cast<size_t>(i)]);
+  for (auto& stage : im.stages) stage->clear();
+  return out;
+}
+
 StepResult Pipeline::train_step(const Tensor& ids, const Tensor& targets, nn::Optimizer& optimizer) {
   model_.zero_grad();
   StepResult result = forward_backward(ids, targets);

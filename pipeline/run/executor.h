@@ -274,6 +274,16 @@ class Pipeline {
   /// when a stage fails.
   StepResult forward_backward(const Tensor& ids, const Tensor& targets);
 
+  /// The model's output on `ids` [B, ...] computed through the pipeline, without grad: a forward-only
+  /// schedule (forward_only, schedule/generators.h: validated like every schedule) with the training
+  /// schedule's stages, chunks and placement, in `microbatches` microbatches (0: the largest count up to
+  /// the training schedule's M that divides B). Returns the last layer's output [B, ...] on the last stage's
+  /// device, equal to the unpipelined forward of the whole batch row for row (each microbatch runs the
+  /// same ops on its rows). What evaluation and sampling run, so that a model whose stages sit on several
+  /// devices never has to run on one. Every stage must be in this process (ValueError otherwise);
+  /// PipelineError when a stage fails.
+  Tensor forward(const Tensor& ids, int microbatches = 0);
+
   /// zero_grad, forward_backward, clip (PipelineConfig::grad_clip), optimizer.step(). The optimizer must
   /// hold the model's parameters (create it after the Pipeline). Throws without stepping when the
   /// gradient norm is not finite.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <sstream>
 
 #include "autograd/engine.h"
@@ -82,6 +83,7 @@ int64_t Stage::peak_bytes() const {
 void Stage::clear() {
   slots_.clear();
   loss_tensors_.clear();
+  outputs_.clear();
   in_flight_.clear();
 }
 
@@ -93,7 +95,12 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
   trace_.clear();
   losses_.clear();
   step_ = -1;
-  loss_tensors_.assign(static_cast<size_t>(schedule_.microbatches), Tensor());
+  const Schedule& running = inputs.lists != nullptr ? *inputs.lists : schedule_;
+  loss_tensors_.assign(static_cast<size_t>(running.microbatches), Tensor());
+  outputs_.assign(running.forward_only ? static_cast<size_t>(running.microbatches) : 0, Tensor());
+  // Evaluation and sampling: nothing to differentiate, so no graph is built.
+  std::optional<NoGradGuard> no_grad;
+  if (running.forward_only) no_grad.emplace();
 
   // The reference for stream timings: recorded while the stream is idle, so its device time is "now".
   compute_.synchronize();
@@ -101,7 +108,7 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
   const double reference_ms = ms_since(inputs.origin);
   reference.record(compute_);
 
-  const std::vector<Action>& list = schedule_.actions[static_cast<size_t>(stage_)];
+  const std::vector<Action>& list = running.actions[static_cast<size_t>(stage_)];
   std::vector<RawTiming> timings;
   timings.reserve(list.size());
   for (size_t i = 0; i < list.size(); ++i) {
@@ -167,6 +174,10 @@ void Stage::execute(const Action& a, const StepInputs& inputs, Transport& transp
   }
 }
 
+bool Stage::forward_only(const StepInputs& inputs) {
+  return inputs.lists != nullptr && inputs.lists->forward_only;
+}
+
 Stage::Slot& Stage::slot(const Action& a, const char* what) {
   auto it = slots_.find({a.microbatch, a.chunk});
   BRIGADE_CHECK_VALUE(it != slots_.end(), what, ": microbatch ", a.microbatch, " of chunk ", a.chunk,
@@ -177,7 +188,7 @@ Stage::Slot& Stage::slot(const Action& a, const char* what) {
 Tensor Stage::run_chunk(const Tensor& x, int chunk, int microbatch, const StepInputs& inputs) {
   const auto [begin, end] = chunks_[static_cast<size_t>(chunk)];
   Tensor y = model_.forward_range(x, begin, end);
-  if (!is_last(chunk)) return y;
+  if (!is_last(chunk) || forward_only(inputs)) return y;
   return loss_(y, inputs.targets[static_cast<size_t>(microbatch)].to(device_));
 }
 
@@ -196,6 +207,7 @@ void Stage::forward(const Action& a, const StepInputs& inputs) {
     if (is_floating(x.dtype())) x.set_requires_grad(true);
     s.received = Tensor();
   }
+  if (forward_only(inputs)) return route_output(a, inputs, s, run_chunk(x, a.chunk, a.microbatch, inputs));
   s.input = x;
 
   Tensor out;
@@ -208,9 +220,16 @@ void Stage::forward(const Action& a, const StepInputs& inputs) {
     out = run_chunk(x, a.chunk, a.microbatch, inputs);
     s.root = out;
   }
+  route_output(a, inputs, s, out);
+}
 
+void Stage::route_output(const Action& a, const StepInputs& inputs, Slot& s, const Tensor& out) {
   if (is_last(a.chunk)) {
-    loss_tensors_[static_cast<size_t>(a.microbatch)] = out.detach();
+    if (forward_only(inputs)) {
+      outputs_[static_cast<size_t>(a.microbatch)] = out;
+    } else {
+      loss_tensors_[static_cast<size_t>(a.microbatch)] = out.detach();
+    }
     return;
   }
   const int next = model_chunk(a.chunk) + 1;
@@ -355,6 +374,11 @@ void Stage::finish(const StepInputs& inputs) {
   }
   slots_.clear();
   if (schedule_.stage_of(schedule_.model_chunks() - 1) != stage_) return;  // not the stage with the loss
+  if (forward_only(inputs)) {
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      BRIGADE_CHECK(outputs_[i].defined(), "forward: the output of microbatch ", i, " was never computed");
+    return;
+  }
   losses_.resize(loss_tensors_.size());
   for (size_t i = 0; i < loss_tensors_.size(); ++i) {
     BRIGADE_CHECK(loss_tensors_[i].defined(), "step: the loss of microbatch ", i, " was never computed");

@@ -35,6 +35,10 @@ struct StepInputs {
   std::chrono::steady_clock::time_point origin;  ///< time 0 of the trace
   std::vector<Fault> faults;
   bool check_finite = true;
+  /// The lists this step runs; nullptr: the stage's training schedule. A forward-only schedule
+  /// (Schedule::forward_only, same stages, chunks and placement) runs without grad, and the last model
+  /// chunk keeps its output (Stage::outputs) instead of computing the loss.
+  const Schedule* lists = nullptr;
 };
 
 class Stage {
@@ -66,6 +70,8 @@ class Stage {
   const std::vector<TraceEvent>& trace() const { return trace_; }
   /// The last stage's per-microbatch losses (unscaled) after a successful run(); empty elsewhere.
   const std::vector<double>& losses() const { return losses_; }
+  /// After a forward-only run, on the stage of the last model chunk: its output per microbatch.
+  const std::vector<Tensor>& outputs() const { return outputs_; }
 
  private:
   struct Slot {
@@ -90,9 +96,13 @@ class Stage {
   void finish(const StepInputs& inputs);
   /// The chunk's layers on x, and for the last model chunk the loss: what F and R compute.
   Tensor run_chunk(const Tensor& x, int chunk, int microbatch, const StepInputs& inputs);
+  /// Where F's output goes: the stage's outputs (forward-only, last chunk), the loss, the next chunk on
+  /// this stage, or the Send.
+  void route_output(const Action& a, const StepInputs& inputs, Slot& s, const Tensor& out);
   /// Makes a received message usable on this stage's compute stream (a copy if it is on another device).
   Tensor hand_over(const Message& message);
   Slot& slot(const Action& a, const char* what);
+  static bool forward_only(const StepInputs& inputs);
   int model_chunk(int chunk) const { return schedule_.model_chunk(stage_, chunk); }
   bool is_first(int chunk) const { return model_chunk(chunk) == 0; }
   bool is_last(int chunk) const { return model_chunk(chunk) == schedule_.model_chunks() - 1; }
@@ -119,6 +129,7 @@ class Stage {
   std::vector<std::pair<Tensor, Event>> in_flight_;  // sources of copies still running, and their events
   std::vector<TraceEvent> trace_;
   std::vector<double> losses_;
+  std::vector<Tensor> outputs_;  // forward-only: the last model chunk's output per microbatch
 };
 
 }  // namespace brigade::pipeline::detail

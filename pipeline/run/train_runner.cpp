@@ -169,14 +169,7 @@ void check_train_options(const nn::TrainOptions& o) {
         with_flag("--balance", o.balance, [&] { return parse_balance(o.balance); });
     (void)chunk_bounds(balance, S, v, layers, "--balance '" + o.balance + "'");
   }
-  const std::vector<Device> devices = stage_devices(o);
-  for (const Device& d : devices) {
-    BRIGADE_CHECK_VALUE(
-        d == devices.front(), "--devices '", o.devices, "' puts stages on ", devices.front().str(), " and ",
-        d.str(),
-        ": brigade train runs every stage on one device (CPU threads, or streams of one GPU), "
-        "because evaluation and sampling run the whole model on one device");
-  }
+  (void)stage_devices(o);  // every entry a device, one per stage or one for all
   if (!o.fail_at.empty()) {
     const FaultInjection f = parse_fault_injection(o.fail_at);
     BRIGADE_CHECK_VALUE(f.stage < S, "--fail-at '", o.fail_at, "': stage ", f.stage, " outside the ", S,
@@ -434,6 +427,14 @@ std::string PipelineRunner::partition_json(const nn::GPT& model) const {
             {"microbatches", options_.microbatches},
             {"recompute", options_.recompute}};
   return j.dump();
+}
+
+Tensor PipelineRunner::forward(nn::GPT& model, const Tensor& ids) {
+  require_prepared("forward");
+  // Across processes every rank holds the whole model for evaluations (before_evaluation synchronises
+  // it); in one process the stages run it as a forward-only schedule, wherever they are.
+  if (collectives_) return model.forward(ids);
+  return pipeline_->forward(ids);
 }
 
 std::vector<int> PipelineRunner::layer_stages(const nn::GPT& model) const {

@@ -26,8 +26,11 @@
 // trace_json() and timeline_svg() draw the last step (a steady one) with the profile's simulated timeline
 // beside it: as a Chrome trace, and as an SVG of the executed schedule over its simulated twin.
 //
-// Devices. Every stage may run on one device (CPU threads, or streams of one GPU). Stages on different
-// devices are refused by check_train_options: evaluation and sampling run the whole model on one device.
+// Devices. The stages may share one device (CPU threads, or streams of one GPU) or sit on several
+// (--devices cuda:0,cuda:1: one GPU per stage, activations and gradients handed over by peer copies).
+// Evaluation and sampling run through the stages too, as a forward-only schedule (forward()), so a model
+// spread over devices is never gathered onto one; the batches are drawn on --device and each stage moves
+// what it reads to its own device.
 //
 // Across processes (a ProcessGroup, pipeline/dist/ and docs/distributed.md). Every rank builds the same
 // model and this runner with the same options; rank r runs stage r % S of replica r / S (rank_layout.h) and
@@ -86,7 +89,7 @@ Schedule schedule_of(const nn::TrainOptions& options);
 /// model chunks (stages x the schedule's chunks per stage) than layers; the schedule's own conditions on
 /// the microbatches (a multiple of the stages for interleaved, 2S for dualpipev); a --balance that is not
 /// a list of stages x v positive counts summing to the model's layers; a --devices entry that is not a
-/// device, a list of the wrong length, or stages on different devices; a --memory-budget that is not a byte
+/// device, or a list of the wrong length; a --memory-budget that is not a byte
 /// count; what schedule_of refuses. Also runs TrainOptions::validate(). Reads --schedule-file; touches no
 /// other file, and no device.
 void check_train_options(const nn::TrainOptions& options);
@@ -127,6 +130,9 @@ class PipelineRunner : public nn::StepRunner {
   /// ("<stem>.safetensors.index.json"). In one process: StepRunner's.
   void save_checkpoint(const std::string& path, const nn::GPT& model, const nn::Optimizer& optimizer,
                        const nn::CheckpointInfo& info) override;
+  /// Evaluation's and sampling's logits: Pipeline::forward (a forward-only schedule through the stages,
+  /// on their devices) in one process; the model's own forward across processes.
+  Tensor forward(nn::GPT& model, const Tensor& ids) override;
   /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
   /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
   std::string state_json() const override;

@@ -224,6 +224,21 @@ Schedule looped_bfs(int stages, int microbatches, int virtual_chunks, Recompute 
   return finish_schedule(std::move(schedule));
 }
 
+Schedule forward_only(int stages, int microbatches, int virtual_chunks, Placement placement) {
+  Schedule schedule =
+      empty_schedule("forward", stages, microbatches, virtual_chunks, placement, Recompute::Never);
+  schedule.forward_only = true;
+  const ChunkLayout layout = schedule.layout();
+  // Model-chunk order: every input a chunk needs comes from a lower model chunk, whose forwards all come
+  // earlier on their own stage, so no stage ever waits on one that waits on it.
+  for (int k = 0; k < schedule.model_chunks(); ++k) {
+    auto& list = schedule.actions[static_cast<size_t>(layout.stage_of(k))];
+    for (int m = 0; m < microbatches; ++m) list.push_back(F(m, layout.chunk_of(k)));
+  }
+  insert_transfers(schedule);
+  return schedule;
+}
+
 void insert_transfers(Schedule& schedule) {
   const int last = schedule.model_chunks() - 1;
   for (int s = 0; s < schedule.stages; ++s) {

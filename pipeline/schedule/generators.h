@@ -100,6 +100,15 @@ Schedule zb_h1(int stages, int microbatches, Recompute recompute = Recompute::Ne
 /// stages: the fill and the drain shrink to 1/v, every stage holds all v M chunk activations at the peak.
 Schedule looped_bfs(int stages, int microbatches, int virtual_chunks, Recompute recompute = Recompute::Never);
 
+/// The forward-only schedule that evaluation and sampling run through a pipeline (Schedule::forward_only):
+/// every stage runs F of each of its chunks, in model-chunk order, for microbatches 0..M-1, with the
+/// activations' Send/Recv; no backward, no optimizer step. For one chunk per stage it is GPipe's fill
+/// without the drain: (M + S - 1) forward times with uniform costs, the bubble (S - 1) / (M + S - 1).
+/// The placement is the training schedule's, so the same stages hold the same layers. ValueError for
+/// S, M or v < 1.
+Schedule forward_only(int stages, int microbatches, int virtual_chunks = 1,
+                      Placement placement = Placement::Interleaved);
+
 /// A schedule of these sizes with empty lists, for a generator to fill. ValueError for S, M or v < 1.
 Schedule empty_schedule(const std::string& name, int stages, int microbatches, int virtual_chunks,
                         Placement placement, Recompute recompute);

@@ -139,6 +139,9 @@ struct Schedule {
   int virtual_chunks = 1;  ///< v: model chunks per stage
   Placement placement = Placement::Interleaved;
   Recompute recompute = Recompute::Never;
+  /// An inference schedule (forward_only, generators.h): F and the activations' transfers only, no
+  /// backward, no recomputation, no optimizer step; the validator holds it to exactly that.
+  bool forward_only = false;
   std::vector<std::vector<Action>> actions;  ///< actions[stage] in execution order
 
   ChunkLayout layout() const { return ChunkLayout{placement, stages, virtual_chunks}; }

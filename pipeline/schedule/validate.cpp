@@ -97,6 +97,12 @@ std::optional<ScheduleIssue> check_positions(const Schedule& s, int st, Position
   int steps = 0;
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     const Action& a = list[i];
+    if (s.forward_only && a.kind != ActionKind::Forward && a.kind != ActionKind::SendActivation &&
+        a.kind != ActionKind::RecvActivation) {
+      return issue(at(st, i) + ": " + to_string(a) +
+                       " in a forward-only schedule (it holds F and the activations' Send/Recv only)",
+                   {{st, i}});
+    }
     if (a.kind == ActionKind::OptimizerStep) {
       if (++steps > 1) return issue(at(st, i) + ": a second optimizer step", {{st, i}});
       if (i + 1 != static_cast<int>(list.size())) {
@@ -114,7 +120,7 @@ std::optional<ScheduleIssue> check_positions(const Schedule& s, int st, Position
     }
     p = i;
   }
-  if (steps == 0)
+  if (steps == 0 && !s.forward_only)
     return issue("stage " + std::to_string(st) + " has no optimizer step at the end of its list");
   return std::nullopt;
 }
@@ -153,6 +159,7 @@ std::optional<ScheduleIssue> check_pair(const Schedule& s, int st, int m, const 
     return issue(here + "has no F" + name + (back >= 0 ? " for its backward" : ""),
                  back >= 0 ? mark(back) : std::vector<std::pair<int, int>>{});
   }
+  if (s.forward_only) return std::nullopt;  // F alone (check_positions refused everything else)
   if (back < 0 && bw < 0) {
     return issue(
         here + "has F" + name + " but no backward (B" + name + ", or Bi" + name + " and Bw" + name + ")",
@@ -216,6 +223,7 @@ std::optional<ScheduleIssue> check_pair_transfers(const Schedule& s, int st, int
   for (const Need& n : needs) {
     const int t = pos.get(n.kind, c, m);
     if (!n.wanted) continue;  // check_ranges already refused transfers that cross no stage
+    if (s.forward_only && (n.kind == ActionKind::RecvGrad || n.kind == ActionKind::SendGrad)) continue;
     const std::string expected = std::string("`") + to_string(n.expected) + "`";
     if (t < 0) {
       return issue(at(st, n.anchor) + ": " + to_string(list[n.anchor]) +

@@ -108,7 +108,7 @@ TEST_F(CliTest, BadValuesExitTwoNamingTheFlag) {
       {"train --balance 3,3", "--balance '3,3' sums to 6 layers, the model has 4"},
       {"train --balance 2,2,0", "--balance '2,2,0'"},
       {"train --devices cpu,tpu", "--devices 'cpu,tpu': 'tpu' is not a device"},
-      {"train --devices cuda:0,cuda:1", "runs every stage on one device"},
+      {"train --devices cuda:0,cuda:99", "is not available"},
       {"train --devices cpu --device cuda:0", "disagree"},
       {"train --memory-budget lots", "--memory-budget 'lots'"},
   };
@@ -231,7 +231,7 @@ TEST_F(CliTest, PipelineFlagsWriteTheirFiguresTraceAndTimeline) {
 }
 
 // A name ending in .index.json saves one shard per stage and an index; it resumes into another layout and
-// samples like a single file.
+// samples like a single file, also through a pipeline (sample --devices).
 TEST_F(CliTest, ShardedCheckpointResumesAsAnotherLayoutAndSamples) {
   CliRun run =
       brigade("train " + kTiny + " --steps 2 --stages 2 --microbatches 2 --save ck.safetensors.index.json");
@@ -243,8 +243,14 @@ TEST_F(CliTest, ShardedCheckpointResumesAsAnotherLayoutAndSamples) {
   ASSERT_EQ(run.status, 0) << run.out << run.err;
   EXPECT_TRUE(contains(run.out, "resumed from 'ck.safetensors.index.json' at step 2")) << run.out;
   EXPECT_TRUE(contains(run.out, "3 stages x 2 microbatches")) << run.out;
-  run = brigade("sample --checkpoint ck.safetensors.index.json --prompt 1 --tokens 3");
+  run = brigade("sample --checkpoint ck.safetensors.index.json --prompt 1 --tokens 12 --seed 3");
   EXPECT_EQ(run.status, 0) << run.out << run.err;
+  // Through a pipeline of two stages (forward-only passes): the same text.
+  const CliRun piped = brigade(
+      "sample --checkpoint ck.safetensors.index.json --prompt 1 --tokens 12 --seed 3 --devices cpu,cpu");
+  EXPECT_EQ(piped.status, 0) << piped.out << piped.err;
+  EXPECT_EQ(piped.out, run.out);
+  EXPECT_EQ(brigade("sample --checkpoint ck.safetensors.index.json --devices cpu,gpu").status, 2);
   fs::remove(file("ck-step2-00002-of-00002.safetensors"));
   run = brigade("sample --checkpoint ck.safetensors.index.json");
   EXPECT_EQ(run.status, 1) << run.err;

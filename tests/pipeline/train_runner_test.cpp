@@ -205,7 +205,6 @@ TEST_F(TrainRunnerTest, BadSettingsAreValueErrorsNamingTheFlag) {
       {[](TrainOptions& o) { o.balance = "1,2"; }, "sums to 3 layers, the model has 4"},
       {[](TrainOptions& o) { o.devices = "cpu,tpu"; }, "'tpu' is not a device"},
       {[](TrainOptions& o) { o.devices = "cpu,cpu,cpu"; }, "names 3 devices; expected 1 or 2"},
-      {[](TrainOptions& o) { o.devices = "cuda:0,cuda:1"; }, "runs every stage on one device"},
       {[](TrainOptions& o) { o.memory_budget = "lots"; }, "--memory-budget 'lots'"},
       {[](TrainOptions& o) { o.stages = 5; }, "--stages 5 needs 5 model chunks"},
       {[](TrainOptions& o) { o.microbatches = 3; }, "--batch 16 is not divisible by --microbatches 3"},
