@@ -8,11 +8,16 @@
 // stages x 2 replicas, and (np = 2) 1 stage x 2 replicas, each against the plain single-process loop on
 // the full batch over 20 steps, within 1e-5 relative.
 //
+// Then resharding: a checkpoint written across processes (a shard per stage, nn/checkpoint_shards.h) resumes
+// in one process with another stage count, whose checkpoint resumes across processes as stages x 2
+// replicas; the losses of the three legs continue the uninterrupted one-process run's, within 1e-5 relative.
+//
 // Exit status 0 when every case agrees on every rank; the mismatches are printed by rank 0.
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -131,6 +136,53 @@ void data_parallel_cases(Checker& check, const std::string& corpus) {
   }
 }
 
+// Steps options.resume's run (or a fresh one) up to `until`, saves, returns the losses of the steps run.
+std::vector<double> run_until(const TrainOptions& o, ProcessGroup* world, int64_t until) {
+  PipelineRunner runner(o, world);
+  brigade::nn::TrainSession session(o, {}, &runner);
+  std::vector<double> losses;
+  while (session.steps_completed() < until) losses.push_back(session.step().loss);
+  session.save();
+  return losses;
+}
+
+void resharding_case(Checker& check, const std::string& corpus) {
+  ProcessGroup& world = check.world;
+  const int N = world.size();
+  const std::string dir = world.all_gather("/tmp/brigade_mpi_reshard_" + std::to_string(::getpid()))[0];
+  if (world.rank() == 0) std::filesystem::create_directories(dir);
+  TrainOptions o = tiny(corpus);
+  o.steps = 6;
+  o.microbatches = 4;
+  o.stages = N;
+  std::vector<double> want;
+  if (world.rank() == 0) want = train_losses(o, nullptr);  // one process, N stage threads, uninterrupted
+
+  TrainOptions across = o;  // N processes, one stage each
+  across.save = dir + "/across.safetensors.index.json";
+  std::vector<double> got = run_until(across, &world, 2);
+  world.all_gather("");  // every shard and the index are on disk
+  if (world.rank() == 0) {
+    TrainOptions one = o;  // one process, 2 stage threads
+    one.stages = 2;
+    one.resume = across.save;
+    one.save = dir + "/one.safetensors";
+    for (double loss : run_until(one, nullptr, 4)) got.push_back(loss);
+  }
+  world.all_gather("");
+  TrainOptions replicas = o;  // N / 2 stages x 2 replicas
+  replicas.stages = N / 2;
+  replicas.data_parallel = 2;
+  replicas.resume = dir + "/one.safetensors";
+  replicas.save = dir + "/replicas.safetensors.index.json";
+  for (double loss : run_until(replicas, &world, 6)) got.push_back(loss);
+  check.compare(std::to_string(N) + " processes -> 1 process -> " + std::to_string(N / 2) +
+                    " stage(s) x 2 replicas, resumed from checkpoints",
+                got, want);
+  world.all_gather("");
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 int main() {
@@ -142,6 +194,7 @@ int main() {
   try {
     pipeline_cases(check, corpus);
     data_parallel_cases(check, corpus);
+    resharding_case(check, corpus);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", world->rank(), e.what());
     mpi.announce_failure("rank " + std::to_string(world->rank()) + ": " + e.what());
