@@ -9,7 +9,8 @@
 #
 # 1. bench/cpu_peak_bench: the single-core peak of vfmadd231ps (ymm, zmm) and vdpbf16ps, REPS repetitions.
 # 2. bench/matmul_bench, the CPU cases (the public op, every CPU version, OpenBLAS) of the baby GPT, GPT-2
-#    small (one 1024-token sequence) and the squares 256-4096, float32 and bfloat16, at 1 and 2 threads:
+#    small's layers (one 1024-token sequence) and the squares 256-4096 (FILTER), float32 and bfloat16
+#    (the baby GPT and the squares up to 1024), at 1 and 2 threads:
 #    REPS repetitions interleaved at random (--benchmark_enable_random_interleaving), medians; JSON and a
 #    chart per thread count (scripts/bench_chart.py, with /usr/bin/python3 and python3-matplotlib).
 # 3. scripts/bench_cpu_vs_torch.sh: brigade against the current PyTorch from PyPI on the baby GPT and the
@@ -24,7 +25,9 @@ BUILD_DIR="${1:-$ROOT/build}"
 OUT="${2:-$ROOT/bench/results}"
 REPS="${REPS:-3}"
 ROUNDS="${ROUNDS:-5}"
-MIN_TIME="${MIN_TIME:-0.2}"
+MIN_TIME="${MIN_TIME:-0.1}"
+# The baby GPT's products, GPT-2 small's layer products (one 1024-token sequence) and the squares.
+FILTER="${FILTER:-matmul\.[a-z_]+/baby/.*/cpu/|matmul\.(qkv|attn_proj|fc|fc_proj)/gpt2-b1/.*/cpu/|matmul\.square[0-9]+/square/.*/cpu/}"
 mkdir -p "$OUT"
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
@@ -43,7 +46,7 @@ for threads in 1 2; do
   json="$OUT/matmul-cpu-$stamp-$commit-$machine-omp$threads.json"
   load "matmul_bench, $threads thread(s), start"
   OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=passive BRIGADE_COMMIT="$commit" "$BUILD_DIR/bench/matmul_bench" \
-    --benchmark_filter='matmul\..*/(baby|gpt2-b1|square)/.*/cpu/' --benchmark_repetitions="$REPS" \
+    --benchmark_filter="$FILTER" --benchmark_repetitions="$REPS" \
     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
     --benchmark_min_time="$MIN_TIME" --benchmark_out="$json" --benchmark_out_format=json >"$json.log" 2>&1
   load "matmul_bench, $threads thread(s), end"

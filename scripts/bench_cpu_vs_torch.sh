@@ -22,8 +22,8 @@
 #   default  the default `brigade train` model: 2 layers, 4 heads, n_embd 64, block 13, batch 128, vocab 13
 #   larger   4 layers, 4 heads, n_embd 128, block 64, batch 16, vocab 65
 # Each round runs each side once (a fresh process: WARMUP steps, then STEPS timed steps, its median; gpt2s
-# takes STEPS_GPT2S / WARMUP_GPT2S, default 3 / 1, since one step takes seconds); the printed figure per
-# side is the median over ROUNDS (default 5) of those medians, "ratio" their quotient and "paired" the
+# takes STEPS_GPT2S / WARMUP_GPT2S / ROUNDS_GPT2S, default 3 / 1 / 3, since one step takes seconds); the
+# printed figure per side is the median over ROUNDS (default 5) of those medians, "ratio" their quotient and "paired" the
 # median over rounds of the per-round ratio. Wall time is the figure that counts (what a training run
 # waits for); CPU time (all of a process's threads, per step) is printed beside it because a machine
 # shared with other work inflates wall time far more than CPU time. Both sides get THREADS threads
@@ -37,6 +37,7 @@ ROUNDS="${ROUNDS:-5}"
 STEPS="${STEPS:-20}"
 WARMUP="${WARMUP:-3}"
 STEPS_GPT2S="${STEPS_GPT2S:-3}"
+ROUNDS_GPT2S="${ROUNDS_GPT2S:-3}"
 WARMUP_GPT2S="${WARMUP_GPT2S:-1}"
 THREADS="${THREADS:-2}"
 SHAPES="${SHAPES:-baby gpt2s}"
@@ -95,12 +96,12 @@ declare -A SHAPE_ARGS=(
 for shape in $SHAPES; do
   [[ -n "${SHAPE_ARGS[$shape]:-}" ]] || { echo "usage: unknown shape '$shape' (baby gpt2s default larger)" >&2; exit 2; }
   read -r layers embd heads block batch vocab <<<"${SHAPE_ARGS[$shape]}"
-  steps=$STEPS warmup=$WARMUP
-  if [[ "$shape" == gpt2s ]]; then steps=$STEPS_GPT2S warmup=$WARMUP_GPT2S; fi
+  steps=$STEPS warmup=$WARMUP rounds=$ROUNDS
+  if [[ "$shape" == gpt2s ]]; then steps=$STEPS_GPT2S warmup=$WARMUP_GPT2S rounds=$ROUNDS_GPT2S; fi
   args=(--layers "$layers" --embd "$embd" --heads "$heads" --block "$block" --batch "$batch" --vocab "$vocab"
         --steps "$steps" --warmup "$warmup")
   for t in $THREADS; do
-    for ((r = 0; r < ROUNDS; ++r)); do
+    for ((r = 0; r < rounds; ++r)); do
       load="$(cut -d' ' -f1 /proc/loadavg)"
       read -r b bc < <(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BRIGADE" --step-median "${args[@]}" --threads "$t" \
                        | awk '{print $4, $NF}')
