@@ -169,6 +169,7 @@ int run_train(const CLI::App& cmd, nn::TrainOptions options) {
     throw;
   }
   progress.finish();
+  if (processes.world) runner->gather_trace();  // collective: rank 0 merges the ranks' traces
   if (processes.prints()) report_run(result, options, runner.get());
   return 0;
 }

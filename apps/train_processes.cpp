@@ -39,8 +39,6 @@ std::string check_process_flags(const nn::TrainOptions& options, const TrainProc
     return "--save '" + options.save +
            "': across processes each stage writes its own shard; name the checkpoint by its index, e.g. "
            "run.safetensors.index.json";
-  if (!options.trace.empty() || !options.timeline.empty())
-    return "--trace and --timeline are not supported across processes yet (run them in one process)";
   return "";
 }
 

@@ -23,8 +23,7 @@ struct TrainProcesses {
 TrainProcesses join_processes();
 
 /// Across processes, the flags that cannot work there: "" when none. Stages x data-parallel must be the
-/// launcher's process count; --save must name a sharded checkpoint (each stage writes its shard); --trace
-/// and --timeline are written by one process only today and are refused.
+/// launcher's process count; --save must name a sharded checkpoint (each stage writes its shard).
 std::string check_process_flags(const nn::TrainOptions& options, const TrainProcesses& processes);
 
 /// Collective: every rank's replica, stage, device and host, as the table rank 0 prints.

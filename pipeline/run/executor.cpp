@@ -649,6 +649,8 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
 
   // The barrier has passed: every stage finished its backward. Report, then merge tied gradients.
   StepResult result = im.report(model_, schedule_, *transport_);
+  result.origin_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(im.origin.time_since_epoch()).count();
   bindings.merge_gradients();
   bindings.restore();
   stash.add_back();

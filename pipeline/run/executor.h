@@ -226,6 +226,9 @@ struct StepResult {
   /// Every executed action with its times (chrome_trace_json, render_measured_svg); a stage this process
   /// does not run has no events.
   ExecutionTrace trace;
+  /// The trace's time 0 on this process's steady clock (nanoseconds since the clock's epoch): what a merge
+  /// of the traces of several processes aligns (trace_merge.h).
+  int64_t origin_ns = 0;
 };
 
 class Pipeline {

@@ -44,6 +44,11 @@ class ProcessGroup {
   /// other; the lower rank sends first): one warm-up, then `repeats` timed ones. Returns their median in
   /// seconds (link_model.h fits these).
   virtual double ping_pong(int peer, int64_t bytes, int repeats) = 0;
+  /// The offset of `peer`'s steady clock from this rank's (peer's clock minus this one's, in seconds),
+  /// estimated by `repeats` timestamped ping-pongs (both call it, each naming the other): the peer's
+  /// timestamp against the midpoint of the round trip, from the shortest round trip (the least queueing).
+  /// The lower rank gets the estimate; the higher one gets its negation.
+  virtual double clock_offset(int peer, int repeats) = 0;
   /// Every rank's `text`, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& text) = 0;
   /// Later waits give up after `seconds` (0: never). Setup (profiling, loading) may take much longer on

@@ -11,6 +11,7 @@
 #include "nn/checkpoint_shards.h"
 #include "nn/statistics.h"
 #include "pipeline/run/trace.h"
+#include "pipeline/run/trace_merge.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/schedule_file.h"
 
@@ -312,6 +313,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   Costs costs = profile_costs(*profile_, *partition_);
   if (world_ != nullptr) {
     measure_links();
+    measure_clock_offsets();
     // The simulator has one transfer cost: the slowest link's time for one activation.
     for (const LinkModel& link : links_)
       costs.transfer = std::max(costs.transfer, 1e3 * link.seconds(activation_bytes()));
@@ -569,9 +571,38 @@ double PipelineRunner::bubble_simulated() const {
 }
 
 double PipelineRunner::bubble_simulated_from_trace() const {
-  // Across processes this rank's trace holds its own stage only: no simulation from it.
-  if (collectives_) return std::numeric_limits<double>::quiet_NaN();
-  return simulate_measured(last_step().trace).bubble;
+  // Across processes: from the merged trace (gather_trace), which rank 0 alone holds.
+  if (collectives_ && !merged_) return std::numeric_limits<double>::quiet_NaN();
+  return simulate_measured(step_trace()).bubble;
+}
+
+const ExecutionTrace& PipelineRunner::step_trace() const {
+  return merged_ ? *merged_ : last_step().trace;
+}
+
+void PipelineRunner::measure_clock_offsets() {
+  constexpr int kRepeats = 10;
+  const int rank = world_->rank();
+  clock_offsets_.assign(static_cast<size_t>(world_->size()), 0.0);
+  for (int r = 1; r < world_->size(); ++r) {
+    if (rank == 0) clock_offsets_[static_cast<size_t>(r)] = world_->clock_offset(r, kRepeats);
+    if (rank == r) (void)world_->clock_offset(0, kRepeats);
+  }
+}
+
+void PipelineRunner::gather_trace() {
+  if (!collectives_ || !last_) return;  // every rank has run the same steps, so all return here or none
+  const std::string mine =
+      collectives_->replica() == 0 ? stage_events_text(*last_, collectives_->stage()) : "";
+  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));
+  const std::vector<std::string> all = world_->all_gather(mine);
+  world_->set_timeout(options_.timeout);
+  if (world_->rank() != 0) return;
+  ExecutionTrace merged = last_->trace;  // the schedule, the devices and rank 0's own stage
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (!all[r].empty()) merge_stage_events(merged, all[r], last_->origin_ns, clock_offsets_[r]);
+  }
+  merged_ = std::move(merged);
 }
 
 std::string PipelineRunner::summary() const {
@@ -614,6 +645,16 @@ std::string PipelineRunner::summary() const {
         << " of activations in " << t.activation_messages << " messages, "
         << format_bytes(static_cast<double>(t.gradient_bytes)) << " of gradients in " << t.gradient_messages
         << " messages\n";
+    if (merged_) {  // across processes: per link, from the merged trace of the last step
+      for (const LinkTraffic& link : link_traffic(*merged_)) {
+        std::snprintf(line, sizeof line,
+                      "  s%d -> s%d: %s in %lld messages, %.3f GB/s achieved (bytes over the time from each "
+                      "send to the end of its receive)\n",
+                      link.from_stage, link.to_stage, format_bytes(static_cast<double>(link.bytes)).c_str(),
+                      static_cast<long long>(link.messages), link.achieved_bytes_per_second() / 1e9);
+        out << line;
+      }
+    }
   } else {
     out << "\n" << prediction().table();
   }
@@ -672,11 +713,11 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
 }
 
 std::string PipelineRunner::trace_json() const {
-  return chrome_trace_json(last_step().trace, &simulated());
+  return chrome_trace_json(step_trace(), &simulated());
 }
 
 std::string PipelineRunner::timeline_svg() const {
-  return render_measured_svg(last_step().trace, &simulated());
+  return render_measured_svg(step_trace(), &simulated());
 }
 
 }  // namespace brigade::pipeline

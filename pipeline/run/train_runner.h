@@ -179,6 +179,10 @@ class PipelineRunner : public nn::StepRunner {
   /// predicted_step_peak_bytes (per stage), traffic_bytes_per_step and traffic {activation_bytes,
   /// gradient_bytes, messages}.
   std::string add_metrics(const std::string& metrics_json) const;
+  /// Across processes, collective (every rank calls it after the run): rank 0 merges every rank's trace of
+  /// the last step onto its clock (trace_merge.h); trace_json, timeline_svg, the bubble simulated from the
+  /// trace and the summary's traffic per link then use it. Nothing in one process.
+  void gather_trace();
   /// Chrome trace JSON of the last step with the profile's simulated timeline beside it.
   std::string trace_json() const;
   /// SVG timeline of the last step, with the profile's simulated step under it on the same axis.
@@ -187,6 +191,9 @@ class PipelineRunner : public nn::StepRunner {
  private:
   double forward_backward_across_processes(const nn::Batch& batch);
   void measure_links();
+  void measure_clock_offsets();
+  /// The merged trace (rank 0, across processes, after gather_trace), else the last step's.
+  const ExecutionTrace& step_trace() const;
   int64_t activation_bytes() const;
   void require_prepared(const char* what) const;
   void require_step(const char* what) const;
@@ -201,6 +208,8 @@ class PipelineRunner : public nn::StepRunner {
   std::optional<FaultInjection> fault_;           // --fail-at
   std::vector<LinkModel> links_;                  // across processes: replica 0's stage s -> s + 1
   std::vector<double> step_spans_;                // across processes: rank 0's step span per step
+  std::vector<double> clock_offsets_;             // rank 0: each rank's clock minus ours (seconds)
+  std::optional<ExecutionTrace> merged_;          // rank 0, after gather_trace()
   int steps_started_ = 0;
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;

@@ -2,6 +2,7 @@
 #include "pipeline/dist/mpi/mpi_process_group.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "pipeline/dist/mpi/mpi_transport.h"
 #include "tensor/error.h"
@@ -111,6 +112,56 @@ double MpiProcessGroup::ping_pong(int peer, int64_t bytes, int repeats) {
   }
   std::sort(round_trips.begin(), round_trips.end());
   return round_trips[round_trips.size() / 2];
+}
+
+double MpiProcessGroup::clock_offset(int peer, int repeats) {
+  BRIGADE_CHECK_VALUE(peer >= 0 && peer < size_ && peer != rank_ && repeats >= 1, "clock_offset: peer ", peer,
+                      " must be another rank of the group's ", size_, ", repeats >= 1");
+  constexpr int kTag = 8;
+  const std::string what = "clock ping-pong with rank " + std::to_string(peer);
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  auto exchange = [&](int64_t* value, bool send) {
+    MPI_Request request;
+    if (send) {
+      check_mpi(MPI_Isend(value, 1, MPI_INT64_T, peer, kTag, comms_.collectives, &request), "MPI_Isend");
+    } else {
+      check_mpi(MPI_Irecv(value, 1, MPI_INT64_T, peer, kTag, comms_.collectives, &request), "MPI_Irecv");
+    }
+    complete(request, what);
+  };
+  const bool asks = rank_ < peer;
+  double best_round_trip = 1e300, offset = 0.0;
+  for (int i = 0; i < repeats; ++i) {
+    int64_t stamp = 0;
+    if (asks) {
+      const int64_t sent = now_ns();
+      exchange(&stamp, /*send=*/true);
+      exchange(&stamp, /*send=*/false);  // the peer's clock when it answered
+      const int64_t received = now_ns();
+      const double round_trip = static_cast<double>(received - sent);
+      if (round_trip < best_round_trip) {
+        best_round_trip = round_trip;
+        offset = 1e-9 * (static_cast<double>(stamp) - 0.5 * static_cast<double>(sent + received));
+      }
+    } else {
+      exchange(&stamp, /*send=*/false);
+      stamp = now_ns();
+      exchange(&stamp, /*send=*/true);
+    }
+  }
+  // Both ends return the estimate (the answering rank learns it from the asking one).
+  MPI_Request request;
+  if (asks) {
+    check_mpi(MPI_Isend(&offset, 1, MPI_DOUBLE, peer, kTag, comms_.collectives, &request), "MPI_Isend");
+  } else {
+    check_mpi(MPI_Irecv(&offset, 1, MPI_DOUBLE, peer, kTag, comms_.collectives, &request), "MPI_Irecv");
+  }
+  complete(request, what);
+  return asks ? offset : -offset;
 }
 
 std::vector<std::string> MpiProcessGroup::all_gather(const std::string& text) {

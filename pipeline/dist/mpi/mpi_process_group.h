@@ -24,6 +24,7 @@ class MpiProcessGroup : public ProcessGroup {
   void all_reduce_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
   double ping_pong(int peer, int64_t bytes, int repeats) override;
+  double clock_offset(int peer, int repeats) override;
   std::vector<std::string> all_gather(const std::string& text) override;
   void set_timeout(double seconds) override { timeout_seconds_ = seconds; }
   std::unique_ptr<ProcessGroup> split(int color) override;
