@@ -133,6 +133,27 @@ if t=$(capped 45) && timeout "$t" "$build/apps/brigade" train --device cuda --de
 fi
 log "brigade train --devices cuda:0,cuda:0 --stages 2 --steps 60: $train_devices; $(grep -E '^final' "$OUT/devices_train.log")"
 
+# ---- across processes: 2 processes on one GPU through the MPI transport (own timeout: 2 x 45 s) ----------------
+# mpirun -np 2: each rank runs one stage of the default model on cuda:0, its activations and gradients crossing
+# through host memory (MpiTransport, docs/distributed.md); then the same 30 steps as 2 stage threads of one
+# process. The final losses must agree within 1e-5 relative. Skipped, saying so, where mpirun or the build's MPI
+# (tests/dist_mpi_train_driver exists only with it) is missing.
+mpi_gpu="skipped (no mpirun, or a build without MPI)"
+if command -v mpirun > /dev/null && [ -x "$build/tests/dist_mpi_train_driver" ]; then
+  mpi_gpu=FAILED
+  mpi_args=(train --device cuda:0 --stages 2 --microbatches 4 --steps 30 --eval-every 0 --eval-iters 2)
+  if t=$(capped 45) && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$t" \
+       mpirun -np 2 --oversubscribe "$build/apps/brigade" "${mpi_args[@]}" --metrics "$OUT/mpi_gpu.json" \
+       > "$OUT/mpi_gpu.log" 2>&1 &&
+     t=$(capped 45) && timeout "$t" "$build/apps/brigade" "${mpi_args[@]}" --metrics "$OUT/mpi_gpu_threads.json" \
+       > "$OUT/mpi_gpu_threads.log" 2>&1 &&
+     python3 -c "import json,sys; a,b=(json.load(open(p))['final_loss'] for p in sys.argv[1:]); \
+sys.exit(0 if abs(a-b) <= 1e-5*abs(b) else 1)" "$OUT/mpi_gpu.json" "$OUT/mpi_gpu_threads.json"; then
+    mpi_gpu=ok
+  fi
+fi
+log "mpirun -np 2 brigade train --device cuda:0 (one stage per process) vs 2 stage threads: $mpi_gpu"
+
 # ---- pipeline prediction and scaling: stages as streams of one GPU (own timeouts: 20 s + 40 s) -------------------
 # bench/pipeline_predict_bench --device cuda: the default pipeline run (2 stages x 4 microbatches of 32, 1f1b) with
 # its layers profiled by CUDA events, simulated, then measured on cuda:0 (a compute + copy stream per stage) and
