@@ -15,11 +15,14 @@
 // float flops per cycle = ~118 GFLOP/s per core, whether issued as ymm (2 per cycle) or zmm (1 per cycle,
 // each taking both pipes); vdpbf16ps zmm doubles that in bf16 products.
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+
+#if BRIGADE_CPU_X86
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -28,6 +31,7 @@ constexpr int kChains = 12;  // >= latency (4-6 cycles) x pipes (2)
 // Read through a volatile so that the compiler cannot fold the loops into their result.
 volatile float g_scale = 0.9999999f, g_offset = 1e-7f;
 
+#if BRIGADE_CPU_X86
 __attribute__((target("avx2,fma"), noinline)) float fma_avx2() {
   __m256 acc[kChains];
   for (int j = 0; j < kChains; ++j) acc[j] = _mm256_set1_ps(0.01f * float(j + 1));
@@ -49,7 +53,9 @@ __attribute__((target("avx512f"), noinline)) float fma_avx512() {
     for (int j = 0; j < kChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   }
   for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  return _mm512_reduce_add_ps(acc[0]);
+  alignas(64) float lanes[16];  // (not _mm512_reduce_add_ps: g++ 12 warns inside it)
+  _mm512_store_ps(lanes, acc[0]);
+  return lanes[0] + lanes[15];
 }
 
 __attribute__((target("avx512f,avx512bf16"), noinline)) float dpbf16_avx512() {
@@ -61,8 +67,23 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) float dpbf16_avx512() {
     for (int j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, a);
   }
   for (int j = 1; j < kChains; ++j) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-  return _mm512_reduce_add_ps(acc[0]);
+  alignas(64) float lanes[16];  // (not _mm512_reduce_add_ps: g++ 12 warns inside it)
+  _mm512_store_ps(lanes, acc[0]);
+  return lanes[0] + lanes[15];
 }
+
+#else
+// Another architecture: cpu_features() reports none of these, so the cases say "unsupported".
+float fma_avx2() {
+  return 0;
+}
+float fma_avx512() {
+  return 0;
+}
+float dpbf16_avx512() {
+  return 0;
+}
+#endif
 
 template <float (*Loop)()>
 void run(benchmark::State& state, bool supported, double flops_per_instruction) {

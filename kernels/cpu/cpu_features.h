@@ -7,6 +7,14 @@
 #include <cstdint>
 #include <string>
 
+// Code with x86 intrinsics (the GEMM versions v2-v4, AdamW's AVX-512 loop) compiles only where this is 1;
+// elsewhere cpu_features() reports nothing and those versions say they do not run.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BRIGADE_CPU_X86 1
+#else
+#define BRIGADE_CPU_X86 0
+#endif
+
 namespace brigade::kernels::cpu {
 
 struct CpuFeatures {

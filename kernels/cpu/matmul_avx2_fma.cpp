@@ -22,12 +22,17 @@
 //
 // What v3 improves: AVX-512's 32 registers hold a 12 x 32 tile: twice the flops per value loaded, and
 // half the instructions per flop.
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+#include "kernels/cpu/matmul.h"
+
+#if BRIGADE_CPU_X86
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_loops.h"
-#include "kernels/cpu/matmul.h"
+#endif
 
 namespace brigade::kernels::cpu {
+#if BRIGADE_CPU_X86
 namespace {
 
 struct Avx2FmaKernel {
@@ -87,4 +92,11 @@ void gemm_avx2_fma(const GemmArgs& args) {
   }
 }
 
+#else
+
+void gemm_avx2_fma(const GemmArgs&) {
+  BRIGADE_THROW(DeviceError, "matmul: v2-avx2-fma needs an x86-64 build");
+}
+
+#endif  // BRIGADE_CPU_X86
 }  // namespace brigade::kernels::cpu

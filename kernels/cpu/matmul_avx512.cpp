@@ -11,16 +11,22 @@
 //
 // What v4 improves: bfloat16 operands multiplied as bf16 pairs (vdpbf16ps), twice the flops per
 // instruction, instead of widened to float while packing.
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+#include "kernels/cpu/matmul.h"
+
+#if BRIGADE_CPU_X86
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_loops.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/gemm_tile_avx512.h"
+#endif
 
 namespace brigade::kernels::cpu {
+#if BRIGADE_CPU_X86
 namespace {
 
 struct Avx512Kernel {
-  static constexpr int64_t MR = 12, NR = 32, KSTEP = 1;
+  static constexpr int64_t MR = detail::kAvx512TileRows, NR = 32, KSTEP = 1;
   using Packed = float;
 
   template <typename T>
@@ -38,9 +44,8 @@ struct Avx512Kernel {
                                                                 const float* __restrict b,
                                                                 float* __restrict c, int64_t ldc,
                                                                 bool first) {
-    __m512 acc[MR][2];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    detail::Avx512Tile acc;
+    detail::zero_tile(acc);
     for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
       const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
@@ -50,17 +55,7 @@ struct Avx512Kernel {
         acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
       }
     }
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-      float* row = c + i * ldc;
-      if (first) {
-        _mm512_storeu_ps(row, acc[i][0]);
-        _mm512_storeu_ps(row + 16, acc[i][1]);
-      } else {
-        _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]));
-        _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]));
-      }
-    }
+    detail::store_tile(acc, c, ldc, first);
   }
 };
 
@@ -76,4 +71,11 @@ void gemm_avx512(const GemmArgs& args) {
   }
 }
 
+#else
+
+void gemm_avx512(const GemmArgs&) {
+  BRIGADE_THROW(DeviceError, "matmul: v3-avx512 needs an x86-64 build");
+}
+
+#endif  // BRIGADE_CPU_X86
 }  // namespace brigade::kernels::cpu

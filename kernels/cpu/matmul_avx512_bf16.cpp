@@ -15,14 +15,20 @@
 // Numerics: vdpbf16ps multiplies exactly (bf16 x bf16 fits a float) and adds the pair into the float
 // accumulator with round-to-nearest-even and denormals flushed to zero: within the bfloat16 tolerances
 // of the op table. On a CPU without AVX512-BF16 matmul_kernel_supports says no and bfloat16 runs v3 or v2.
-#include <immintrin.h>
-
 #include <cstring>
 
-#include "kernels/cpu/gemm_loops.h"
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
 #include "kernels/cpu/matmul.h"
 
+#if BRIGADE_CPU_X86
+#include <immintrin.h>
+
+#include "kernels/cpu/gemm_loops.h"
+#include "kernels/cpu/gemm_tile_avx512.h"
+#endif
+
 namespace brigade::kernels::cpu {
+#if BRIGADE_CPU_X86
 namespace {
 
 // One 32-bit word of two bfloat16: `low` in bits 0-15, `high` in bits 16-31 (little-endian pair order).
@@ -31,7 +37,7 @@ inline uint32_t pair(bfloat16 low, bfloat16 high) {
 }
 
 struct Avx512Bf16Kernel {
-  static constexpr int64_t MR = 12, NR = 32, KSTEP = 2;
+  static constexpr int64_t MR = detail::kAvx512TileRows, NR = 32, KSTEP = 2;
   using Packed = uint32_t;
 
   // op(A) rows [0, mc) x k [0, kc) into MR-row panels of k pairs: panel r holds pair q of row r*MR + i at
@@ -91,9 +97,8 @@ struct Avx512Bf16Kernel {
                                                                            const uint32_t* __restrict b,
                                                                            float* __restrict c, int64_t ldc,
                                                                            bool first) {
-    __m512 acc[MR][2];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    detail::Avx512Tile acc;
+    detail::zero_tile(acc);
     const int64_t groups = detail::ceil_div(kc, 2);
     for (int64_t q = 0; q < groups; ++q, a += MR, b += NR) {
       const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
@@ -104,17 +109,7 @@ struct Avx512Bf16Kernel {
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
       }
     }
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-      float* row = c + i * ldc;
-      if (first) {
-        _mm512_storeu_ps(row, acc[i][0]);
-        _mm512_storeu_ps(row + 16, acc[i][1]);
-      } else {
-        _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]));
-        _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]));
-      }
-    }
+    detail::store_tile(acc, c, ldc, first);
   }
 };
 
@@ -128,4 +123,11 @@ void gemm_avx512_bf16(const GemmArgs& args) {
   detail::run_gemm<bfloat16, Avx512Bf16Kernel>(args, blocks);
 }
 
+#else
+
+void gemm_avx512_bf16(const GemmArgs&) {
+  BRIGADE_THROW(DeviceError, "matmul: v4-avx512-bf16 needs an x86-64 build");
+}
+
+#endif  // BRIGADE_CPU_X86
 }  // namespace brigade::kernels::cpu
