@@ -35,6 +35,16 @@ std::string check_process_flags(const nn::TrainOptions& options, const TrainProc
         << " (one per stage and replica)";
     return out.str();
   }
+  if (options.transport == "nccl") {
+    if (!processes.world->nccl_built())
+      return "--transport nccl: this brigade was built without NCCL (it needs CUDA, MPI and NCCL at "
+             "configure "
+             "time); use --transport mpi";
+    for (const Device& device : pipeline::stage_devices(options)) {
+      if (!device.is_cuda())
+        return "--transport nccl carries device tensors, but a stage runs on " + device.str();
+    }
+  }
   if (!options.save.empty() && !nn::is_sharded_checkpoint_path(options.save))
     return "--save '" + options.save +
            "': across processes each stage writes its own shard; name the checkpoint by its index, e.g. "

@@ -23,7 +23,8 @@ struct TrainProcesses {
 TrainProcesses join_processes();
 
 /// Across processes, the flags that cannot work there: "" when none. Stages x data-parallel must be the
-/// launcher's process count; --save must name a sharded checkpoint (each stage writes its shard).
+/// launcher's process count; --save must name a sharded checkpoint (each stage writes its shard);
+/// --transport nccl needs a build with NCCL and stages on GPUs.
 std::string check_process_flags(const nn::TrainOptions& options, const TrainProcesses& processes);
 
 /// Collective: every rank's replica, stage, device and host, as the table rank 0 prints.

@@ -76,6 +76,10 @@ void check_data_parallel(const std::string& flag, const int64_t& replicas, const
                       " is not divisible by ", flag, " ", replicas, " x --microbatches ", o.microbatches,
                       " (each replica takes batch / replicas sequences, cut into the microbatches)");
 }
+void check_transport(const std::string& flag, const std::string& transport, const O&) {
+  BRIGADE_CHECK_VALUE(transport == "auto" || transport == "mpi" || transport == "nccl", flag,
+                      " must be auto, mpi or nccl, found '", transport, "'");
+}
 void check_timeout(const std::string& flag, const double& seconds, const O&) {
   BRIGADE_CHECK_VALUE(std::isfinite(seconds) && seconds > 0.0, flag,
                       " must be a positive number of seconds, found ", seconds);
@@ -172,6 +176,9 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("timeout", &O::timeout, kPerInvocation, kShown, check_timeout,
           "across processes: seconds a rank waits for a peer's message before the run fails (raise it for "
           "slow links)"),
+      row("transport", &O::transport, kPerInvocation, kShown, check_transport,
+          "across processes: auto, mpi or nccl (device tensors; schedules that pass the rendezvous check, "
+          "docs/distributed.md)"),
       row("fail_at", &O::fail_at, kPerInvocation, kHidden, nullptr,
           "fault injection for tests: N:S:ACTION makes stage S raise an error at ACTION (F3, B0, Bi2, ...) "
           "of this invocation's N-th step (docs/distributed.md)"),

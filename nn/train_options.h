@@ -75,6 +75,9 @@ struct TrainOptions {
   /// Fault injection, for tests of failure handling: "N:S:ACTION" makes stage S raise an error when it
   /// reaches ACTION (F3, B0, Bi2, Bw1, R0) in this invocation's N-th step; empty: none.
   std::string fail_at;
+  /// Across processes: what carries the tensors between them: auto (NCCL for device tensors where it is
+  /// built and the schedule allows it, else MPI), mpi, or nccl.
+  std::string transport = "auto";
   std::string memory_budget;  ///< per-stage budget ("512MiB"), certified before any step; empty: none
   std::string trace;          ///< Chrome trace JSON of one steady step; empty: none
   std::string timeline;       ///< SVG timeline of that step; empty: none

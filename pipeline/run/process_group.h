@@ -63,6 +63,13 @@ class ProcessGroup {
   /// group) that runs stage s. Receives wait at most recv_timeout_seconds (0: forever).
   virtual std::unique_ptr<Transport> make_transport(std::vector<int> rank_of_stage,
                                                     double recv_timeout_seconds) = 0;
+  /// Whether make_nccl_transport works in this build (CUDA, MPI and NCCL found).
+  virtual bool nccl_built() const = 0;
+  /// The same on NCCL for tensors on `device` (a CUDA device): collective over the whole group (every
+  /// rank calls it). Its schedules must pass TransferModel::Rendezvous (pipeline/dist/nccl/nccl_transport.h).
+  /// Error in a build without NCCL.
+  virtual std::unique_ptr<Transport> make_nccl_transport(std::vector<int> rank_of_stage,
+                                                         double recv_timeout_seconds, Device device) = 0;
 };
 
 }  // namespace brigade::pipeline

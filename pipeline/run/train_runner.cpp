@@ -14,6 +14,7 @@
 #include "pipeline/run/trace_merge.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/schedule_file.h"
+#include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
 namespace {
@@ -301,7 +302,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
     const int rank = world_->rank();
     config_.local_stages = {layout_->stage_of(rank)};
     config_.devices = {devices[static_cast<size_t>(layout_->stage_of(rank))]};
-    transport = world_->make_transport(layout_->pipeline_ranks(layout_->replica_of(rank)), o.timeout);
+    transport = make_transport(schedule, config_.devices.front());
   }
   pipeline_ = std::make_unique<Pipeline>(model, config_, Pipeline::LossFn{}, std::move(transport));
   if (world_ != nullptr) {
@@ -342,6 +343,21 @@ double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) 
   const double loss = result.loss;
   last_ = std::move(result);
   return loss;
+}
+
+// --transport: NCCL for device tensors where this build has it and the schedule runs on rendezvous sends
+// (auto), or as asked; MPI otherwise.
+std::unique_ptr<Transport> PipelineRunner::make_transport(const Schedule& schedule, const Device& device) {
+  const std::vector<int> ranks = layout_->pipeline_ranks(layout_->replica_of(world_->rank()));
+  bool nccl = options_.transport == "nccl";
+  if (options_.transport == "auto")
+    nccl = device.is_cuda() && world_->nccl_built() && !find_issue(schedule, TransferModel::Rendezvous);
+  transport_name_ = nccl ? "NCCL" : "MPI";
+  if (!nccl) return world_->make_transport(ranks, options_.timeout);
+  BRIGADE_CHECK_VALUE(device.is_cuda(), "--transport nccl carries device tensors; the stages run on ",
+                      device.str());
+  BRIGADE_CHECK_VALUE(world_->nccl_built(), "--transport nccl: this brigade was built without NCCL");
+  return world_->make_nccl_transport(ranks, options_.timeout, device);
 }
 
 int64_t PipelineRunner::activation_bytes() const {
@@ -519,7 +535,7 @@ std::string PipelineRunner::describe() const {
       << " (balance " << partition_->balance() << ") on " << pipeline_->device(0).str();
   if (collectives_) {
     out << " (" << layout_->ranks() << " processes: " << layout_->stages << " stages x " << layout_->replicas
-        << (layout_->replicas == 1 ? " replica)" : " replicas)");
+        << (layout_->replicas == 1 ? " replica, " : " replicas, ") << transport_name_ << ")";
   } else if (options_.stages > 1) {
     out << " (" << pipeline_->thread_budget() << ")";
   }

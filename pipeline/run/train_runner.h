@@ -191,6 +191,7 @@ class PipelineRunner : public nn::StepRunner {
  private:
   double forward_backward_across_processes(const nn::Batch& batch);
   void measure_links();
+  std::unique_ptr<Transport> make_transport(const Schedule& schedule, const Device& device);
   void measure_clock_offsets();
   /// The merged trace (rank 0, across processes, after gather_trace), else the last step's.
   const ExecutionTrace& step_trace() const;
@@ -210,6 +211,7 @@ class PipelineRunner : public nn::StepRunner {
   std::vector<double> step_spans_;                // across processes: rank 0's step span per step
   std::vector<double> clock_offsets_;             // rank 0: each rank's clock minus ours (seconds)
   std::optional<ExecutionTrace> merged_;          // rank 0, after gather_trace()
+  std::string transport_name_;                    // across processes: "MPI" or "NCCL"
   int steps_started_ = 0;
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;

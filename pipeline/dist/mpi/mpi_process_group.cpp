@@ -5,6 +5,9 @@
 #include <chrono>
 
 #include "pipeline/dist/mpi/mpi_transport.h"
+#if BRIGADE_WITH_NCCL
+#include "pipeline/dist/nccl/nccl_transport.h"
+#endif
 #include "tensor/error.h"
 
 namespace brigade::pipeline::dist {
@@ -209,6 +212,29 @@ std::unique_ptr<Transport> MpiProcessGroup::make_transport(std::vector<int> rank
   }
   return std::make_unique<MpiTransport>(comms_.tensors, rank_, std::move(rank_of_stage),
                                         recv_timeout_seconds);
+}
+
+bool MpiProcessGroup::nccl_built() const {
+#if BRIGADE_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Transport> MpiProcessGroup::make_nccl_transport(std::vector<int> rank_of_stage,
+                                                                double recv_timeout_seconds, Device device) {
+#if BRIGADE_WITH_NCCL
+  return std::make_unique<NcclTransport>(comms_.tensors, std::move(rank_of_stage), recv_timeout_seconds,
+                                         device);
+#else
+  (void)rank_of_stage;
+  (void)recv_timeout_seconds;
+  (void)device;
+  BRIGADE_THROW(Error,
+                "this brigade was built without NCCL (it needs CUDA, MPI and NCCL from the CUDA "
+                "toolkit at configure time): use --transport mpi");
+#endif
 }
 
 }  // namespace brigade::pipeline::dist

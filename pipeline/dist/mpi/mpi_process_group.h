@@ -30,6 +30,9 @@ class MpiProcessGroup : public ProcessGroup {
   std::unique_ptr<ProcessGroup> split(int color) override;
   std::unique_ptr<Transport> make_transport(std::vector<int> rank_of_stage,
                                             double recv_timeout_seconds) override;
+  bool nccl_built() const override;
+  std::unique_ptr<Transport> make_nccl_transport(std::vector<int> rank_of_stage, double recv_timeout_seconds,
+                                                 Device device) override;
 
  private:
   void complete(MPI_Request& request, const std::string& what);
