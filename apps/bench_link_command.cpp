@@ -1,5 +1,5 @@
 // `brigade bench-link`: the links between the processes of an MPI job, measured by ping-pong and fitted as
-// latency + bytes / bandwidth (pipeline/run/link_model.h), the model the pipeline's simulated step uses
+// latency + bytes / bandwidth (pipeline/plan/link_model.h), the model the pipeline's simulated step uses
 // across processes (docs/distributed.md). Run it under the launcher the training runs under:
 //
 //   mpirun -np 2 brigade bench-link                     # rank 0 with rank 1, 8 B .. 16 MiB
@@ -14,8 +14,8 @@
 #include "apps/commands.h"
 #include "apps/train_processes.h"
 #include "pipeline/dist/mpi_world.h"
+#include "pipeline/plan/link_model.h"
 #include "pipeline/plan/memory_model.h"
-#include "pipeline/run/link_model.h"
 
 namespace brigade::apps {
 namespace {
@@ -61,7 +61,7 @@ int run_bench_link(const CLI::App& cmd, const BenchLinkOptions& o) {
     nlohmann::json rows = nlohmann::json::array();
     for (const pipeline::LinkSample& s : samples) {
       std::printf("%12lld %9.1f us %9.1f us %7.3f GB/s\n", static_cast<long long>(s.bytes), 1e6 * s.seconds,
-                  1e6 * model.seconds(s.bytes), static_cast<double>(s.bytes) / s.seconds / 1e9);
+                  1e3 * model.transfer_ms(s.bytes), static_cast<double>(s.bytes) / s.seconds / 1e9);
       rows.push_back({{"bytes", s.bytes}, {"one_way_seconds", s.seconds}});
     }
     std::printf("fit: %s\n", model.describe().c_str());
@@ -69,8 +69,8 @@ int run_bench_link(const CLI::App& cmd, const BenchLinkOptions& o) {
                      {"to", peer},
                      {"hosts", {hosts[0], hosts[static_cast<size_t>(peer)]}},
                      {"samples", rows},
-                     {"latency_seconds", model.latency_seconds},
-                     {"bytes_per_second", model.bytes_per_second}});
+                     {"latency_seconds", model.latency_ms / 1e3},
+                     {"bytes_per_second", model.bytes_per_ms * 1e3}});
   }
   if (world.rank() == 0 && !o.json.empty()) {
     std::ofstream out(o.json);

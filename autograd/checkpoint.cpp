@@ -7,6 +7,7 @@
 
 #include <mutex>
 #include <optional>
+#include <unordered_set>
 
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
@@ -170,6 +171,25 @@ void recompute_ahead(const std::vector<Tensor>& checkpoint_outputs) {
                      t.defined() && t.grad_fn() ? t.grad_fn()->name() : "none", ")");
     output->checkpoint().recompute();
   }
+}
+
+int recompute_graph_ahead(const Tensor& root) {
+  if (!root.defined() || !root.grad_fn()) return 0;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  std::unordered_set<const Node*> seen{stack.back()};
+  int found = 0;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    if (auto* checkpoint = dynamic_cast<CheckpointNode*>(node)) {
+      checkpoint->recompute();
+      ++found;
+    }
+    for (const Edge& edge : node->next_edges) {
+      if (edge.node && seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
+    }
+  }
+  return found;
 }
 
 }  // namespace brigade::autograd

@@ -44,9 +44,16 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
 /// Throws AutogradError for a tensor that is not a checkpoint output, or whose graph was released.
 void recompute_ahead(const std::vector<Tensor>& checkpoint_outputs);
 
+/// Recomputes, now, every checkpoint in the graph that produced `root` (walking it from root's grad_fn
+/// down to the leaves; checkpoints already recomputed are left alone), and returns how many it found. A
+/// pipeline stage's R action for a chunk whose layers are checkpointed one by one (per-layer
+/// recomputation): the graph holds one checkpoint per recomputed span, wherever it sits.
+int recompute_graph_ahead(const Tensor& root);
+
 }  // namespace brigade::autograd
 
 namespace brigade {
 using autograd::checkpoint;
 using autograd::recompute_ahead;
+using autograd::recompute_graph_ahead;
 }  // namespace brigade

@@ -10,6 +10,14 @@
 // weights themselves are needed: the heads are split with one copy per q/k/v (a batched GEMM needs one
 // batch stride) and the scores go through matmul, masked_fill, softmax, dropout, matmul (k^T is never
 // materialised: matmul's transpose flag).
+//
+// Recomputing the attention core (Megatron's "selective" recomputation). Under a RecomputeAttentionCore
+// guard, with grad on, the core -- from the qkv projection's output to the heads-merged result, i.e. the
+// fused op, or scores, softmax, dropout and the product with v -- runs inside autograd::checkpoint: it keeps
+// only its input (qkv) and recomputes the rest when its gradient arrives, or earlier through
+// autograd::recompute_graph_ahead (a pipeline stage's R action). With dropout it frees the [B*H, T, T]
+// probabilities and mask; on the fused path only what the fused op saves beside qkv (its log-sum-exp rows).
+// The guard is per thread, so a pipeline stage can turn it on for one layer while other stages run theirs.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +27,20 @@
 #include "nn/module.h"
 
 namespace brigade::nn {
+
+/// While alive, CausalSelfAttention::forward on this thread recomputes its core (see above).
+class RecomputeAttentionCore {
+ public:
+  explicit RecomputeAttentionCore(bool enabled = true);
+  ~RecomputeAttentionCore();
+  RecomputeAttentionCore(const RecomputeAttentionCore&) = delete;
+  RecomputeAttentionCore& operator=(const RecomputeAttentionCore&) = delete;
+  /// Whether a guard is on for this thread.
+  static bool enabled();
+
+ private:
+  bool previous_;
+};
 
 class CausalSelfAttention : public Module {
  public:
@@ -35,6 +57,9 @@ class CausalSelfAttention : public Module {
   const std::shared_ptr<Linear>& proj() const { return proj_; }
 
  private:
+  /// qkv [B, T, 3C] -> y [B, T, C]: everything between the two projections.
+  Tensor core(const Tensor& qkv);
+
   int64_t embd_, heads_;
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<Dropout> attn_drop_, resid_drop_;

@@ -165,7 +165,8 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("virtual", &O::virtual_chunks, kInherit, kShown, check_virtual,
           "model chunks per stage (--schedule interleaved or looped-bfs; the V schedules hold 2)"),
       row("recompute", &O::recompute, kInherit, kShown, nullptr,
-          "activation recomputation: never, always or except-last"),
+          "activation recomputation: never, always, except-last, selective (attention cores), or "
+          "<policy>:<one letter per layer: n none, f full, a attention core>"),
       row("partition", &O::partition, kInherit, kShown, nullptr,
           "cut the layers into stages by params, time (profiled) or memory (profiled)"),
       row("balance", &O::balance, kInherit, kHidden, nullptr,

@@ -7,7 +7,8 @@ ActivationLedger::ActivationLedger(const Schedule& schedule, int stage, const Me
     : schedule_(schedule),
       stage_(stage),
       sizes_(sizes),
-      held_(static_cast<size_t>(schedule.virtual_chunks) * schedule.microbatches, Held::None) {}
+      held_(static_cast<size_t>(schedule.virtual_chunks) * schedule.microbatches, Held::None),
+      full_bytes_(held_.size(), 0.0) {}
 
 bool ActivationLedger::tracks(ActionKind kind) {
   return kind != ActionKind::OptimizerStep && !is_transfer(kind);
@@ -15,6 +16,10 @@ bool ActivationLedger::tracks(ActionKind kind) {
 
 Held& ActivationLedger::slot(const Action& action) {
   return held_[static_cast<size_t>(action.chunk) * schedule_.microbatches + action.microbatch];
+}
+
+double& ActivationLedger::full_bytes(const Action& action) {
+  return full_bytes_[static_cast<size_t>(action.chunk) * schedule_.microbatches + action.microbatch];
 }
 
 Held ActivationLedger::held(int chunk, int microbatch) const {
@@ -28,12 +33,14 @@ void ActivationLedger::begin(const Action& a) {
   if (a.kind == ActionKind::Forward) {
     const bool recompute = recomputes(schedule_.recompute, a.microbatch, schedule_.microbatches);
     h = recompute ? Held::Boundary : Held::Full;
+    full_bytes(a) = size.full;
     live_ += recompute ? size.boundary : size.full;
     ++in_flight_;
     if (!recompute) ++full_;
   } else if (a.kind == ActionKind::Recompute && h == Held::Boundary) {
     h = Held::Full;
-    live_ += size.full - size.boundary;
+    full_bytes(a) = size.after_replay();
+    live_ += size.after_replay() - size.boundary;
     ++full_;
   }
 }
@@ -43,11 +50,11 @@ void ActivationLedger::end(const Action& a) {
   Held& h = slot(a);
   const ActivationSizes size = sizes_.chunk(schedule_.layout(), stage_, a.chunk);
   if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
-    live_ += size.kept_for_weights() - size.full;
+    live_ += size.kept_for_weights() - full_bytes(a);
     h = Held::Pending;
   }
   if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-    live_ -= h == Held::Full ? size.full : h == Held::Pending ? size.kept_for_weights() : size.boundary;
+    live_ -= h == Held::Full ? full_bytes(a) : h == Held::Pending ? size.kept_for_weights() : size.boundary;
     --in_flight_;
     if (h == Held::Full || h == Held::Pending) --full_;
     h = Held::None;

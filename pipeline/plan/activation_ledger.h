@@ -7,7 +7,8 @@
 //
 //   None ──F──> Full       F allocates the full activations when it starts ...
 //   None ──F──> Boundary   ... or only the chunk's input when the policy recomputes that microbatch;
-//   Boundary ──R──> Full   R recreates the full activations when it starts;
+//   Boundary ──R──> Full   R recreates the full activations when it starts (ActivationSizes::after_replay:
+//                          with per-layer recomputation, plus second copies of the checkpoints' outputs);
 //   Full ──Bi──> Pending   Bi, when it ends, frees all but what the weight gradients still need;
 //   any ──B, Bw──> None    B (or Bw after Bi) frees the rest when it ends.
 //
@@ -64,11 +65,13 @@ class ActivationLedger {
 
  private:
   Held& slot(const Action& action);
+  double& full_bytes(const Action& action);
 
   const Schedule& schedule_;
   int stage_;
   const MemoryModel& sizes_;
-  std::vector<Held> held_;  // per (chunk, microbatch): chunk * M + microbatch
+  std::vector<Held> held_;          // per (chunk, microbatch): chunk * M + microbatch
+  std::vector<double> full_bytes_;  // per (chunk, microbatch): what Full holds (full, or after_replay)
   double live_ = 0.0;
   int in_flight_ = 0, full_ = 0;
 };

@@ -49,7 +49,9 @@ std::string MemoryPlan::describe() const {
   if (virtual_chunks > 1) out << " x " << virtual_chunks << " chunks";
   out << ", " << microbatches << " microbatch" << (microbatches == 1 ? "" : "es");
   if (batch_size > 0 && microbatches > 0) out << " of " << batch_size / microbatches;
-  out << ", recompute " << to_string(recompute) << ", partition by " << to_string(partition);
+  out << ", recompute " << to_string(recompute);
+  if (!layer_recompute.empty()) out << ":" << plan_letters(layer_recompute);
+  out << ", partition by " << to_string(partition);
   if (partition == PartitionMethod::Balance) {
     out << " ";
     for (size_t i = 0; i < balance.size(); ++i) out << (i ? "," : "") << balance[i];
@@ -83,6 +85,47 @@ int64_t microbatch_size_of(const ModelProfile& profile, const MemoryPlan& plan) 
   BRIGADE_CHECK_VALUE(plan.batch_size % plan.microbatches == 0, "memory model: batch of ", plan.batch_size,
                       " is not divisible by ", plan.microbatches, " microbatches");
   return plan.batch_size / plan.microbatches;
+}
+
+// What a recomputed microbatch keeps of chunk c between F and R (MemoryPlan::layer_recompute), in
+// profiled bytes.
+double kept_when_recomputed(const ModelProfile& profile, const ChunkPlan& c,
+                            const std::vector<LayerRecompute>& plan) {
+  const int L = profile.num_layers();
+  double kept = 0.0;
+  for (int i = c.begin; i < c.end; ++i) {
+    const LayerProfile& l = profile.layers[static_cast<size_t>(i)];
+    const LayerRecompute choice = layer_choice(plan, i);
+    if (choice == LayerRecompute::None) kept += static_cast<double>(l.activation_bytes);
+    if (choice == LayerRecompute::AttentionCore) {
+      BRIGADE_CHECK_VALUE(l.attention_core_bytes >= 0, "memory model: layer ", i, " (", l.name,
+                          ") recomputes its attention core, but the profile did not measure it "
+                          "(ProfileOptions::attention_core)");
+      kept += static_cast<double>(l.activation_bytes - l.attention_core_bytes);
+    }
+    const bool span_ends = i + 1 == c.end || layer_choice(plan, i + 1) != LayerRecompute::Full;
+    if (choice == LayerRecompute::Full && span_ends && i + 1 < L) kept += static_cast<double>(l.output_bytes);
+  }
+  return kept;
+}
+
+// What a recomputed microbatch holds of chunk c after its R (ActivationSizes::replayed), in profiled bytes,
+// when the chunk is recomputed layer by layer: n and f layers their activations, a layers theirs less the
+// core's plus what the core's recompute keeps (measured), and a second copy of the output of each span of
+// f layers that another layer of the chunk follows (the span's checkpoint holds one, that layer saved one).
+double held_after_replay(const ModelProfile& profile, const ChunkPlan& c,
+                         const std::vector<LayerRecompute>& plan) {
+  double held = 0.0;
+  for (int i = c.begin; i < c.end; ++i) {
+    const LayerProfile& l = profile.layers[static_cast<size_t>(i)];
+    const LayerRecompute choice = layer_choice(plan, i);
+    held += static_cast<double>(l.activation_bytes);
+    if (choice == LayerRecompute::AttentionCore)
+      held += static_cast<double>(l.attention_replay_bytes - l.attention_core_bytes);
+    if (choice == LayerRecompute::Full && i + 1 < c.end && layer_choice(plan, i + 1) != LayerRecompute::Full)
+      held += static_cast<double>(l.output_bytes);
+  }
+  return held;
 }
 
 }  // namespace
@@ -227,7 +270,9 @@ MemoryPrediction predict_memory(const ModelProfile& profile, const MemoryPlan& p
     const ChunkPlan& c = partition.chunks[static_cast<size_t>(k)];
     ActivationSizes sizes;
     sizes.full = r * static_cast<double>(c.activation_bytes);
-    sizes.boundary = k + 1 == K ? 0.0 : r * static_cast<double>(c.output_bytes);
+    sizes.boundary = r * kept_when_recomputed(profile, c, plan.layer_recompute);
+    if (!whole_chunk_recomputed(plan.layer_recompute, c.begin, c.end))
+      sizes.replayed = r * held_after_replay(profile, c, plan.layer_recompute);
     // Between Bi and Bw: the sum of the layers' measured split_pending_bytes (unmeasured: full).
     double pending = 0.0;
     for (int i = c.begin; i < c.end && pending >= 0.0; ++i) {

@@ -81,7 +81,12 @@ struct ActivationSizes {
   /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
   /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
   double pending = -1.0;
+  /// What a recomputed microbatch holds after its R, when more than `full`: per-layer recomputation
+  /// recomputes checkpoints inside the chunk, and each recomputed checkpoint holds a second copy of its
+  /// output beside the first (which the next layer saved at F). Negative: `full`.
+  double replayed = -1.0;
   double kept_for_weights() const { return pending < 0.0 ? full : pending; }
+  double after_replay() const { return replayed < 0.0 ? full : replayed; }
 };
 
 /// Activation memory model. Uniform: `full` is one stage's activations (each of its v chunks holds
@@ -106,6 +111,13 @@ struct MemoryPlan {
   int microbatches = 1;
   int virtual_chunks = 1;
   Recompute recompute = Recompute::Never;
+  /// What recomputed microbatches recompute, per layer (schedule/layer_recompute.h); empty: whole chunks.
+  /// A recomputed chunk then keeps, between F and R, per layer: n its activations, a its activations less
+  /// the attention core's (LayerProfile::attention_core_bytes), f nothing but the output of the last layer
+  /// of each span of f layers (none for the model's last layer, whose output only feeds the loss). After
+  /// R it holds its full activations plus a second copy of each recomputed checkpoint's output (an a
+  /// layer's core output, the same size as the layer's; a span of f layers that does not end the chunk).
+  std::vector<LayerRecompute> layer_recompute;
   /// Lists to predict instead of generating `schedule` by name (PipelineConfig::schedule_lists).
   std::optional<Schedule> schedule_lists;
   /// Samples per step, cut into `microbatches` microbatches of batch_size / microbatches. 0: each

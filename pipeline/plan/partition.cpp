@@ -182,7 +182,7 @@ std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod met
         costs.push_back(static_cast<double>(layer.activation_bytes));
         break;
       default:
-        costs.push_back(static_cast<double>(layer.parameters));
+        costs.push_back(static_cast<double>(layer.work >= 0 ? layer.work : layer.parameters));
         break;
     }
   }
@@ -396,17 +396,23 @@ std::string Partition::table() const {
   return out.str();
 }
 
-Costs profile_costs(const ModelProfile& profile, const Partition& partition) {
+Costs profile_costs(const ModelProfile& profile, const Partition& partition,
+                    const std::vector<LayerRecompute>& layer_recompute) {
   Costs costs;
   for (const ChunkPlan& chunk : partition.chunks) {
     ChunkCosts c;
-    c.forward = c.backward = 0.0;
+    c.forward = c.backward = c.recompute = 0.0;
     for (int i = chunk.begin; i < chunk.end; ++i) {
-      c.forward += profile.layers[static_cast<size_t>(i)].forward_ms;
-      c.backward += profile.layers[static_cast<size_t>(i)].backward_ms;
+      const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
+      c.forward += layer.forward_ms;
+      c.backward += layer.backward_ms;
+      const LayerRecompute choice = layer_choice(layer_recompute, i);
+      if (choice == LayerRecompute::Full) c.recompute += layer.forward_ms;
+      if (choice == LayerRecompute::AttentionCore) c.recompute += layer.attention_core_ms;
     }
     c.weight = 0.5 * c.backward;
-    c.recompute = c.forward;
+    c.output_bytes = chunk.output_bytes;
+    c.input_bytes = chunk.input_bytes;
     costs.per_chunk.push_back(c);
   }
   return costs;

@@ -3,8 +3,10 @@
 //
 // Methods (what a layer "costs"):
 //   balance   given by hand, "3,3,2": the number of layers per model chunk, in order (no optimisation)
-//   params    the layer's parameter elements (a tied weight counts in every layer that uses it: the LM
-//             head does its matmul with the embedding's matrix)
+//   params    the layer's work per token in parameter units (LayerProfile::work): its parameter elements
+//             (a tied weight counts in every layer that uses it: the LM head does its matmul with the
+//             embedding's matrix), a lookup table one row (the embedding reads one row of that matrix per
+//             token), and the LM head the loss over its logits
 //   time      measured forward + backward milliseconds (profile.h)
 //   memory    measured activation bytes per microbatch (profile.h)
 //
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "pipeline/plan/profile.h"
+#include "pipeline/schedule/layer_recompute.h"
 #include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
@@ -144,6 +147,9 @@ std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod met
 /// The simulator's action costs of `partition` from the profiled layer times: each model chunk's F and B
 /// are the sums of its layers' (the last layer's include the loss), R costs its F, and Bw half its B (the
 /// profile does not split the backward). per_chunk is indexed by model chunk, as the simulator wants.
-Costs profile_costs(const ModelProfile& profile, const Partition& partition);
+/// With a per-layer recomputation plan (schedule/layer_recompute.h) R costs the F of its full layers plus
+/// the attention-core recompute of its 'a' layers (LayerProfile::attention_core_ms).
+Costs profile_costs(const ModelProfile& profile, const Partition& partition,
+                    const std::vector<LayerRecompute>& layer_recompute = {});
 
 }  // namespace brigade::pipeline

@@ -8,7 +8,11 @@
 #include <functional>
 #include <sstream>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "nn/attention.h"
+#include "nn/gpt.h"
+#include "nn/layers.h"
 #include "nn/statistics.h"
 #include "pipeline/backward/split_backward.h"
 #include "tensor/error.h"
@@ -29,6 +33,14 @@ void fill_parameters(const nn::Sequential& model, int64_t i, LayerProfile& layer
     layer.parameters += tensor.numel();
     layer.parameter_bytes += bytes;
   }
+  layer.work = layer.parameters;
+  model.at(i)->apply([&layer](nn::Module& m) {
+    if (dynamic_cast<nn::CausalSelfAttention*>(&m)) layer.has_attention = true;
+    if (auto* lookup = dynamic_cast<nn::Embedding*>(&m))
+      layer.work -= lookup->weight().numel() - lookup->dim();
+    if (auto* head = dynamic_cast<nn::Head*>(&m))
+      layer.work += kLossWorkPerLogit * head->lm_head()->weight().size(0);
+  });
 }
 
 // Scope tags are process-wide; the prefix keeps them apart from the executor's stage tags. A layer's
@@ -272,6 +284,36 @@ void measure_split_pending(nn::Sequential& model, const Tensor& input, const Pro
   }
 }
 
+// What recomputing the attention core saves and costs, on the layers with attention: per run, the
+// layer-by-layer forward with those layers under RecomputeAttentionCore (the bytes they keep read from
+// their scopes), then each one's checkpoints recomputed ahead, timed (what an 'a' layer's R does).
+void measure_attention_core(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                            ModelProfile& profile) {
+  const Device device = input.device();
+  const size_t L = profile.layers.size();
+  std::vector<std::vector<double>> recompute_ms(L);
+  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+    LayerwiseForward pass;
+    forward_layer_by_layer(model, input, options, pass, [&](size_t i, const std::function<void()>& forward) {
+      LayerProfile& layer = profile.layers[i];
+      nn::RecomputeAttentionCore core(layer.has_attention);
+      ScopeDelta d;
+      ScopedMeasure(device, scope_tag(static_cast<int64_t>(i)), false).run(forward, d);
+      if (layer.has_attention) layer.attention_core_bytes = layer.activation_bytes - (d.after - d.before);
+    });
+    for (size_t i = 0; i < L; ++i) {
+      if (!profile.layers[i].has_attention) continue;
+      ScopeDelta d;
+      ScopedMeasure measure(device, scope_tag(static_cast<int64_t>(i)), options.thread_cpu_time);
+      const double ms = measure.run([&] { autograd::recompute_graph_ahead(pass.outputs[i]); }, d);
+      profile.layers[i].attention_replay_bytes = d.after - d.before;
+      if (run >= options.warmup) recompute_ms[i].push_back(ms);
+    }
+  }
+  for (size_t i = 0; i < L; ++i)
+    if (profile.layers[i].has_attention) profile.layers[i].attention_core_ms = nn::median(recompute_ms[i]);
+}
+
 void check_options(nn::Sequential& model, const Tensor& input, const ProfileOptions& options) {
   BRIGADE_CHECK_VALUE(model.size() > 0, "profile_layers: the model has no layers");
   BRIGADE_CHECK_VALUE(options.repeats >= 1, "profile_layers: repeats must be >= 1, got ", options.repeats);
@@ -307,6 +349,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
     profile.layers[i].backward_ms = nn::median(bwd_ms[i]);
   }
   measure_split_pending(model, input, options, generator, profile);
+  if (options.attention_core) measure_attention_core(model, input, options, profile);
   return profile;
 }
 

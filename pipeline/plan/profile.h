@@ -60,6 +60,13 @@ struct LayerProfile {
   std::vector<ParameterInfo> parameter_list;
   int64_t parameters = 0;       ///< elements of those tensors
   int64_t parameter_bytes = 0;  ///< their bytes (gradients have the same size)
+  /// The work of the layer per token in parameter units, what partition by params cuts on (partition.h):
+  /// its parameters, except that a lookup table (nn::Embedding) costs one row (a lookup reads one row,
+  /// however many rows it has: a tied embedding matrix is a lookup in the embedding and a matmul in the
+  /// head), and the LM head (nn::Head) adds kLossWorkPerLogit per logit for the loss it feeds (log-softmax
+  /// and its gradient: about five passes over the V logits of a token, against three multiply-adds per
+  /// weight for a matmul's forward and backward). -1 (hand-made profiles): the parameters.
+  int64_t work = -1;
 
   // Measured by profile_layers (zero when only counted).
   double forward_ms = 0.0;       ///< median forward time
@@ -74,10 +81,24 @@ struct LayerProfile {
   /// weight-side nodes; what only the input gradient needed is freed by Bi. Measured once with
   /// SplitBackward. -1: not measured, and Bi is taken to free nothing (the layer's activation_bytes stay).
   int64_t split_pending_bytes = -1;
+  /// The layer holds an attention (nn::CausalSelfAttention): per-layer recomputation may recompute its
+  /// core alone (schedule/layer_recompute.h, 'a'). Set when counted.
+  bool has_attention = false;
+  /// Measured with ProfileOptions::attention_core, for layers with attention (-1 otherwise): the
+  /// activation bytes that recomputing the attention core frees (activation_bytes minus what the layer
+  /// keeps under nn::RecomputeAttentionCore), and the median time of that recompute (an 'a' layer's R).
+  int64_t attention_core_bytes = -1;
+  double attention_core_ms = 0.0;
+  /// What that recompute allocates and keeps until the backward: the core's graph again, plus a second copy
+  /// of its output beside the one the projection saved at F (the checkpoint also keeps its input).
+  int64_t attention_replay_bytes = -1;
 
   /// forward + backward time.
   double time_ms() const { return forward_ms + backward_ms; }
 };
+
+/// The loss's work per logit, in parameter units (LayerProfile::work): 5 passes / 3 multiply-adds, rounded.
+constexpr int64_t kLossWorkPerLogit = 2;
 
 /// Per-layer figures of a whole model.
 struct ModelProfile {
@@ -106,6 +127,9 @@ struct ProfileOptions {
   /// other work a wall clock also counts the time the thread waits for a core; the thread's CPU time
   /// counts only its own work. Exact with one OpenMP thread (kernels' other threads are not counted).
   bool thread_cpu_time = false;
+  /// Also measure the attention core's recompute on layers with attention (attention_core_bytes and
+  /// attention_core_ms): warmup + repeats more forwards of the model, for per-layer recomputation.
+  bool attention_core = false;
 };
 
 /// Names and parameter counts only, without running anything (enough to partition by parameters).

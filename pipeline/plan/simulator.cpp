@@ -56,6 +56,16 @@ ChunkCosts Costs::chunk(const ChunkLayout& layout, int stage, int chunk) const {
   return ChunkCosts{forward / v, backward / v, weight / v, (recompute < 0 ? forward : recompute) / v};
 }
 
+double Costs::message_time(const Schedule& schedule, int stage, const Action& send) const {
+  if (!link && stage_links.empty()) return transfer;
+  const TransferTag tag = transfer_tag(schedule, stage, send);
+  const auto it = stage_links.find({tag.from_stage, tag.to_stage});
+  if (it == stage_links.end() && !link) return transfer;
+  const LinkModel& l = it != stage_links.end() ? it->second : *link;
+  const ChunkCosts c = chunk(schedule.layout(), tag.from_stage, tag.from_chunk);
+  return l.transfer_ms(tag.gradient ? c.input_bytes : c.output_bytes);
+}
+
 namespace {
 
 double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
@@ -139,8 +149,9 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
         }
         clock[st] = t.end;
         const bool send = a.kind == ActionKind::SendActivation || a.kind == ActionKind::SendGrad;
-        if (send) t.arrival = t.end + costs.transfer;
-        progress.complete(st, a, t.end, send ? costs.transfer : 0.0);
+        const double travel = send ? costs.message_time(schedule, st, a) : 0.0;
+        if (send) t.arrival = t.end + travel;
+        progress.complete(st, a, t.end, travel);
         timeline.stages[st].push_back(t);
         ++next[st];
         moved = true;

@@ -5,10 +5,11 @@
 // Time model. Every stage runs its list in order on one compute lane, starting at 0. A compute action
 // (F, B, Bi, Bw, R, step) starts when the previous action on its stage has ended and its inputs are there
 // (schedule/dependencies.h) and lasts its cost. A Send takes no time on the lane (the copy runs on the
-// stage's copy stream); its message reaches the peer `transfer` later. A Recv lasts until its message is
-// there: that wait is idle time. The step time T is when the last stage finishes; stage s's bubble is
-// (T - busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included); the overall
-// bubble is the mean over stages.
+// stage's copy stream); its message reaches the peer `transfer` later, or, with a link model, latency +
+// bytes / bandwidth of the link between the two stages later (link_model.h). A Recv lasts until its message
+// is there: that wait is idle time. The step time T is when the last stage finishes; stage s's bubble is (T -
+// busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included); the overall bubble is
+// the mean over stages.
 //
 // Textbook bubbles (uniform costs, no transfer time, no step cost; derived in docs/schedules.md):
 //   gpipe, 1f1b:  T = (M + S - 1)(f + b) on every stage, bubble (S - 1)/(M + S - 1), whatever f and b;
@@ -25,9 +26,14 @@
 // same walk the memory model makes in bytes. The peak includes the action that is running.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "pipeline/plan/link_model.h"
 #include "pipeline/plan/memory_model.h"
 #include "pipeline/schedule/schedule.h"
 
@@ -39,6 +45,10 @@ struct ChunkCosts {
   double backward = 2.0;  ///< full backward B = Bi + Bw
   double weight = 1.0;    ///< the Bw part of the backward; Bi costs backward - weight
   double recompute = 1.0;
+  /// The bytes of the messages it sends, for a link model (Costs::link): its output (an activation) and
+  /// its input-gradient, the size of its input.
+  int64_t output_bytes = 0;
+  int64_t input_bytes = 0;
 };
 
 /// Action costs in any time unit (e.g. 1 = one forward, or milliseconds when measured).
@@ -51,6 +61,12 @@ struct Costs {
   double recompute = -1.0;  ///< negative: same as forward
   double step = 0.0;        ///< the optimizer step, per stage
   double transfer = 0.0;    ///< from a Send to its message being available to the Recv
+  /// A link model for every message instead of `transfer` (link_model.h): a message takes
+  /// latency + bytes / bandwidth, its bytes from per_chunk (ChunkCosts::output_bytes for an activation,
+  /// input_bytes for a gradient; 0 with uniform costs).
+  std::optional<LinkModel> link;
+  /// Links of particular stage pairs (from, to), overriding `link` (or `transfer`) for their messages.
+  std::map<std::pair<int, int>, LinkModel> stage_links;
   /// Measured costs per model chunk (size S * v, indexed by model chunk: ChunkLayout::model_chunk), used
   /// instead of the uniform ones (and not divided by v) when not empty.
   std::vector<ChunkCosts> per_chunk;
@@ -60,6 +76,8 @@ struct Costs {
   static Costs parse(const std::string& text);
   /// The costs of local chunk `chunk` of `stage` in `layout`.
   ChunkCosts chunk(const ChunkLayout& layout, int stage, int chunk) const;
+  /// How long the message of a Send action on `stage` takes: `transfer`, or the link's time for its bytes.
+  double message_time(const Schedule& schedule, int stage, const Action& send) const;
   /// Throws ValueError when a cost is negative, weight > backward, or per_chunk has the wrong size.
   void check(int stages, int virtual_chunks) const;
 };

@@ -365,7 +365,8 @@ void Pipeline::Impl::create_stages(nn::Sequential& model, const Schedule& schedu
       chunks.push_back(bounds[static_cast<size_t>(schedule.model_chunk(s, c))]);
     stages.push_back(std::make_unique<detail::Stage>(
         s, schedule, model, std::move(chunks), devices[static_cast<size_t>(s)], loss,
-        config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s), omp_threads));
+        config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s), omp_threads,
+        config.layer_recompute));
     threads.push_back(std::make_unique<detail::StageThread>());
   }
 }
@@ -382,6 +383,10 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
   impl_ = std::make_unique<Impl>();
   impl_->loss = loss ? std::move(loss) : LossFn(&nn::GPT::loss);
   impl_->bounds = chunk_layout(config_, schedule_, static_cast<int>(model_.size()));
+  BRIGADE_CHECK_VALUE(config_.layer_recompute.empty() ||
+                          static_cast<int64_t>(config_.layer_recompute.size()) == model_.size(),
+                      "PipelineConfig: layer_recompute has ", config_.layer_recompute.size(),
+                      " entries; the model has ", model_.size(), " layers");
   impl_->devices = choose_devices(config_, model_);
   impl_->place_parameters(model_, schedule_);
   impl_->create_stages(model_, schedule_, config_);

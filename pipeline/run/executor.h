@@ -94,6 +94,7 @@
 #include "nn/sequential.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/transport.h"
+#include "pipeline/schedule/layer_recompute.h"
 #include "pipeline/schedule/schedule.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -150,6 +151,9 @@ struct PipelineConfig {
   int microbatches = 1;           ///< M; the batch must be divisible by it
   int virtual_chunks = 1;  ///< v, for the schedules that take it (schedule/generators.h: ScheduleTraits)
   Recompute recompute = Recompute::Never;
+  /// What the recomputed microbatches recompute, per model layer (schedule/layer_recompute.h): empty
+  /// recomputes whole chunks; otherwise one entry per layer of the model.
+  std::vector<LayerRecompute> layer_recompute;
   /// Lists to run instead of generating `schedule` by name (e.g. read from a file, schedule/schedule_file.h):
   /// they are validated and run as they are; stages, microbatches, virtual_chunks and recompute must be
   /// theirs.

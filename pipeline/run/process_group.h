@@ -42,7 +42,7 @@ class ProcessGroup {
 
   /// Round trips of a `bytes`-byte message between this rank and `peer` (both call it, each naming the
   /// other; the lower rank sends first): one warm-up, then `repeats` timed ones. Returns their median in
-  /// seconds (link_model.h fits these).
+  /// seconds (plan/link_model.h fits these).
   virtual double ping_pong(int peer, int64_t bytes, int repeats) = 0;
   /// The offset of `peer`'s steady clock from this rank's (peer's clock minus this one's, in seconds),
   /// estimated by `repeats` timestamped ping-pongs (both call it, each naming the other): the peer's

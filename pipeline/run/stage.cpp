@@ -9,7 +9,9 @@
 #include <optional>
 #include <sstream>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "nn/attention.h"
 #include "pipeline/run/peer_copy.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
@@ -48,7 +50,7 @@ bool matches(const Fault& fault, int stage, int step, const Action& action) {
 
 Stage::Stage(int stage, const Schedule& schedule, nn::Sequential& model,
              std::vector<std::pair<int, int>> chunks, Device device, Pipeline::LossFn loss,
-             std::string scope_tag, uint64_t seed, int threads)
+             std::string scope_tag, uint64_t seed, int threads, std::vector<LayerRecompute> layer_recompute)
     : stage_(stage),
       schedule_(schedule),
       model_(model),
@@ -57,6 +59,7 @@ Stage::Stage(int stage, const Schedule& schedule, nn::Sequential& model,
       loss_(std::move(loss)),
       scope_tag_(std::move(scope_tag)),
       threads_(threads),
+      layer_recompute_(std::move(layer_recompute)),
       generator_(seed),
       compute_(Stream::create(device)),
       copy_(Stream::create(device)) {
@@ -192,6 +195,40 @@ Tensor Stage::run_chunk(const Tensor& x, int chunk, int microbatch, const StepIn
   return loss_(y, inputs.targets[static_cast<size_t>(microbatch)].to(device_));
 }
 
+bool Stage::whole_chunk(int chunk) const {
+  const auto [begin, end] = chunks_[static_cast<size_t>(chunk)];
+  return whole_chunk_recomputed(layer_recompute_, begin, end);
+}
+
+Tensor Stage::run_chunk_per_layer(const Tensor& x, int chunk, int microbatch, const StepInputs& inputs) {
+  const auto [begin, end] = chunks_[static_cast<size_t>(chunk)];
+  const bool last = is_last(chunk);
+  const Tensor targets = last ? inputs.targets[static_cast<size_t>(microbatch)].to(device_) : Tensor();
+  Tensor h = x;
+  for (int i = begin; i < end;) {
+    const LayerRecompute choice = layer_choice(layer_recompute_, i);
+    if (choice != LayerRecompute::Full) {
+      nn::RecomputeAttentionCore attention(choice == LayerRecompute::AttentionCore);
+      h = model_.forward_range(h, i, i + 1);
+      ++i;
+      continue;
+    }
+    // A span of full layers is one checkpoint; the chunk's loss goes inside when the span ends the model,
+    // so that the logits are not kept either (as with whole-chunk recomputation).
+    int j = i;
+    while (j < end && layer_choice(layer_recompute_, j) == LayerRecompute::Full) ++j;
+    const bool with_loss = last && j == end;
+    auto span = [this, i, j, with_loss, targets](const std::vector<Tensor>& in) {
+      Tensor y = model_.forward_range(in[0], i, j);
+      return std::vector<Tensor>{with_loss ? loss_(y, targets) : y};
+    };
+    h = autograd::checkpoint(span, {h}, &generator_)[0];
+    if (with_loss) return h;
+    i = j;
+  }
+  return last ? loss_(h, targets) : h;
+}
+
 void Stage::forward(const Action& a, const StepInputs& inputs) {
   Slot& s = slots_[{a.microbatch, a.chunk}];
   Tensor x;
@@ -211,7 +248,11 @@ void Stage::forward(const Action& a, const StepInputs& inputs) {
   s.input = x;
 
   Tensor out;
-  if (recomputed_.count({a.microbatch, a.chunk})) {
+  if (recomputed_.count({a.microbatch, a.chunk}) && !whole_chunk(a.chunk)) {
+    // Per-layer recomputation: the graph holds a checkpoint per recomputed span; R recomputes them.
+    out = run_chunk_per_layer(x, a.chunk, a.microbatch, inputs);
+    s.root = out;
+  } else if (recomputed_.count({a.microbatch, a.chunk})) {
     // Keep only the input and the generator state: R rebuilds the graph before the backward.
     s.rng = generator_.state();
     NoGradGuard no_grad;
@@ -242,6 +283,12 @@ void Stage::route_output(const Action& a, const StepInputs& inputs, Slot& s, con
 
 void Stage::recompute(const Action& a, const StepInputs& inputs) {
   Slot& s = slot(a, "R");
+  if (!whole_chunk(a.chunk)) {
+    BRIGADE_CHECK_VALUE(s.root.defined(), "R: microbatch ", a.microbatch, " chunk ", a.chunk,
+                        " has no graph to recompute (its F has not run, or its backward already ran)");
+    autograd::recompute_graph_ahead(s.root);
+    return;
+  }
   BRIGADE_CHECK_VALUE(s.input.defined(), "R: the input of microbatch ", a.microbatch, " chunk ", a.chunk,
                       " was not kept (its F did not run as a recomputed forward)");
   // Replay with the generator where it was at F, so dropout draws the same masks; then put it back.

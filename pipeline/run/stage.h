@@ -20,6 +20,7 @@
 #include "pipeline/run/executor.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/transport.h"
+#include "pipeline/schedule/layer_recompute.h"
 #include "pipeline/schedule/schedule.h"
 #include "tensor/generator.h"
 #include "tensor/stream.h"
@@ -44,7 +45,8 @@ struct StepInputs {
 class Stage {
  public:
   Stage(int stage, const Schedule& schedule, nn::Sequential& model, std::vector<std::pair<int, int>> chunks,
-        Device device, Pipeline::LossFn loss, std::string scope_tag, uint64_t seed, int threads = 0);
+        Device device, Pipeline::LossFn loss, std::string scope_tag, uint64_t seed, int threads = 0,
+        std::vector<LayerRecompute> layer_recompute = {});
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
 
@@ -99,6 +101,11 @@ class Stage {
   /// Where F's output goes: the stage's outputs (forward-only, last chunk), the loss, the next chunk on
   /// this stage, or the Send.
   void route_output(const Action& a, const StepInputs& inputs, Slot& s, const Tensor& out);
+  /// The same with grad on, each layer as layer_recompute_ says: spans of full layers inside one
+  /// autograd::checkpoint each, attention layers with RecomputeAttentionCore (layer_recompute.h).
+  Tensor run_chunk_per_layer(const Tensor& x, int chunk, int microbatch, const StepInputs& inputs);
+  /// Whether R of `chunk` re-runs the whole chunk (every layer full) rather than its checkpoints.
+  bool whole_chunk(int chunk) const;
   /// Makes a received message usable on this stage's compute stream (a copy if it is on another device).
   Tensor hand_over(const Message& message);
   Slot& slot(const Action& a, const char* what);
@@ -116,6 +123,7 @@ class Stage {
   const Pipeline::LossFn loss_;
   const std::string scope_tag_;
   const int threads_;  // OpenMP threads for this stage's kernels (0: leave the default)
+  const std::vector<LayerRecompute> layer_recompute_;  // per model layer; empty: every layer full
   Generator generator_;
   Stream compute_, copy_;
   std::set<Key> recomputed_;  // (microbatch, chunk) that the list recomputes (has an R for)

@@ -115,10 +115,18 @@ std::vector<Device> stage_devices(const nn::TrainOptions& options) {
   return devices;
 }
 
+std::vector<LayerRecompute> layer_recompute_of(const nn::TrainOptions& o) {
+  // The GPT as a Sequential: embed, the blocks (each with attention), head.
+  std::vector<bool> has_attention(static_cast<size_t>(o.layers) + 2, true);
+  has_attention.front() = has_attention.back() = false;
+  return with_flag("--recompute", o.recompute,
+                   [&] { return RecomputeSetting::parse(o.recompute).resolve(has_attention); });
+}
+
 Schedule schedule_of(const nn::TrainOptions& o) {
   const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches);
   const Recompute recompute =
-      with_flag("--recompute", o.recompute, [&] { return parse_recompute(o.recompute); });
+      with_flag("--recompute", o.recompute, [&] { return RecomputeSetting::parse(o.recompute).policy; });
   if (!o.schedule_file.empty()) {
     Schedule file;
     try {
@@ -159,6 +167,7 @@ void check_train_options(const nn::TrainOptions& o) {
   BRIGADE_CHECK_VALUE(method != PartitionMethod::Balance || !o.balance.empty(),
                       "--partition balance needs --balance (the layers per stage, e.g. 2,2)");
   const Schedule schedule = schedule_of(o);
+  (void)layer_recompute_of(o);  // a per-layer plan must fit the model
   const int v = schedule.virtual_chunks;
   BRIGADE_CHECK_VALUE(S * v <= layers, "--schedule ", schedule.name, " with --stages ", S,
                       v > 1 ? " x " + std::to_string(v) + " chunks" : std::string(), " needs ", S * v,
@@ -244,6 +253,9 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   // The thread's CPU clock ignores the time the thread waits for a core on a busy machine (exact with one
   // OpenMP thread per stage, the default).
   po.thread_cpu_time = ids.device().is_cpu() && o.threads == 1;
+  const std::vector<LayerRecompute> layer_recompute = layer_recompute_of(o);
+  po.attention_core = std::find(layer_recompute.begin(), layer_recompute.end(),
+                                LayerRecompute::AttentionCore) != layer_recompute.end();
   profile_ = profile_layers(model, ids, po);
 
   // 2. The cut.
@@ -266,6 +278,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   plan.microbatches = M;
   plan.virtual_chunks = v;
   plan.recompute = schedule.recompute;
+  plan.layer_recompute = layer_recompute;
   plan.schedule_lists = from_file;
   plan.batch_size = o.batch;
   plan.partition = part.method;
@@ -290,6 +303,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.microbatches = M;
   config_.virtual_chunks = v;
   config_.recompute = schedule.recompute;
+  config_.layer_recompute = layer_recompute;
   config_.schedule_lists = from_file;
   config_.balance = partition_->layer_counts();
   config_.devices = devices;
@@ -311,13 +325,19 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   }
 
   // The prediction of the step from the layer profile (plan/partition.h: profile_costs).
-  Costs costs = profile_costs(*profile_, *partition_);
+  Costs costs = profile_costs(*profile_, *partition_, layer_recompute);
   if (world_ != nullptr) {
     measure_links();
     measure_clock_offsets();
-    // The simulator has one transfer cost: the slowest link's time for one activation.
-    for (const LinkModel& link : links_)
-      costs.transfer = std::max(costs.transfer, 1e3 * link.seconds(activation_bytes()));
+    // Each measured link times the messages between its two stages by their bytes (plan/link_model.h);
+    // a pair without a measurement (interleaved's last stage to the first) takes the slowest link.
+    for (size_t b = 0; b < links_.size(); ++b) {
+      const int s = static_cast<int>(b);
+      costs.stage_links[{s, s + 1}] = costs.stage_links[{s + 1, s}] = links_[b];
+      if (!costs.link ||
+          links_[b].transfer_ms(activation_bytes()) > costs.link->transfer_ms(activation_bytes()))
+        costs.link = links_[b];
+    }
   }
   simulated_ = simulate(pipeline_->schedule(), costs);
   peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
@@ -382,8 +402,8 @@ void PipelineRunner::measure_links() {
       samples.push_back({bytes, world_->ping_pong(other, bytes, kRepeats) / 2.0});
     const LinkModel link = fit_link_model(samples);
     if (rank == first) {
-      fits[2 * static_cast<size_t>(b)] = link.latency_seconds;
-      fits[2 * static_cast<size_t>(b) + 1] = link.bytes_per_second;
+      fits[2 * static_cast<size_t>(b)] = link.latency_ms;
+      fits[2 * static_cast<size_t>(b) + 1] = link.bytes_per_ms;
     }
   }
   world_->all_reduce_sum(fits);
@@ -646,7 +666,7 @@ std::string PipelineRunner::summary() const {
       std::snprintf(
           line, sizeof line, "link s%zu-s%zu (ping-pong at start): %s; an activation of %s in %.1f us\n", b,
           b + 1, links_[b].describe().c_str(), format_bytes(static_cast<double>(activation_bytes())).c_str(),
-          1e6 * links_[b].seconds(activation_bytes()));
+          1e3 * links_[b].transfer_ms(activation_bytes()));
       out << line;
     }
     if (!links_.empty()) {
@@ -700,7 +720,7 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
     Json links = Json::array();
     for (const LinkModel& link : links_)
       links.push_back(
-          {{"latency_seconds", link.latency_seconds}, {"bytes_per_second", link.bytes_per_second}});
+          {{"latency_seconds", link.latency_ms / 1e3}, {"bytes_per_second", link.bytes_per_ms * 1e3}});
     j["links"] = links;
     j["step_time_measured_ms"] =
         step_spans_.empty() ? Json(nullptr) : Json(nn::steady_state_median(step_spans_));

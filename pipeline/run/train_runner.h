@@ -66,7 +66,7 @@
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
-#include "pipeline/run/link_model.h"
+#include "pipeline/plan/link_model.h"
 #include "pipeline/run/process_group.h"
 #include "pipeline/run/rank_collectives.h"
 
@@ -83,6 +83,10 @@ class MemoryBudgetExceeded : public OutOfMemoryError {
 /// ValueError naming the flag: an unknown schedule, a file that cannot be read or run (with the action and
 /// the reason), a --virtual the schedule does not take, the schedule's own conditions on the microbatches.
 Schedule schedule_of(const nn::TrainOptions& options);
+
+/// The per-layer recomputation plan of --recompute for the GPT of --layers (embed, blocks, head;
+/// schedule/layer_recompute.h): empty for never, always and except-last. ValueError naming the flag.
+std::vector<LayerRecompute> layer_recompute_of(const nn::TrainOptions& options);
 
 /// ValueError naming the flag for a pipeline setting that cannot work: an unknown --schedule (listing the
 /// valid ones), --recompute or --partition; --virtual v > 1 with a schedule that does not take it; more

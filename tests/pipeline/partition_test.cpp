@@ -329,6 +329,28 @@ TEST(GPTPartition, ByParametersReportsTheTiedEmbedding) {
   EXPECT_TRUE(make_partition(profile, o).shared.empty());
 }
 
+// What partition by params cuts on: the embedding's tables are lookups (one row per token each, tied or
+// not), the head's matmul uses the whole tied matrix and the loss adds kLossWorkPerLogit per logit.
+TEST(GPTPartition, ByParametersTheEmbeddingIsALookupAndTheHeadPaysForTheLoss) {
+  nn::GPT model(small_config(2), 1);
+  const ModelProfile profile = count_parameters(model);
+  const std::vector<double> costs = layer_costs(profile, PartitionMethod::Parameters);
+  ASSERT_EQ(costs.size(), 4u);
+  EXPECT_EQ(costs[0], 16 + 16);  // one row of wte (65 x 16) and one of wpe (16 x 16)
+  EXPECT_EQ(costs[1], static_cast<double>(profile.layers[1].parameters));  // a block: its parameters
+  EXPECT_EQ(costs[3], 65 * 16 + 2 * 16 + kLossWorkPerLogit * 65);
+  EXPECT_FALSE(profile.layers[0].has_attention);
+  EXPECT_TRUE(profile.layers[1].has_attention);
+  // A heavy head moves the cut: with a vocabulary as large as a block's parameters, the last stage of
+  // three takes the head alone rather than a block with it.
+  nn::GPTConfig big = small_config(4);
+  big.vocab_size = 4000;
+  nn::GPT wide(big, 1);
+  PartitionOptions o;
+  o.stages = 3;
+  EXPECT_EQ(make_partition(count_parameters(wide), o).balance(), "3,2,1");
+}
+
 TEST(GPTPartition, UntiedModelSharesNothing) {
   nn::GPTConfig c = small_config(4);
   c.tie_weights = false;
