@@ -72,6 +72,8 @@ Command add_schedule_command(CLI::App& app);
 Command add_train_command(CLI::App& app);
 /// `brigade bench-link`: ping-pong between the processes of an MPI job, fitted as latency + bandwidth.
 Command add_bench_link_command(CLI::App& app);
+/// `brigade plan`: searches and ranks pipeline configurations for a GPT (pipeline/plan/planner.h).
+Command add_plan_command(CLI::App& app);
 /// `brigade sample`: generates text from a checkpoint.
 Command add_sample_command(CLI::App& app);
 

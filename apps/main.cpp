@@ -11,10 +11,10 @@ int main(int argc, char** argv) {
   CLI::App app{"brigade: tensors, kernels, autograd and pipeline-parallel training", "brigade"};
   app.require_subcommand(1);
   std::vector<brigade::apps::Command> commands = {
-      brigade::apps::add_info_command(app),       brigade::apps::add_demo_command(app),
-      brigade::apps::add_schedule_command(app),   brigade::apps::add_kernel_command(app),
-      brigade::apps::add_train_command(app),      brigade::apps::add_sample_command(app),
-      brigade::apps::add_bench_link_command(app),
+      brigade::apps::add_info_command(app),     brigade::apps::add_demo_command(app),
+      brigade::apps::add_schedule_command(app), brigade::apps::add_kernel_command(app),
+      brigade::apps::add_train_command(app),    brigade::apps::add_plan_command(app),
+      brigade::apps::add_sample_command(app),   brigade::apps::add_bench_link_command(app),
   };
 
   try {

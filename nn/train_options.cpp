@@ -58,6 +58,11 @@ void check_device(const std::string& flag, const std::string& device, const O&) 
 void check_threads(const std::string& flag, const int& threads, const O&) {
   BRIGADE_CHECK_VALUE(threads >= 0, flag, " must be >= 0 (0: chosen from the core count), found ", threads);
 }
+void check_plan(const std::string& flag, const std::string& plan, const O& o) {
+  BRIGADE_CHECK_VALUE(plan.empty() || plan == "auto", flag, " must be auto (or absent), found '", plan, "'");
+  BRIGADE_CHECK_VALUE(plan.empty() || o.schedule_file.empty(), flag,
+                      " auto chooses the schedule; it cannot run --schedule-file ", o.schedule_file);
+}
 void check_dtype(const std::string& flag, const std::string& dtype, const O&) {
   BRIGADE_CHECK_VALUE(dtype == "fp32" || dtype == "bf16", flag, " must be fp32 or bf16, found '", dtype, "'");
 }
@@ -191,6 +196,11 @@ const std::vector<AnyTrainOption>& train_option_table() {
           "write a Chrome trace (JSON) of one steady step, simulated beside it"),
       row("timeline", &O::timeline, kPerInvocation, kHidden, nullptr,
           "write an SVG timeline of one steady step"),
+      row("plan", &O::plan, kPerInvocation, kHidden, check_plan,
+          "auto: the planner chooses --stages, --microbatches, --schedule, --virtual, --recompute and "
+          "--balance (brigade plan shows its table)"),
+      row("plan_devices", &O::plan_devices, kPerInvocation, kHidden, non_negative,
+          "devices for --plan auto (0: the CPU's cores / --threads; one GPU)"),
   };
   return table;
 }
@@ -206,7 +216,7 @@ void TrainOptions::validate() const {
 bool TrainOptions::uses_pipeline() const {
   return stages > 1 || microbatches > 1 || data_parallel > 1 || !fail_at.empty() || virtual_chunks > 1 ||
          recompute != "never" || !balance.empty() || !devices.empty() || !memory_budget.empty() ||
-         !trace.empty() || !timeline.empty() || !schedule_file.empty();
+         !trace.empty() || !timeline.empty() || !schedule_file.empty() || !plan.empty();
 }
 
 int64_t TrainOptions::resolved_block() const {

@@ -81,6 +81,11 @@ struct TrainOptions {
   std::string memory_budget;  ///< per-stage budget ("512MiB"), certified before any step; empty: none
   std::string trace;          ///< Chrome trace JSON of one steady step; empty: none
   std::string timeline;       ///< SVG timeline of that step; empty: none
+  /// "auto": the planner (pipeline/plan/planner.h) chooses stages, microbatches, schedule, chunks,
+  /// recomputation and balance for plan_devices devices (and --memory-budget each) before the first step,
+  /// overriding those flags; "": the flags as given.
+  std::string plan;
+  int64_t plan_devices = 0;  ///< devices the planner may use; 0: the CPU's cores / --threads, or 1 GPU
 
   /// ValueError naming the flag and the value for the first invalid setting, in table order (negative or
   /// zero sizes, heads not dividing embd, learning rates, dropout outside [0, 1), an unknown device

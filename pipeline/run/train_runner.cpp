@@ -10,6 +10,7 @@
 
 #include "nn/checkpoint_shards.h"
 #include "nn/statistics.h"
+#include "pipeline/run/plan_model.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/trace_merge.h"
 #include "pipeline/schedule/generators.h"
@@ -231,7 +232,22 @@ void PipelineRunner::agree_on_partition() {
 
 PipelineRunner::~PipelineRunner() = default;
 
+void PipelineRunner::plan_auto(nn::GPT& model, const nn::Batch& sample) {
+  PlanRequest request = plan_request_for(options_);
+  request.profile = model_profiler(model, sample, options_.threads);
+  plan_ = plan_pipeline(request);
+  if (plan_->ranked.empty()) {
+    try {
+      (void)plan_->best();
+    } catch (const ValueError& e) {
+      throw MemoryBudgetExceeded(std::string("--plan auto: ") + e.what());
+    }
+  }
+  apply_plan(plan_->best(), options_);
+}
+
 void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
+  if (options_.plan == "auto") plan_auto(model, sample);
   check_train_options(options_);
   const nn::TrainOptions& o = options_;
   const int S = static_cast<int>(o.stages), M = static_cast<int>(o.microbatches);
@@ -355,6 +371,7 @@ double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) 
   if (collectives_) return forward_backward_across_processes(batch);
   StepResult result = pipeline_->forward_backward(batch.x, batch.y);
   bubbles_.push_back(result.bubble);
+  step_ms_.push_back(result.step_ms);
   for (const StageReport& stage : result.stages) {
     const auto s = static_cast<size_t>(stage.stage);
     peak_activation_bytes_[s] = std::max(peak_activation_bytes_[s], stage.activation_peak_bytes);
@@ -602,6 +619,11 @@ double PipelineRunner::bubble_measured() const {
   return nn::steady_state_median(bubbles_);
 }
 
+double PipelineRunner::step_ms_measured() const {
+  require_step("step_ms_measured");
+  return nn::steady_state_median(step_ms_);
+}
+
 double PipelineRunner::bubble_simulated() const {
   return simulated().bubble;
 }
@@ -643,6 +665,18 @@ void PipelineRunner::gather_trace() {
 
 std::string PipelineRunner::summary() const {
   std::ostringstream out;
+  if (plan_) {
+    out << plan_->table();
+    if (last_) {
+      char line[256];
+      std::snprintf(
+          line, sizeof line,
+          "plan auto: step predicted %.2f ms, measured %.2f ms (median over steady steps, %+.1f%%)\n\n",
+          plan_->best().step_ms, step_ms_measured(),
+          100.0 * (plan_->best().step_ms - step_ms_measured()) / step_ms_measured());
+      out << line;
+    }
+  }
   out << partition().table();
   if (last_) {
     out << "\n" << prediction().table(peak_step_bytes_);
@@ -727,6 +761,10 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
   }
   j["predicted_peak_bytes"] = predicted_total;
   j["predicted_step_peak_bytes"] = predicted_step;
+  if (plan_) {
+    j["plan"] = {{"flags", plan_->best().flags()}, {"predicted_step_ms", plan_->best().step_ms}};
+    if (last_) j["plan"]["measured_step_ms"] = step_ms_measured();
+  }
   if (last_) {
     const Traffic& t = last_->traffic;
     j["bubble_measured"] = bubble_measured();

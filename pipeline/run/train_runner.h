@@ -13,6 +13,10 @@
 // clips, checks and steps as for the plain loop. The executor's own finite check is off: a NaN loss comes
 // back to nn::train, which stops with the same message as the plain loop.
 //
+// --plan auto: before step 1, the planner (plan/planner.h, run/plan_model.h) profiles the model at every
+// microbatch size it needs, searches, and its pick replaces the stages, microbatches, schedule, chunks,
+// recomputation and balance; the summary then gives the pick's predicted step time beside the measured one.
+//
 // What it reports after the run (summary(), add_metrics()):
 //   bubble measured    the median over steady steps (the first min(3, steps / 2) excluded) of
 //                      StepResult::bubble: the mean over stages of their idle fraction of the step;
@@ -63,6 +67,7 @@
 #include "nn/trainer.h"
 #include "pipeline/plan/memory_model.h"
 #include "pipeline/plan/partition.h"
+#include "pipeline/plan/planner.h"
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
@@ -164,6 +169,10 @@ class PipelineRunner : public nn::StepRunner {
   int steps_run() const { return static_cast<int>(bubbles_.size()); }
   /// Median of StepResult::bubble over the steady steps.
   double bubble_measured() const;
+  /// Median of StepResult::step_ms over the steady steps (the pipeline's forward and backward).
+  double step_ms_measured() const;
+  /// With --plan auto: the planner's table, whose first row this run took (nullptr otherwise).
+  const Plan* plan() const { return plan_ ? &*plan_ : nullptr; }
   /// simulated().bubble.
   double bubble_simulated() const;
   /// simulate_measured(last step's trace).bubble.
@@ -201,6 +210,9 @@ class PipelineRunner : public nn::StepRunner {
   const ExecutionTrace& step_trace() const;
   int64_t activation_bytes() const;
   void require_prepared(const char* what) const;
+  /// --plan auto: plans for this model and writes the pick into options_ (MemoryBudgetExceeded when
+  /// nothing fits).
+  void plan_auto(nn::GPT& model, const nn::Batch& sample);
   void require_step(const char* what) const;
 
   /// Across processes: every rank takes rank 0's partition (a profile-based cut may differ per rank).
@@ -223,7 +235,8 @@ class PipelineRunner : public nn::StepRunner {
   std::optional<MemoryPrediction> prediction_;
   std::optional<Timeline> simulated_;
   std::unique_ptr<Pipeline> pipeline_;
-  std::vector<double> bubbles_;
+  std::optional<Plan> plan_;
+  std::vector<double> bubbles_, step_ms_;
   std::vector<int64_t> peak_activation_bytes_, peak_step_bytes_;
   std::optional<StepResult> last_;
 };

@@ -287,3 +287,35 @@ TEST_F(TrainRunnerTest, ReportsBubbleMemoryTrafficTraceAndTimeline) {
 }
 
 }  // namespace
+
+namespace {
+
+// --plan auto: the planner's pick replaces the pipeline flags before step 1, the run follows the plain
+// loop's loss (any configuration does), and the summary and metrics give the pick's predicted step time
+// beside the measured one. A budget nothing fits is refused before any step.
+TEST_F(TrainRunnerTest, PlanAutoRunsThePlannersPickAndReportsPredictedAgainstMeasured) {
+  const TrainResult plain = nn::train(tiny(6));
+  TrainOptions o = tiny(6);
+  o.plan = "auto";
+  o.plan_devices = 2;
+  PipelineRunner runner(o);
+  const TrainResult piped = nn::train(o, {}, &runner);
+  ASSERT_NE(runner.plan(), nullptr);
+  const pipeline::PlanCandidate& pick = runner.plan()->best();
+  EXPECT_LE(pick.stages, 2);
+  EXPECT_EQ(runner.pipeline().config().stages, pick.stages);
+  EXPECT_EQ(runner.pipeline().config().microbatches, pick.microbatches);
+  EXPECT_EQ(runner.pipeline().schedule().name, pick.schedule);
+  EXPECT_EQ(runner.partition().layer_counts(), pick.balance);
+  EXPECT_NEAR(piped.final_loss, plain.final_loss, 1e-5 * std::fabs(plain.final_loss));
+  EXPECT_GT(runner.step_ms_measured(), 0.0);
+  EXPECT_NE(runner.summary().find("plan auto: step predicted"), std::string::npos);
+  const nlohmann::json metrics = nlohmann::json::parse(runner.add_metrics(piped.metrics_json(o)));
+  EXPECT_DOUBLE_EQ(metrics["plan"]["predicted_step_ms"].get<double>(), pick.step_ms);
+
+  o.memory_budget = "1KiB";
+  PipelineRunner refused(o);
+  EXPECT_THROW(nn::train(o, {}, &refused), pipeline::MemoryBudgetExceeded);
+}
+
+}  // namespace

@@ -1,0 +1,137 @@
+// The planner's space and scores: its configurations in order, a candidate's simulated step, its bound
+// (planner.h; the search is planner.cpp, the table plan_table.cpp).
+#include "pipeline/plan/plan_score.h"
+
+#include <algorithm>
+
+#include "pipeline/plan/simulator.h"
+#include "pipeline/schedule/generators.h"
+#include "tensor/error.h"
+
+namespace brigade::pipeline {
+
+namespace plan_detail {
+
+namespace {
+
+// One stage is the plain loop whatever the schedule: only 1f1b is searched there.
+std::vector<std::string> schedules_of(const PlanRequest& r, int stages) {
+  if (stages == 1) return {"1f1b"};
+  return r.schedules.empty() ? schedule_names() : r.schedules;
+}
+
+}  // namespace
+
+// Every configuration in the search's fixed order: S, D, schedule (catalogue order), v, M ascending.
+std::vector<Config> configurations(const PlanRequest& r, int layers) {
+  std::vector<Config> out;
+  for (int S = 1; S <= r.devices; ++S) {
+    for (int D = 1; D <= r.max_replicas && S * D <= r.devices; ++D) {
+      if (r.batch % D != 0) continue;
+      const int64_t per_replica = r.batch / D;
+      for (const std::string& name : schedules_of(r, S)) {
+        const int fixed = schedule_traits(name).chunks_per_stage;
+        const int v_min = fixed > 0 ? fixed : 2, v_max = fixed > 0 ? fixed : r.max_virtual;
+        for (int v = v_min; v <= v_max; ++v) {
+          if (S * v > layers) continue;
+          for (int M = smallest_microbatches(name, S); M <= r.max_microbatches && M <= per_replica; ++M) {
+            if (per_replica % M != 0 || (name == "interleaved" && M % S != 0)) continue;
+            out.push_back({S, D, M, v, name});
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+double allreduce_ms_of(const Setting& s) {
+  double worst = 0.0;
+  for (const StagePlan& st : s.partition.stage_plans)
+    worst = std::max(worst, s.request.link.allreduce_ms(st.parameter_bytes, s.config.replicas));
+  return worst;
+}
+
+// The tied weights' gradients summed across stages after the step: one message of their bytes.
+int64_t tied_bytes_of(const Setting& s) {
+  int64_t bytes = 0;
+  for (const SharedParameter& shared : s.partition.shared) {
+    int64_t one = 0;
+    for (const LayerProfile& l : s.profile.layers)
+      for (const ParameterInfo& p : l.parameter_list)
+        if (p.name == shared.name) one = p.bytes;
+    bytes += one;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// A lower bound on the step time of any candidate of this setting (planner.h, "Search").
+double lower_bound_ms(const Setting& s) {
+  const Costs costs = profile_costs(s.profile, s.partition);
+  std::vector<double> busy(static_cast<size_t>(s.config.stages), 0.0);
+  double path = 0.0;
+  for (size_t k = 0; k < costs.per_chunk.size(); ++k) {
+    const double fb = costs.per_chunk[k].forward + costs.per_chunk[k].backward;
+    busy[static_cast<size_t>(s.partition.chunks[k].stage)] += s.config.microbatches * fb;
+    path += fb;
+  }
+  return std::max(path, *std::max_element(busy.begin(), busy.end())) + allreduce_ms_of(s);
+}
+
+MemoryPlan memory_plan(const Setting& s, Recompute policy, const std::vector<LayerRecompute>& layers) {
+  MemoryPlan plan;
+  plan.schedule = s.config.schedule;
+  plan.stages = s.config.stages;
+  plan.microbatches = s.config.microbatches;
+  plan.virtual_chunks = s.config.virtual_chunks;
+  plan.recompute = policy;
+  plan.layer_recompute = layers;
+  plan.batch_size = s.profile.microbatch_size * s.config.microbatches;
+  plan.partition = PartitionMethod::Balance;
+  plan.balance = s.partition.layer_counts();
+  plan.optimizer_state_tensors = s.request.optimizer_state_tensors;
+  return plan;
+}
+
+// The simulated score of one recompute choice (memory filled in by the caller).
+PlanCandidate score(const Setting& s, Recompute policy, const std::vector<LayerRecompute>& layers) {
+  const Config& c = s.config;
+  PlanCandidate p;
+  p.stages = c.stages, p.replicas = c.replicas, p.microbatches = c.microbatches;
+  p.virtual_chunks = c.virtual_chunks, p.schedule = c.schedule, p.placement = s.partition.placement;
+  p.policy = policy, p.layer_recompute = layers, p.cut = s.partition.method;
+  p.balance = s.partition.layer_counts(), p.microbatch_size = s.profile.microbatch_size;
+  const Schedule schedule = make_schedule(c.schedule, c.stages, c.microbatches, c.virtual_chunks, policy);
+  Costs costs = profile_costs(s.profile, s.partition, layers);
+  if (s.request.link != LinkModel{}) costs.link = s.request.link;
+  const Timeline t = simulate(schedule, costs);
+  p.pipeline_ms = t.step_time, p.bubble = t.bubble;
+  int64_t messages = 0;
+  for (int st = 0; st < c.stages; ++st) {
+    double r = 0.0;
+    for (const TimedAction& a : t.stages[static_cast<size_t>(st)]) {
+      if (a.action.kind == ActionKind::Recompute) r += a.end - a.start;
+      if (a.action.kind != ActionKind::SendActivation && a.action.kind != ActionKind::SendGrad) continue;
+      const TransferTag tag = transfer_tag(schedule, st, a.action);
+      const ChunkCosts from = costs.chunk(schedule.layout(), tag.from_stage, tag.from_chunk);
+      messages += tag.gradient ? from.input_bytes : from.output_bytes;
+    }
+    p.recompute_ms = std::max(p.recompute_ms, r);
+  }
+  p.allreduce_ms = allreduce_ms_of(s);
+  const int64_t tied = c.stages > 1 ? tied_bytes_of(s) : 0;
+  p.tied_ms = tied > 0 ? s.request.link.transfer_ms(tied) : 0.0;
+  p.step_ms = p.pipeline_ms + p.allreduce_ms + p.tied_ms;
+  int64_t reduced = 0;
+  for (const StagePlan& st : s.partition.stage_plans)
+    reduced += LinkModel::allreduce_bytes_sent(st.parameter_bytes, c.replicas);
+  p.traffic_bytes = c.replicas * (messages + reduced + tied);
+  return p;
+}
+
+}  // namespace plan_detail
+}  // namespace brigade::pipeline

@@ -1,0 +1,59 @@
+// The planner on a real model (see plan_model.h).
+#include "pipeline/run/plan_model.h"
+
+#include <omp.h>
+
+#include <thread>
+
+#include "pipeline/plan/memory_model.h"
+#include "pipeline/schedule/generators.h"
+#include "tensor/error.h"
+
+namespace brigade::pipeline {
+
+std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
+  return [&model, sample, threads](int64_t samples) {
+    BRIGADE_CHECK_VALUE(samples >= 1 && samples <= sample.x.size(0), "plan: a microbatch of ", samples,
+                        " samples from a sample batch of ", sample.x.size(0));
+    const Tensor ids = sample.x.narrow(0, 0, samples), targets = sample.y.narrow(0, 0, samples);
+    ProfileOptions po;
+    po.repeats = 3;
+    po.warmup = 1;
+    po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
+    po.thread_cpu_time = ids.device().is_cpu() && threads == 1;
+    po.attention_core = true;
+    const int before = omp_get_max_threads();
+    if (threads > 0) omp_set_num_threads(threads);
+    ModelProfile profile = profile_layers(model, ids, po);
+    omp_set_num_threads(before);
+    return profile;
+  };
+}
+
+int plan_devices_of(const nn::TrainOptions& o) {
+  if (o.plan_devices > 0) return static_cast<int>(o.plan_devices);
+  if (Device::parse(o.device).is_cuda()) return 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, o.threads));
+}
+
+PlanRequest plan_request_for(const nn::TrainOptions& o) {
+  PlanRequest r;
+  r.devices = plan_devices_of(o);
+  r.device_memory = o.memory_budget.empty() ? 0 : parse_bytes(o.memory_budget);
+  r.batch = o.batch;
+  return r;
+}
+
+void apply_plan(const PlanCandidate& c, nn::TrainOptions& o) {
+  o.stages = c.stages;
+  o.microbatches = c.microbatches;
+  o.schedule = c.schedule;
+  o.virtual_chunks = schedule_traits(c.schedule).chunks_per_stage == 0 ? c.virtual_chunks : 1;
+  o.recompute = c.recompute_text();
+  o.balance.clear();
+  for (size_t i = 0; i < c.balance.size(); ++i) o.balance += (i ? "," : "") + std::to_string(c.balance[i]);
+  o.partition = "balance";
+}
+
+}  // namespace brigade::pipeline

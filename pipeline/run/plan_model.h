@@ -1,0 +1,40 @@
+// The planner (plan/planner.h) on a real model: what `brigade plan` and `brigade train --plan auto` feed
+// it. The profile of every microbatch size the search asks for is measured on the model itself
+// (profile_layers on the first rows of a sample batch, with its loss and the attention core's
+// recomputation), on the model's device with the stages' thread count.
+//
+// \code
+//   brigade::pipeline::PlanRequest request = brigade::pipeline::plan_request_for(options);
+//   request.profile = brigade::pipeline::model_profiler(model, sample, options.threads);
+//   brigade::pipeline::Plan plan = brigade::pipeline::plan_pipeline(request);
+// \endcode
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "nn/data.h"
+#include "nn/gpt.h"
+#include "nn/train_options.h"
+#include "pipeline/plan/planner.h"
+
+namespace brigade::pipeline {
+
+/// Profiles `model` at `samples` sequences per microbatch, the first rows of `sample` (which needs at
+/// least as many), timed like PipelineRunner's profile: the thread's CPU clock on a CPU with one thread per
+/// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs.
+std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads);
+
+/// The devices --plan auto plans for: --plan-devices, else on a CPU its cores / --threads (at least 1)
+/// and on a GPU one.
+int plan_devices_of(const nn::TrainOptions& options);
+
+/// The request of --plan auto for these options: the devices above, --memory-budget each, the batch, an
+/// in-process link (stages on one device hand tensors over without a copy). Its profile is unset.
+PlanRequest plan_request_for(const nn::TrainOptions& options);
+
+/// Writes `candidate`'s configuration into the pipeline flags of `options` (stages, microbatches,
+/// schedule, virtual, recompute, balance).
+void apply_plan(const PlanCandidate& candidate, nn::TrainOptions& options);
+
+}  // namespace brigade::pipeline
