@@ -136,7 +136,8 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--device-memory", f->device_memory,
                   "memory of each device (512MiB, 2GiB; default: no limit)");
   cmd->add_option("--link", f->link, "link between devices: latency=20us,bandwidth=10GB/s (default: free)");
-  cmd->add_option("--replicas", f->replicas, "most data-parallel replicas to rank (brigade train runs 1)")
+  cmd->add_option("--replicas", f->replicas,
+                  "most data-parallel replicas (processes of mpirun -np S*D brigade train --data-parallel D)")
       ->capture_default_str();
   cmd->add_option("--schedules", f->schedules, "schedules to search, comma-separated (default: all)");
   cmd->add_option("--max-microbatches", f->max_microbatches, "most microbatches")->capture_default_str();

@@ -20,7 +20,7 @@ std::string PlanCandidate::flags() const {
   if (virtual_chunks > 1 && schedule == "looped-bfs") out << " --virtual " << virtual_chunks;
   out << " --recompute " << recompute_text() << " --balance ";
   for (size_t i = 0; i < balance.size(); ++i) out << (i ? "," : "") << balance[i];
-  if (replicas > 1) out << " (x" << replicas << " data-parallel replicas)";
+  if (replicas > 1) out << " --data-parallel " << replicas;
   return out.str();
 }
 
@@ -120,7 +120,12 @@ std::string Plan::table() const {
       << (exhaustive ? "exhaustive" : "pruned by the step-time bound") << "; " << scored
       << " candidates scored, " << pruned << " skipped by the bound, " << over_budget
       << " refused by the memory model\n";
-  if (!ranked.empty()) out << "pick: brigade train " << ranked.front().flags() << "\n";
+  if (!ranked.empty()) {
+    const PlanCandidate& pick = ranked.front();
+    const int processes = pick.stages * pick.replicas;
+    out << "pick: " << (pick.replicas > 1 ? "mpirun -np " + std::to_string(processes) + " " : std::string())
+        << "brigade train " << pick.flags() << "\n";
+  }
   return out.str();
 }
 

@@ -60,8 +60,8 @@ struct PlanRequest {
   int64_t device_memory = 0;  ///< bytes each; 0: no limit
   LinkModel link;             ///< between devices: stage to stage and replica to replica
   int64_t batch = 1;          ///< global batch, samples per step
-  /// Data-parallel replicas D the search may use (up to this many). The executor runs one replica
-  /// (D = 1) until data parallelism lands; a larger D is ranked but `brigade train` cannot run it.
+  /// Data-parallel replicas D the search may use (up to this many). D > 1 runs as S x D processes
+  /// (mpirun -np S*D brigade train --data-parallel D); --plan auto plans one process (D = 1).
   int max_replicas = 1;
   std::vector<std::string> schedules;  ///< empty: the whole catalogue (schedule/generators.h)
   int max_virtual = 2;                 ///< v for the schedules that take any (interleaved, looped-bfs)

@@ -200,6 +200,12 @@ PipelineRunner::PipelineRunner(const nn::TrainOptions& options, ProcessGroup* wo
     : options_(options), world_(world) {
   if (!options.fail_at.empty()) fault_ = parse_fault_injection(options.fail_at);
   if (world_ != nullptr) {
+    // The processes exist before the plan: their count fixes S x D.
+    BRIGADE_CHECK_VALUE(options.plan.empty(),
+                        "--plan auto plans one process (its stages as threads or "
+                        "streams); for ",
+                        world_->size(), " processes run brigade plan --devices ", world_->size(),
+                        " --replicas D and launch the pick's flags with mpirun");
     layout_ = RankLayout{static_cast<int>(options.stages), static_cast<int>(options.data_parallel)};
     layout_->check(world_->size());
   } else {
