@@ -195,7 +195,7 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("trace", &O::trace, kPerInvocation, kHidden, nullptr,
           "write a Chrome trace (JSON) of one steady step, simulated beside it"),
       row("timeline", &O::timeline, kPerInvocation, kHidden, nullptr,
-          "write an SVG timeline of one steady step"),
+          "write an SVG timeline of one steady step, its simulated twin under it"),
       row("plan", &O::plan, kPerInvocation, kHidden, check_plan,
           "auto: the planner chooses --stages, --microbatches, --schedule, --virtual, --recompute and "
           "--balance (brigade plan shows its table)"),
