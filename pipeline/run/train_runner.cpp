@@ -8,14 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "nn/checkpoint_shards.h"
 #include "nn/statistics.h"
 #include "pipeline/run/plan_model.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/trace_merge.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/schedule_file.h"
-#include "pipeline/schedule/validate.h"
 
 namespace brigade::pipeline {
 namespace {
@@ -215,27 +213,6 @@ PipelineRunner::PipelineRunner(const nn::TrainOptions& options, ProcessGroup* wo
   }
 }
 
-// Setup takes as long as the slowest rank's profile; its collectives wait this long before giving up.
-constexpr double kSetupTimeoutSeconds = 600.0;
-
-void PipelineRunner::agree_on_partition() {
-  const std::vector<int> mine = partition_->layer_counts();
-  std::vector<double> counts(mine.size(), 0.0);
-  if (world_->rank() == 0) std::copy(mine.begin(), mine.end(), counts.begin());
-  world_->all_reduce_sum(counts);
-  std::vector<int> ranks0(counts.begin(), counts.end());
-  if (ranks0 == mine) return;
-  PartitionOptions part;
-  part.method = PartitionMethod::Balance;
-  part.stages = partition_->stages;
-  part.virtual_chunks = partition_->virtual_chunks;
-  part.placement = partition_->placement;
-  part.balance = ranks0;
-  Partition agreed = make_partition(*profile_, part);
-  agreed.method = partition_->method;  // still the method that rank 0 cut by
-  partition_ = std::move(agreed);
-}
-
 PipelineRunner::~PipelineRunner() = default;
 
 void PipelineRunner::plan_auto(nn::GPT& model, const nn::Batch& sample) {
@@ -288,10 +265,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   part.placement = schedule.placement;
   if (!o.balance.empty()) part.balance = parse_balance(o.balance);
   partition_ = make_partition(*profile_, part);
-  if (world_ != nullptr) {
-    world_->set_timeout(std::max(kSetupTimeoutSeconds, o.timeout));
-    agree_on_partition();
-  }
+  if (world_ != nullptr) agree_on_partition();
 
   // 3. Memory: predicted for the plan, certified against the budget before anything runs.
   MemoryPlan plan;
@@ -333,34 +307,13 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.grad_clip = 0.0;       // nn::train clips, as in the plain loop
   config_.check_finite = false;  // nn::train stops on a non-finite loss, as in the plain loop
   config_.threads_per_stage = o.threads;
-  std::unique_ptr<Transport> transport;
-  if (world_ != nullptr) {
-    const int rank = world_->rank();
-    config_.local_stages = {layout_->stage_of(rank)};
-    config_.devices = {devices[static_cast<size_t>(layout_->stage_of(rank))]};
-    transport = make_transport(schedule, config_.devices.front());
-  }
+  std::unique_ptr<Transport> transport = world_ != nullptr ? join_processes(schedule, devices) : nullptr;
   pipeline_ = std::make_unique<Pipeline>(model, config_, Pipeline::LossFn{}, std::move(transport));
-  if (world_ != nullptr) {
-    collectives_ = std::make_unique<RankCollectives>(*world_, *layout_, *pipeline_);
-    world_->set_timeout(o.timeout);
-  }
 
-  // The prediction of the step from the layer profile (plan/partition.h: profile_costs).
+  // The prediction of the step from the layer profile (plan/partition.h: profile_costs), with the links'
+  // transfer time across processes.
   Costs costs = profile_costs(*profile_, *partition_, layer_recompute);
-  if (world_ != nullptr) {
-    measure_links();
-    measure_clock_offsets();
-    // Each measured link times the messages between its two stages by their bytes (plan/link_model.h);
-    // a pair without a measurement (interleaved's last stage to the first) takes the slowest link.
-    for (size_t b = 0; b < links_.size(); ++b) {
-      const int s = static_cast<int>(b);
-      costs.stage_links[{s, s + 1}] = costs.stage_links[{s + 1, s}] = links_[b];
-      if (!costs.link ||
-          links_[b].transfer_ms(activation_bytes()) > costs.link->transfer_ms(activation_bytes()))
-        costs.link = links_[b];
-    }
-  }
+  if (world_ != nullptr) connect_processes(costs);
   simulated_ = simulate(pipeline_->schedule(), costs);
   peak_activation_bytes_.assign(static_cast<size_t>(S), 0);
   peak_step_bytes_.assign(static_cast<size_t>(S), 0);
@@ -386,92 +339,6 @@ double PipelineRunner::forward_backward(nn::GPT& model, const nn::Batch& batch) 
   const double loss = result.loss;
   last_ = std::move(result);
   return loss;
-}
-
-// --transport: NCCL for device tensors where this build has it and the schedule runs on rendezvous sends
-// (auto), or as asked; MPI otherwise.
-std::unique_ptr<Transport> PipelineRunner::make_transport(const Schedule& schedule, const Device& device) {
-  const std::vector<int> ranks = layout_->pipeline_ranks(layout_->replica_of(world_->rank()));
-  bool nccl = options_.transport == "nccl";
-  if (options_.transport == "auto")
-    nccl = device.is_cuda() && world_->nccl_built() && !find_issue(schedule, TransferModel::Rendezvous);
-  transport_name_ = nccl ? "NCCL" : "MPI";
-  if (!nccl) return world_->make_transport(ranks, options_.timeout);
-  BRIGADE_CHECK_VALUE(device.is_cuda(), "--transport nccl carries device tensors; the stages run on ",
-                      device.str());
-  BRIGADE_CHECK_VALUE(world_->nccl_built(), "--transport nccl: this brigade was built without NCCL");
-  return world_->make_nccl_transport(ranks, options_.timeout, device);
-}
-
-int64_t PipelineRunner::activation_bytes() const {
-  int64_t bytes = 0;  // every boundary carries a [microbatch, T, C] activation: the largest layer output
-  for (size_t i = 0; i + 1 < profile_->layers.size(); ++i)
-    bytes = std::max(bytes, profile_->layers[i].output_bytes);
-  return bytes;
-}
-
-// Each link of replica 0's pipeline (stage b to b + 1) by ping-pong at two sizes: a few bytes (the latency)
-// and an activation (the bandwidth). Its two ranks measure it; one all-reduce tells every rank.
-void PipelineRunner::measure_links() {
-  constexpr int kRepeats = 10;
-  const int S = layout_->stages, rank = world_->rank();
-  std::vector<double> fits(2 * static_cast<size_t>(std::max(0, S - 1)), 0.0);
-  for (int b = 0; b + 1 < S; ++b) {
-    const int first = layout_->rank_of(0, b), second = layout_->rank_of(0, b + 1);
-    if (rank != first && rank != second) continue;
-    const int other = rank == first ? second : first;
-    std::vector<LinkSample> samples;
-    for (int64_t bytes : {int64_t{8}, activation_bytes()})
-      samples.push_back({bytes, world_->ping_pong(other, bytes, kRepeats) / 2.0});
-    const LinkModel link = fit_link_model(samples);
-    if (rank == first) {
-      fits[2 * static_cast<size_t>(b)] = link.latency_ms;
-      fits[2 * static_cast<size_t>(b) + 1] = link.bytes_per_ms;
-    }
-  }
-  world_->all_reduce_sum(fits);
-  links_.clear();
-  for (int b = 0; b + 1 < S; ++b)
-    links_.push_back({fits[2 * static_cast<size_t>(b)], fits[2 * static_cast<size_t>(b) + 1]});
-}
-
-double PipelineRunner::forward_backward_across_processes(const nn::Batch& batch) {
-  // This replica's share of the batch: its mean loss's gradient, averaged over the replicas, is the
-  // gradient of the whole batch's mean loss.
-  const int64_t per = batch.x.size(0) / layout_->replicas;
-  const int64_t first = collectives_->replica() * per;
-  StepResult result =
-      pipeline_->forward_backward(batch.x.narrow(0, first, per), batch.y.narrow(0, first, per));
-  const CombinedStep combined = collectives_->finish_step(result);
-  bubbles_.push_back(combined.bubble);
-  step_spans_.push_back(combined.step_ms);
-  for (size_t s = 0; s < combined.peak_step_bytes.size(); ++s) {
-    peak_activation_bytes_[s] = std::max(peak_activation_bytes_[s], combined.peak_activation_bytes[s]);
-    peak_step_bytes_[s] = std::max(peak_step_bytes_[s], combined.peak_step_bytes[s]);
-  }
-  result.loss = combined.loss;
-  result.bubble = combined.bubble;
-  result.traffic = combined.traffic;
-  last_ = std::move(result);
-  return combined.loss;
-}
-
-double PipelineRunner::clip_grad_norm(nn::GPT& model, double max_norm) {
-  if (!collectives_) return StepRunner::clip_grad_norm(model, max_norm);
-  return collectives_->clip_grad_norm(max_norm);
-}
-
-void PipelineRunner::before_evaluation(nn::GPT& model) {
-  (void)model;  // the pipeline holds it
-  if (!collectives_) return;
-  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));
-  collectives_->synchronize_parameters();
-}
-
-void PipelineRunner::after_evaluation() {
-  if (!collectives_) return;
-  collectives_->barrier();
-  world_->set_timeout(options_.timeout);
 }
 
 std::string PipelineRunner::partition_json(const nn::GPT& model) const {
@@ -510,37 +377,25 @@ std::vector<int> PipelineRunner::layer_stages(const nn::GPT& model) const {
   return stages;
 }
 
-void PipelineRunner::save_checkpoint(const std::string& path, const nn::GPT& model,
-                                     const nn::Optimizer& optimizer, const nn::CheckpointInfo& info) {
-  if (!collectives_) return StepRunner::save_checkpoint(path, model, optimizer, info);
-  BRIGADE_CHECK_VALUE(
-      nn::is_sharded_checkpoint_path(path), "--save '", path,
-      "': across processes each stage writes its own shard: name the checkpoint by its index, "
-      "e.g. run.safetensors.index.json");
-  const int S = layout_->stages;
-  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));  // writing may take a while
-  if (collectives_->replica() == 0) {
-    const auto owners = nn::parameter_shards(model, layer_stages(model));
-    nn::save_checkpoint_shard(
-        path, info.step, collectives_->stage(), S,
-        nn::shard_tensors(nn::checkpoint_tensors(model, &optimizer), owners, collectives_->stage()));
-  }
-  collectives_->barrier();  // every shard is on disk
-  if (world_->rank() == 0) {
-    std::vector<nn::ShardRecord> records;
-    for (int k = 0; k < S; ++k) records.push_back(nn::read_shard_record(path, info.step, k, S));
-    nn::commit_checkpoint_index(path, records, nn::checkpoint_metadata(model, &optimizer, info));
-  }
-  collectives_->barrier();  // committed: no rank runs ahead of the commit point
-  world_->set_timeout(options_.timeout);
-}
-
 std::string PipelineRunner::state_json() const {
   require_prepared("state_json");
-  Json generators = Json::array();
-  for (const GeneratorState& state : pipeline_->generator_states()) {
-    generators.push_back({{"seed", state.seed}, {"offset", state.offset}});
+  std::vector<GeneratorState> states = pipeline_->generator_states();
+  if (collectives_) {
+    // Across processes (every rank saves at once): every stage's generator, from the ranks of replica 0.
+    const GeneratorState mine = states.front();
+    const std::vector<std::string> all =
+        world_->all_gather(std::to_string(mine.seed) + " " + std::to_string(mine.offset));
+    states.clear();
+    for (int s = 0; s < layout_->stages; ++s) {
+      std::istringstream in(all[static_cast<size_t>(layout_->rank_of(0, s))]);
+      GeneratorState state;
+      in >> state.seed >> state.offset;
+      states.push_back(state);
+    }
   }
+  Json generators = Json::array();
+  for (const GeneratorState& state : states)
+    generators.push_back({{"seed", state.seed}, {"offset", state.offset}});
   return Json{{"stage_generators", generators}}.dump();
 }
 
@@ -560,6 +415,8 @@ void PipelineRunner::restore_state(const std::string& json) {
                         entry.dump());
     states.push_back({entry["seed"].get<uint64_t>(), entry["offset"].get<uint64_t>()});
   }
+  // Across processes this rank's stage takes its own.
+  if (collectives_) states = {states[static_cast<size_t>(collectives_->stage())]};
   pipeline_->set_generator_states(states);
 }
 
@@ -642,31 +499,6 @@ double PipelineRunner::bubble_simulated_from_trace() const {
 
 const ExecutionTrace& PipelineRunner::step_trace() const {
   return merged_ ? *merged_ : last_step().trace;
-}
-
-void PipelineRunner::measure_clock_offsets() {
-  constexpr int kRepeats = 10;
-  const int rank = world_->rank();
-  clock_offsets_.assign(static_cast<size_t>(world_->size()), 0.0);
-  for (int r = 1; r < world_->size(); ++r) {
-    if (rank == 0) clock_offsets_[static_cast<size_t>(r)] = world_->clock_offset(r, kRepeats);
-    if (rank == r) (void)world_->clock_offset(0, kRepeats);
-  }
-}
-
-void PipelineRunner::gather_trace() {
-  if (!collectives_ || !last_) return;  // every rank has run the same steps, so all return here or none
-  const std::string mine =
-      collectives_->replica() == 0 ? stage_events_text(*last_, collectives_->stage()) : "";
-  world_->set_timeout(std::max(kSetupTimeoutSeconds, options_.timeout));
-  const std::vector<std::string> all = world_->all_gather(mine);
-  world_->set_timeout(options_.timeout);
-  if (world_->rank() != 0) return;
-  ExecutionTrace merged = last_->trace;  // the schedule, the devices and rank 0's own stage
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (!all[r].empty()) merge_stage_events(merged, all[r], last_->origin_ns, clock_offsets_[r]);
-  }
-  merged_ = std::move(merged);
 }
 
 std::string PipelineRunner::summary() const {

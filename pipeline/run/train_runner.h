@@ -143,10 +143,12 @@ class PipelineRunner : public nn::StepRunner {
   /// on their devices) in one process; the model's own forward across processes.
   Tensor forward(nn::GPT& model, const Tensor& ids) override;
   /// "pipeline: 1f1b, 2 stages x 4 microbatches of 32, recompute never, partition by params (balance 2,2)"
-  /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators.
+  /// {"stage_generators": [{"seed", "offset"} per stage]}: the stages' dropout generators (across
+  /// processes gathered from the ranks of replica 0: collective, every rank calls it when saving).
   std::string state_json() const override;
   /// Restores the stage generators saved by state_json() with the same number of stages (otherwise the
-  /// stages keep their fresh seeds: masks from another stage count cannot be reproduced).
+  /// stages keep their fresh seeds: masks from another stage count cannot be reproduced); across processes
+  /// each rank takes its own stage's.
   void restore_state(const std::string& json) override;
   std::string describe() const override;
   /// Across processes: the global norm over every rank (rank_collectives.h); otherwise nn's.
@@ -203,6 +205,8 @@ class PipelineRunner : public nn::StepRunner {
 
  private:
   double forward_backward_across_processes(const nn::Batch& batch);
+  std::unique_ptr<Transport> join_processes(const Schedule& schedule, const std::vector<Device>& devices);
+  void connect_processes(Costs& costs);
   void measure_links();
   std::unique_ptr<Transport> make_transport(const Schedule& schedule, const Device& device);
   void measure_clock_offsets();
