@@ -4,9 +4,10 @@
 // CPU peaks
 //   copy:    a memcpy ladder over working sets of 64 KiB, 256 KiB, ... 256 MiB (64 MiB in smoke runs),
 //            split over the OpenMP threads, each thread's best short trial, summed over threads; bytes =
-//            read + write, so copying S bytes counts 2 S (the kernels' convention). A CPU case is measured against the rung that holds its bytes (a cache-aware
-//            roofline: nothing flushes the CPU caches between calls, so a small case runs from L2/L3);
-//            the 256 MiB rung is the DRAM copy bandwidth, peak_cpu_copy_bytes_per_s.
+//            read + write, so copying S bytes counts 2 S (the kernels' convention). A CPU case is measured
+//            against the rung that holds its bytes (a cache-aware roofline: nothing flushes the CPU caches
+//            between calls, so a small case runs from L2/L3); the 256 MiB rung is the DRAM copy bandwidth,
+//            peak_cpu_copy_bytes_per_s.
 //   compute: an FMA loop (AVX2, 10 independent 8-lane chains per thread, enough to hide the FMA latency on
 //            two ports) on every OpenMP thread, each thread's best ~1 ms trial, summed over threads: the
 //            hardware ceiling, not a library's figure.
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -28,9 +30,13 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "nn/statistics.h"
+#include "pipeline/run/transport.h"
+#include "tensor/stream.h"
 #include "tensor/tensor.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -263,7 +269,8 @@ double measure_cublas_gemm(int64_t n, DType dtype) {
   double best = 0;
   for (int r = 0; r < 3; ++r) {
     const double seconds = time_cuda_once(call, &args);
-    if (seconds > 0) best = std::max(best, 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / seconds);
+    if (seconds > 0)
+      best = std::max(best, 2.0 * static_cast<double>(n * n) * static_cast<double>(n) / seconds);
   }
   return best;
 }
@@ -309,9 +316,15 @@ std::string env_or(const char* name, const char* fallback) {
 
 }  // namespace
 
-const Peaks& peaks() { return g_peaks; }
-bool smoke() { return g_smoke; }
-bool gpu_present() { return cuda_compiled() && cuda_available(); }
+const Peaks& peaks() {
+  return g_peaks;
+}
+bool smoke() {
+  return g_smoke;
+}
+bool gpu_present() {
+  return cuda_compiled() && cuda_available();
+}
 int cuda_iterations() {
   const int fallback = g_smoke ? 2 : 10;
   const char* text = std::getenv("BRIGADE_BENCH_CUDA_ITERS");
@@ -421,5 +434,57 @@ double time_cuda_once(void (*call)(void*), void* context) {
   return ms / 1e3;
 }
 #endif
+
+// ---- Pipeline benchmarks ---------------------------------------------------------------------------------
+
+bool pin_to(int cpu, cpu_set_t* previous) {
+  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+double measure_hand_off_ms(int rounds) {
+  pipeline::InProcessTransport transport;
+  const Tensor t = full({16}, 1.0);
+  auto tag = [](int round, bool back) {
+    pipeline::TransferTag tag;
+    tag.gradient = back;
+    tag.microbatch = round;
+    tag.from_stage = back ? 1 : 0;
+    tag.to_stage = back ? 0 : 1;
+    tag.from_chunk = tag.to_chunk = 0;
+    return tag;
+  };
+  auto ready = [] {
+    Event e;
+    e.record(Stream(Device::cpu()));
+    return e;
+  };
+  const bool two_cores = std::thread::hardware_concurrency() >= 2;
+  cpu_set_t previous;
+  const bool pinned = two_cores && pin_to(0, &previous);
+  std::thread peer([&] {
+    if (pinned) pin_to(1);
+    for (int i = 0; i < rounds; ++i) {
+      const pipeline::Message m = transport.recv(tag(i, false));
+      transport.send(tag(i, true), m.tensor, ready());
+    }
+  });
+  std::vector<double> round_trip;
+  for (int i = 0; i < rounds; ++i) {
+    // A pause longer than a wake-up, so that the peer is asleep in its recv when the message comes.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto start = std::chrono::steady_clock::now();
+    transport.send(tag(i, false), t, ready());
+    transport.recv(tag(i, true));
+    round_trip.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  peer.join();
+  if (pinned) sched_setaffinity(0, sizeof(previous), &previous);
+  return nn::median(round_trip) / 2;
+}
 
 }  // namespace brigade::bench

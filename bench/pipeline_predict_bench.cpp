@@ -62,6 +62,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "nn/data.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
@@ -113,63 +114,6 @@ void print_load(const char* when) {
   if (getloadavg(load, 3) == 3)
     print("load average %s: %.2f %.2f %.2f (%u hardware threads)\n", when, load[0], load[1], load[2],
           std::thread::hardware_concurrency());
-}
-
-// Pins the calling thread to one CPU (false where that is not possible); restore with unpin().
-bool pin_to(int cpu, cpu_set_t* previous = nullptr) {
-  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof(set), &set) == 0;
-}
-
-// The cost of one hand-off between two stage threads on this machine, as the simulator's transfer time:
-// two threads on two cores (as two stages are) pass a small tensor back and forth through an
-// InProcessTransport, each recv waiting for a message the other thread has not sent yet (as a stage
-// waiting for its input does); half the median round trip is one send + one wake-up of the waiting thread
-// on its core + one recv. (Left to the scheduler, the two threads would take turns on one core, and the
-// figure would be a context switch instead.)
-double measure_hand_off_ms(int rounds) {
-  pl::InProcessTransport transport;
-  const Tensor t = brigade::full({16}, 1.0);
-  auto tag = [](int round, bool back) {
-    pl::TransferTag tag;
-    tag.gradient = back;
-    tag.microbatch = round;
-    tag.from_stage = back ? 1 : 0;
-    tag.to_stage = back ? 0 : 1;
-    tag.from_chunk = tag.to_chunk = 0;
-    return tag;
-  };
-  auto ready = [] {
-    brigade::Event e;
-    e.record(brigade::Stream(brigade::Device::cpu()));
-    return e;
-  };
-  const bool two_cores = std::thread::hardware_concurrency() >= 2;
-  cpu_set_t previous;
-  const bool pinned = two_cores && pin_to(0, &previous);
-  std::thread peer([&] {
-    if (pinned) pin_to(1);
-    for (int i = 0; i < rounds; ++i) {
-      const pl::Message m = transport.recv(tag(i, false));
-      transport.send(tag(i, true), m.tensor, ready());
-    }
-  });
-  std::vector<double> round_trip;
-  for (int i = 0; i < rounds; ++i) {
-    // A pause longer than a wake-up, so that the peer is asleep in its recv when the message comes.
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    const auto start = std::chrono::steady_clock::now();
-    transport.send(tag(i, false), t, ready());
-    transport.recv(tag(i, true));
-    round_trip.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  peer.join();
-  if (pinned) sched_setaffinity(0, sizeof(previous), &previous);
-  return nn::median(round_trip) / 2;
 }
 
 // Where a measured step's time between actions went.
@@ -290,7 +234,7 @@ double run(const Flags& f) {
   const pl::Schedule schedule = pl::make_schedule(f.schedule, S, M, 1, recompute);
   pl::Costs predicted_costs = pl::profile_costs(profile, part);
   const pl::Timeline compute_only = pl::simulate(schedule, predicted_costs);
-  const double hand_off = measure_hand_off_ms(200);
+  const double hand_off = brigade::bench::measure_hand_off_ms(200);
   predicted_costs.transfer = hand_off;
   const pl::Timeline predicted = pl::simulate(schedule, predicted_costs);
 
