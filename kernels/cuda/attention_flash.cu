@@ -25,7 +25,8 @@
 //   rows), P^T to shared memory, O = O * exp(m_old - m_new) + P V. At the end O / l and lse = m + log l.
 //   Dynamic shared memory: Q^T [D][68], K^T [D][68], V [64][D], P^T [64][68] floats: 67 KiB (D 64),
 //   117 KiB (D 128); opted in with cudaFuncAttributeMaxDynamicSharedMemorySize (an H200 allows 227 KiB).
-// attention_flash_delta_kernel: delta_i = dout_i . out_i, one warp per row (the backward's preprocess).
+// attention_flash_delta_kernel<T> (kernels/cuda/attention_heads.cuh, shared with v3/v4): delta_i =
+//   dout_i . out_i, one warp per row (the backward's preprocess).
 // attention_flash_dkdv_kernel<T, D>: block = 64 keys of one (b, h); 128 threads as 16 (keys) x 8 (queries).
 //   K^T and V^T stay in shared memory; loop over query tiles of 32 from the diagonal on: stage Q^T, dO^T
 //   (for the dot products) and Q, dO (for the sums), lse and delta; S^T = K Q^T * scale, P^T = exp(S^T -
@@ -229,25 +230,6 @@ __global__ void __launch_bounds__(kFwdThreads)
 
 // ---- backward --------------------------------------------------------------------------------------------
 
-/// delta[bh * T + i] = dout_i . out_i, one warp per row.
-template <typename T>
-__global__ void attention_flash_delta_kernel(const T* __restrict__ dout, Heads ga, const T* __restrict__ out,
-                                             Heads oa, float* __restrict__ delta, int64_t H, int64_t T_len,
-                                             int64_t rows, int D) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarpSize);
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
-       row < rows; row += warps) {
-    const int64_t bh = row / T_len, t = row % T_len;
-    const T* g = dout + row_at(ga, bh, H, t);
-    const T* o = out + row_at(oa, bh, H, t);
-    float sum = 0.0f;
-    for (int d = lane; d < D; d += kWarpSize) sum += to_float(g[d]) * to_float(o[d]);
-    sum = warp_reduce(sum, SumOp{});
-    if (lane == 0) delta[row] = sum;
-  }
-}
-
 constexpr int kBwdThreads = 128;               // 16 x 8
 constexpr int kBwdOuter = 64, kBwdInner = 32;  // rows a block owns, rows per streamed tile
 constexpr int kBwdLdOuter = kBwdOuter + kPad;  // 68
@@ -435,14 +417,9 @@ void backward_flash(const Tensor& dout, const Tensor& q, const Tensor& k, const 
   const int device = q.device().index;
   const char* name = "causal_attention_backward (flash)";
   Tensor delta = empty({BH * T_len}, TensorOptions(kFloat32).device(q.device()));
-  {
-    constexpr int kWarpsPerBlock = 8;
-    const int64_t blocks = (BH * T_len + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    attention_flash_delta_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(blocks, kMaxGridBlocks)),
-                                      kWarpsPerBlock * kWarpSize, 0, stream>>>(
-        dout.data<T>(), heads(dout), out.data<T>(), heads(out), delta.data<float>(), H, T_len, BH * T_len, D);
-    BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_delta_kernel");
-  }
+  attention_flash_delta_kernel<T><<<delta_blocks(BH * T_len), kDeltaWarpsPerBlock * kWarpSize, 0, stream>>>(
+      dout.data<T>(), heads(dout), out.data<T>(), heads(out), delta.data<float>(), H, T_len, BH * T_len, D);
+  BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_delta_kernel");
   const float s = static_cast<float>(scale);
   {
     const size_t bytes = dkdv_shared_floats<D>() * sizeof(float);

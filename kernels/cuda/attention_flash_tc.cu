@@ -29,7 +29,8 @@
 //     PV (D/16 fragments) -> scratch | lane: o = o * exp(m_old - m_new) + PV (o[D/2] in registers).
 //   At the end out = o / l and lse = m + log l. The rescale needs per-row access, hence O in registers
 //   rather than in accumulator fragments.
-// attention_flash_tc_delta_kernel: delta_i = dout_i . out_i, one warp per row.
+// attention_flash_delta_kernel<bfloat16> (kernels/cuda/attention_heads.cuh, shared with v2): delta_i =
+//   dout_i . out_i, one warp per row.
 // attention_flash_tc_dkdv_kernel<D, kAsync>: block = 64 keys (K, V staged once); loop over query tiles
 //   from the diagonal to T: stage Q, dO, lse, delta | S^T = K Q^T, dP^T = V dO^T -> scratch |
 //   P^T, dS^T -> bf16 tiles | dV += P^T dO, dK += dS^T Q, in accumulator fragments across the loop.
@@ -360,25 +361,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward --------------------------------------------------------------------------------------------
 
-/// delta[bh * T + t] = dout_t . out_t in fp32, one warp per row.
-__global__ void attention_flash_tc_delta_kernel(const bfloat16* __restrict__ dout, Heads ga,
-                                                const bfloat16* __restrict__ out, Heads oa,
-                                                float* __restrict__ delta, int64_t H, int64_t T_len,
-                                                int64_t rows, int D) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarpSize);
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpSize) + threadIdx.x / kWarpSize;
-       r < rows; r += warps) {
-    const int64_t bh = r / T_len, t = r % T_len;
-    const bfloat16* g = dout + row_at(ga, bh, H, t);
-    const bfloat16* o = out + row_at(oa, bh, H, t);
-    float sum = 0.0f;
-    for (int d = lane; d < D; d += kWarpSize) sum += static_cast<float>(g[d]) * static_cast<float>(o[d]);
-    sum = warp_reduce(sum, SumOp{});
-    if (lane == 0) delta[r] = sum;
-  }
-}
-
 template <int D, bool kAsync>
 constexpr size_t dkdv_shared_bytes() {
   return 2 * kWarps * kFrag * ld_scratch<D>() * 4 + (2 + 2 * buffers<kAsync>()) * kTile * ld_tile<D>() * 2 +
@@ -609,15 +591,11 @@ void backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor
   const bool vec =
       rows_16b_aligned(dout) && rows_16b_aligned(q) && rows_16b_aligned(k) && rows_16b_aligned(v);
   Tensor delta = empty({BH * T_len}, TensorOptions(kFloat32).device(q.device()));
-  {
-    constexpr int kWarpsPerBlock = 8;
-    const int64_t blocks = (BH * T_len + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    attention_flash_tc_delta_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, kMaxGridBlocks)),
-                                      kWarpsPerBlock * kWarpSize, 0, stream>>>(
-        dout.data<bfloat16>(), heads(dout), out.data<bfloat16>(), heads(out), delta.data<float>(), H, T_len,
-        BH * T_len, D);
-    BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_tc_delta_kernel");
-  }
+  attention_flash_delta_kernel<bfloat16>
+      <<<delta_blocks(BH * T_len), kDeltaWarpsPerBlock * kWarpSize, 0, stream>>>(
+          dout.data<bfloat16>(), heads(dout), out.data<bfloat16>(), heads(out), delta.data<float>(), H, T_len,
+          BH * T_len, D);
+  BRIGADE_CUDA_CHECK_LAUNCH("attention_flash_delta_kernel");
   const float s = static_cast<float>(scale);
   {
     const size_t bytes = dkdv_shared_bytes<D, kAsync>();

@@ -1,9 +1,10 @@
-// Global -> shared staging of one bf16 GEMM operand tile in its stored layout, shared by the GEMM v6
-// (matmul_wmma_async.cu) and v7 (matmul_mma.cu), which stage identically and differ only in how they read
-// the tiles back. Each thread copies 8 bf16 (16 B) per slot with cp.async (kernels/cuda/mma_ptx.cuh: .cg,
-// src-size zero fill); the slot that crosses the matrix's last column copies only its in-range bytes, rows
-// past the matrix copy 0 bytes. Operands whose rows are not 16-byte aligned take guarded scalar loads and
-// plain shared stores instead. The caller commits and waits for the cp.async groups and synchronises.
+// Global -> shared staging of the bf16 GEMM operand tiles in their stored layout, shared by the GEMM v6
+// (matmul_wmma_async.cu) and v7 (matmul_mma.cu), which stage identically (over their own block tile and
+// thread count) and differ only in how they read the tiles back and in how many stages they keep. Each thread
+// copies 8 bf16 (16 B) per slot with cp.async (kernels/cuda/mma_ptx.cuh: .cg, src-size zero fill); the slot
+// that crosses the matrix's last column copies only its in-range bytes, rows past the matrix copy 0 bytes.
+// Operands whose rows are not 16-byte aligned take guarded scalar loads and plain shared stores instead. The
+// caller commits and waits for the cp.async groups and synchronises.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,6 +46,33 @@ __device__ __forceinline__ void stage_stored(const Stored& src, int64_t r0, int6
 #pragma unroll
       for (int q = 0; q < 8; ++q) dst[q] = (row_in && gc + q < src.cols) ? at[q] : uint16_t{0};
     }
+  }
+}
+
+/// Elements of one operand's tile slot in shared memory for a square kBM x kBM block tile: [kBM][kBK + kPad]
+/// (A stored [M, K] or B stored [N, K]), which also holds the other stored layout, [kBK][kBM + kPad].
+template <int kBM, int kBK, int kPad>
+constexpr int tile_slot_elems() {
+  static_assert(kBK * (kBM + kPad) <= kBM * (kBK + kPad), "both stored layouts fit one tile slot");
+  return kBM * (kBK + kPad);
+}
+
+/// One K step's tiles of op(A) (rows row0.., k k0..) and op(B) (k k0.., columns col0..) into `stage`: A at 0,
+/// B at tile_slot_elems<kBM, kBK, kPad>(), each in its stored layout (the fragment loads do the transposes).
+template <int kThreads, int kPad, int kBM, int kBN, int kBK, bool kTransA, bool kTransB>
+__device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int64_t row0, int64_t col0,
+                                           int64_t k0, uint16_t* stage) {
+  static_assert(kBN == kBM, "one tile slot size for A and B");
+  constexpr int kSlot = tile_slot_elems<kBM, kBK, kPad>();
+  if (kTransA) {
+    stage_stored<kThreads, kPad, kBK, kBM>(a, k0, row0, stage);  // A stored [K, M]
+  } else {
+    stage_stored<kThreads, kPad, kBM, kBK>(a, row0, k0, stage);  // A stored [M, K]
+  }
+  if (kTransB) {
+    stage_stored<kThreads, kPad, kBN, kBK>(b, col0, k0, stage + kSlot);  // B stored [N, K]
+  } else {
+    stage_stored<kThreads, kPad, kBK, kBN>(b, k0, col0, stage + kSlot);  // B stored [K, N]
   }
 }
 

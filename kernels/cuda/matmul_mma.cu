@@ -62,32 +62,15 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBM = 128, kBN = 128, kBK = 32;
 constexpr int kStages = 3;
-constexpr int kWarpsN = 4;                      // warps: 2 along M x 4 along N
-constexpr int kWM = 64, kWN = 32;               // warp tile
-constexpr int kTilesM = kWM / 16;               // 4 mma tiles of 16 rows
-constexpr int kTilesN = kWN / 8;                // 4 mma tiles of 8 columns
-constexpr int kPad = 8;                         // bf16 elements per shared row (16 B; see the top)
-constexpr int kTileElems = kBM * (kBK + kPad);  // one operand tile, either stored layout
-constexpr int kStageElems = 2 * kTileElems;     // A then B
+constexpr int kWarpsN = 4;         // warps: 2 along M x 4 along N
+constexpr int kWM = 64, kWN = 32;  // warp tile
+constexpr int kTilesM = kWM / 16;  // 4 mma tiles of 16 rows
+constexpr int kTilesN = kWN / 8;   // 4 mma tiles of 8 columns
+constexpr int kPad = 8;            // bf16 elements per shared row (16 B; see the top)
+constexpr int kTileElems = tile_slot_elems<kBM, kBK, kPad>();  // one operand tile, either stored layout
+constexpr int kStageElems = 2 * kTileElems;                    // A then B
 constexpr int kSharedBytes = kStages * kStageElems * 2;
-static_assert(kBK * (kBM + kPad) <= kTileElems && kBN == kBM, "both stored layouts fit one tile slot");
 static_assert((kThreads / kWarpSize) * kWM * kWN == kBM * kBN, "the warps cover the block tile");
-
-/// One K step's tiles of op(A) and op(B) into `stage` (A at 0, B at kTileElems), in stored layout.
-template <bool kTransA, bool kTransB>
-__device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int64_t row0, int64_t col0,
-                                           int64_t k0, uint16_t* stage) {
-  if (kTransA) {
-    stage_stored<kThreads, kPad, kBK, kBM>(a, k0, row0, stage);  // A stored [K, M]
-  } else {
-    stage_stored<kThreads, kPad, kBM, kBK>(a, row0, k0, stage);  // A stored [M, K]
-  }
-  if (kTransB) {
-    stage_stored<kThreads, kPad, kBN, kBK>(b, col0, k0, stage + kTileElems);  // B stored [N, K]
-  } else {
-    stage_stored<kThreads, kPad, kBK, kBN>(b, k0, col0, stage + kTileElems);  // B stored [K, N]
-  }
-}
 
 /// The A fragments (rows m0 .. m0 + 15, k kk .. kk + 15) of one mma tile. Lane 8q + r names row r of
 /// ldmatrix matrix q; the matrices must come out as a0..a3 = (rows 0-7, k 0-7), (rows 8-15, k 0-7),
@@ -150,7 +133,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t steps = (args.k + kBK - 1) / kBK;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, s * kBK, shared + s * kStageElems);
+    if (s < steps) {
+      stage_step<kThreads, kPad, kBM, kBN, kBK, kTransA, kTransB>(a_src, b_src, row0, col0, s * kBK,
+                                                                  shared + s * kStageElems);
+    }
     ptx::cp_async_commit();
   }
   for (int64_t step = 0; step < steps; ++step) {
@@ -160,8 +146,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int64_t next = step + kStages - 1;
     if (next < steps) {
-      stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, next * kBK,
-                                   shared + (next % kStages) * kStageElems);
+      stage_step<kThreads, kPad, kBM, kBN, kBK, kTransA, kTransB>(a_src, b_src, row0, col0, next * kBK,
+                                                                  shared + (next % kStages) * kStageElems);
     }
     ptx::cp_async_commit();
 

@@ -56,25 +56,8 @@ constexpr int kFragsM = kWM / kFrag, kFragsN = kWN / kFrag;  // 4 x 2
 constexpr int kPad = 8;                                      // bf16 elements per shared row
 // A stored tile is [128][32 + 8] (not transposed) or [32][128 + 8] (transposed): at most 5120 elements;
 // likewise B. One buffer holds both.
-constexpr int kTileElems = kBM * (kBK + kPad);
-static_assert(kBK * (kBM + kPad) <= kTileElems && kBN == kBM, "both layouts fit one tile slot");
+constexpr int kTileElems = tile_slot_elems<kBM, kBK, kPad>();
 static_assert(kThreads / kWarpSize * kFrag * kFrag * 4 <= 2 * 2 * kTileElems * 2, "epilogue scratch fits");
-
-/// One K step's tiles of op(A) and op(B) into `buffer` (A at 0, B at kTileElems).
-template <bool kTransA, bool kTransB>
-__device__ __forceinline__ void stage_step(const Stored& a, const Stored& b, int64_t row0, int64_t col0,
-                                           int64_t k0, uint16_t* buffer) {
-  if (kTransA) {
-    stage_stored<kThreads, kPad, kBK, kBM>(a, k0, row0, buffer);  // A stored [K, M]
-  } else {
-    stage_stored<kThreads, kPad, kBM, kBK>(a, row0, k0, buffer);  // A stored [M, K]
-  }
-  if (kTransB) {
-    stage_stored<kThreads, kPad, kBN, kBK>(b, col0, k0, buffer + kTileElems);  // B stored [N, K]
-  } else {
-    stage_stored<kThreads, kPad, kBK, kBN>(b, k0, col0, buffer + kTileElems);  // B stored [K, N]
-  }
-}
 
 template <bool kTransA, bool kTransB>
 __global__ void __launch_bounds__(kThreads)
@@ -102,13 +85,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int64_t steps = (args.k + kBK - 1) / kBK;
-  stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, 0, buffers[0]);
+  stage_step<kThreads, kPad, kBM, kBN, kBK, kTransA, kTransB>(a_src, b_src, row0, col0, 0, buffers[0]);
   ptx::cp_async_commit();
   for (int64_t step = 0; step < steps; ++step) {
     // Prefetch step + 1 into the other buffer: every warp finished reading it at the barrier that ended
     // the previous iteration. Always commit (possibly an empty group) so that "all but one" means "step".
     if (step + 1 < steps) {
-      stage_step<kTransA, kTransB>(a_src, b_src, row0, col0, (step + 1) * kBK, buffers[(step + 1) & 1]);
+      stage_step<kThreads, kPad, kBM, kBN, kBK, kTransA, kTransB>(a_src, b_src, row0, col0, (step + 1) * kBK,
+                                                                  buffers[(step + 1) & 1]);
     }
     ptx::cp_async_commit();
     ptx::cp_async_wait<1>();  // all but the newest group

@@ -110,8 +110,8 @@ int run(int64_t B, int64_t H, int64_t T, int64_t pad) {
               attention_flash_tc_forward_kernel<D, kAsync>, (const uint16_t*)qv.data(), in,
               (const uint16_t*)kv.data(), in, (const uint16_t*)vv.data(), in, vec, out.data(), outh,
               lse.data(), H, T, (float)scale);
-  emu::launch(emu::cfg(dim3(4), 256), attention_flash_tc_delta_kernel, (const bfloat16*)gv.data(), in,
-              (const bfloat16*)ov.data(), in, delta.data(), H, T, BH * T, D);
+  emu::launch(emu::cfg(dim3(4), 256), kernels::cuda::attention_flash_delta_kernel<bfloat16>,
+              (const bfloat16*)gv.data(), in, (const bfloat16*)ov.data(), in, delta.data(), H, T, BH * T, D);
   // The backward starts from the CPU forward's lse (as the CUDA test does), so only the backward differs.
   emu::launch(emu::cfg(grid, kThreads, dkdv_shared_bytes<D, kAsync>()),
               attention_flash_tc_dkdv_kernel<D, kAsync>, (const uint16_t*)gv.data(), in,
