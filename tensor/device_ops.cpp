@@ -6,25 +6,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tensor/convert.h"
 #include "tensor/philox.h"
 #include "tensor/strided_loop.h"
 
 namespace brigade::detail {
 
 namespace {
-
-template <typename To, typename From>
-To convert(From value) {
-  if constexpr (std::is_same_v<To, From>) {
-    return value;
-  } else if constexpr (std::is_same_v<To, bfloat16>) {
-    return bfloat16(static_cast<float>(value));
-  } else if constexpr (std::is_same_v<From, bfloat16>) {
-    return static_cast<To>(static_cast<float>(value));
-  } else {
-    return static_cast<To>(value);
-  }
-}
 
 // Copies and fills move memory and do no math, so a thread team pays off only for large arrays (and a
 // team costs far more than its nominal microseconds on a loaded machine): below this many elements (4 MiB

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads)
     const A m = block_reduce(local_max, MaxOp{}, -math::infinity<A>());
     A local_sum = A(0);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      s[j] = math::exp(s[j] - m);
+      s[j] = formulas::exp_of(s[j] - m);
       local_sum += s[j];
     }
     const A l = block_sum(local_sum);  // synchronises: every s[j] is written
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t j = 0; j < n; ++j) acc += s[j] * static_cast<A>(v[row_at(va, bh, H, j) + d]);
       orow[d] = static_cast<T>(acc * inv);
     }
-    if (threadIdx.x == 0) lse[row] = m + math::log(l);
+    if (threadIdx.x == 0) lse[row] = m + formulas::log_of(l);
   }
 }
 
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads)
         score += static_cast<A>(qrow[d]) * static_cast<A>(krow[d]);
         dp += gi[d] * static_cast<A>(vrow[d]);
       }
-      const A p = math::exp(score * scale - lse_i);
+      const A p = formulas::exp_of(score * scale - lse_i);
       ds[j] = p * (dp - delta_i);
     }
     __syncthreads();
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads)
         score += static_cast<A>(qrow[d]) * kj[d];
         dp += static_cast<A>(grow[d]) * vj[d];
       }
-      const A pij = math::exp(score * scale - lse[first + i]);
+      const A pij = formulas::exp_of(score * scale - lse[first + i]);
       p[i] = pij;
       ds[i] = pij * (dp - delta[first + i]);
     }

@@ -5,7 +5,8 @@
 //  - grid_for(n, threads): blocks for a grid-stride loop over n items, capped (kernels loop over the rest).
 //  - row_threads(C): block size for the one-block-per-row kernels (a multiple of 32, at most 1024).
 //  - acc_t<T>: the type a kernel computes in (float for float32/bfloat16, double for float64).
-//  - math::exp/log/sqrt/...: float and double overloads that call the matching libdevice function.
+//  - math::infinity / quiet_nan in the compute type. The C math functions by type (formulas::exp_of,
+//    log_of, sqrt_of, ..., is_nan) are kernels/elementwise_formulas.h's, shared with the CPU backend.
 //  - StridedView<T>: element i (row-major) of a strided tensor, with a fast path for contiguous tensors.
 //  - warp_reduce / block_reduce: butterfly shuffles within a warp, then one partial per warp in shared
 //    memory. The order of combination depends only on blockDim, so results are deterministic run to run.
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/elementwise_formulas.h"
 #include "tensor/bfloat16.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/strided_index.h"
@@ -95,46 +97,6 @@ constexpr DType acc_dtype() {
 }
 
 namespace math {
-__device__ inline float exp(float x) {
-  return ::expf(x);
-}
-__device__ inline double exp(double x) {
-  return ::exp(x);
-}
-__device__ inline float log(float x) {
-  return ::logf(x);
-}
-__device__ inline double log(double x) {
-  return ::log(x);
-}
-__device__ inline float sqrt(float x) {
-  return ::sqrtf(x);
-}
-__device__ inline double sqrt(double x) {
-  return ::sqrt(x);
-}
-__device__ inline float tanh(float x) {
-  return ::tanhf(x);
-}
-__device__ inline double tanh(double x) {
-  return ::tanh(x);
-}
-__device__ inline float abs(float x) {
-  return ::fabsf(x);
-}
-__device__ inline double abs(double x) {
-  return ::fabs(x);
-}
-__device__ inline float pow(float x, float y) {
-  return ::powf(x, y);
-}
-__device__ inline double pow(double x, double y) {
-  return ::pow(x, y);
-}
-template <typename A>
-__device__ inline bool is_nan(A x) {
-  return x != x;
-}
 template <typename A>
 __device__ inline A infinity() {
   return static_cast<A>(INFINITY);
@@ -254,10 +216,10 @@ __device__ MaxSum<A> max_sum_empty() {
 template <typename A>
 __device__ MaxSum<A> max_sum_add(MaxSum<A> s, A x) {
   if (x > s.max) {
-    s.sum = s.sum * math::exp(s.max - x) + A(1);
+    s.sum = s.sum * formulas::exp_of(s.max - x) + A(1);
     s.max = x;
   } else if (x != -math::infinity<A>()) {
-    s.sum += math::exp(x - s.max);  // also NaN x: makes the sum NaN
+    s.sum += formulas::exp_of(x - s.max);  // also NaN x: makes the sum NaN
   }
   return s;
 }
@@ -271,7 +233,7 @@ struct MaxSumMerge {
       b = t;
     }
     if (b.sum == A(0)) return a;  // b is empty (b.sum NaN fails the test and propagates below)
-    a.sum += b.sum * math::exp(b.max - a.max);
+    a.sum += b.sum * formulas::exp_of(b.max - a.max);
     return a;
   }
 };

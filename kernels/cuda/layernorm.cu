@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
       partial += d * d;
     }
     const A var = block_sum(partial) / static_cast<A>(C);
-    const A rstd = A(1) / math::sqrt(var + eps);
+    const A rstd = A(1) / formulas::sqrt_of(var + eps);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       A v = (static_cast<A>(xr[j]) - mean) * rstd;
       if (weight != nullptr) v *= static_cast<A>(weight[j]);

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads)
       partial += d * d;
     }
     const A var = warp_reduce(partial, SumOp{}) / static_cast<A>(C);
-    const A rstd = A(1) / math::sqrt(var + eps);
+    const A rstd = A(1) / formulas::sqrt_of(var + eps);
 #pragma unroll
     for (int t = 0; t < N; ++t) {
       const int j = lane + t * kWarpSize;

@@ -78,12 +78,12 @@ __global__ void __launch_bounds__(kMaxRowThreads)
       continue;
     }
     MaxSum<A> stats = block_max_sum<A>(V, [&](int64_t j) { return static_cast<A>(xr[j]); });
-    const A lse = stats.max + math::log(stats.sum);
+    const A lse = stats.max + formulas::log_of(stats.sum);
     if (threadIdx.x == 0) row_loss[row] = lse - static_cast<A>(xr[target]);
     if (grad != nullptr) {
       T* gr = grad + row * V;
       for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-        A p = math::exp(static_cast<A>(xr[j]) - lse);
+        A p = formulas::exp_of(static_cast<A>(xr[j]) - lse);
         gr[j] = static_cast<T>((p - (j == target ? A(1) : A(0))) / count);
       }
     }
@@ -125,11 +125,11 @@ __global__ void __launch_bounds__(kMaxVecRowThreads)
     }
     for (int64_t j = tail + tid; j < V; j += threads) stats = max_sum_add(stats, static_cast<A>(xr[j]));
     stats = block_reduce(stats, MaxSumMerge{}, max_sum_empty<A>());
-    const A lse = stats.max + math::log(stats.sum);
+    const A lse = stats.max + formulas::log_of(stats.sum);
     if (tid == 0) row_loss[row] = lse - static_cast<A>(xr[target]);
     if (gr == nullptr) continue;
     auto grad_of = [&](int64_t j, T x) {
-      const A p = math::exp(static_cast<A>(x) - lse);
+      const A p = formulas::exp_of(static_cast<A>(x) - lse);
       return static_cast<T>((p - (j == target ? A(1) : A(0))) / count);
     };
     for (int64_t j = tid; j < head; j += threads) gr[j] = grad_of(j, xr[j]);

@@ -51,7 +51,7 @@ __global__ void adamw_kernel(T* __restrict__ param, const T* __restrict__ grad, 
     const A m_hat = mi / k.bias_correction1;
     const A v_hat = vi / k.bias_correction2;
     const A p = static_cast<A>(param[i]);
-    param[i] = static_cast<T>(p - k.lr * (m_hat / (math::sqrt(v_hat) + k.eps) + k.weight_decay * p));
+    param[i] = static_cast<T>(p - k.lr * (m_hat / (formulas::sqrt_of(v_hat) + k.eps) + k.weight_decay * p));
   }
 }
 
@@ -68,7 +68,7 @@ __device__ __forceinline__ void adamw_element(T& param, T grad, acc_t<T>& m, acc
   const A m_hat = mi / k.bias_correction1;
   const A v_hat = vi / k.bias_correction2;
   const A p = static_cast<A>(param);
-  param = static_cast<T>(p - k.lr * (m_hat / (math::sqrt(v_hat) + k.eps) + k.weight_decay * p));
+  param = static_cast<T>(p - k.lr * (m_hat / (formulas::sqrt_of(v_hat) + k.eps) + k.weight_decay * p));
 }
 
 /// v2: packs of L elements (L acc_t values in 16 bytes), scalar head and tail.

@@ -36,7 +36,7 @@ struct ArgMaxCombine {
   __device__ ValueIndex<A> operator()(ValueIndex<A> a, ValueIndex<A> b) const {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
-    bool a_nan = math::is_nan(a.value), b_nan = math::is_nan(b.value);
+    bool a_nan = formulas::is_nan(a.value), b_nan = formulas::is_nan(b.value);
     if (a_nan != b_nan) return a_nan ? a : b;
     if (!a_nan && a.value != b.value) return a.value > b.value ? a : b;
     return a.index < b.index ? a : b;

@@ -32,10 +32,10 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     const T* xr = x + row * C;
     T* yr = y + row * C;
     MaxSum<A> stats = block_max_sum<A>(C, [&](int64_t j) { return static_cast<A>(xr[j]); });
-    const A log_sum = math::log(stats.sum);
+    const A log_sum = formulas::log_of(stats.sum);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       A shifted = static_cast<A>(xr[j]) - stats.max;
-      yr[j] = static_cast<T>(log ? shifted - log_sum : math::exp(shifted) / stats.sum);
+      yr[j] = static_cast<T>(log ? shifted - log_sum : formulas::exp_of(shifted) / stats.sum);
     }
   }
 }
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     const A total = block_sum(partial);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       A g = static_cast<A>(dyr[j]), yj = static_cast<A>(yr[j]);
-      dxr[j] = static_cast<T>(log ? g - math::exp(yj) * total : yj * (g - total));
+      dxr[j] = static_cast<T>(log ? g - formulas::exp_of(yj) * total : yj * (g - total));
     }
   }
 }

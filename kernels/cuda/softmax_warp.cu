@@ -52,14 +52,14 @@ __global__ void __launch_bounds__(kThreads)
     A s = A(0);
 #pragma unroll
     for (int t = 0; t < N; ++t) {
-      if (lane + t * kWarpSize < C) s += math::exp(v[t] - m);
+      if (lane + t * kWarpSize < C) s += formulas::exp_of(v[t] - m);
     }
     s = warp_reduce(s, SumOp{});
-    const A log_s = math::log(s);
+    const A log_s = formulas::log_of(s);
 #pragma unroll
     for (int t = 0; t < N; ++t) {
       const int j = lane + t * kWarpSize;
-      if (j < C) yr[j] = static_cast<T>(log ? v[t] - m - log_s : math::exp(v[t] - m) / s);
+      if (j < C) yr[j] = static_cast<T>(log ? v[t] - m - log_s : formulas::exp_of(v[t] - m) / s);
     }
   });
 }
@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < N; ++t) {
       const int j = lane + t * kWarpSize;
-      if (j < C) dxr[j] = static_cast<T>(log ? g[t] - math::exp(yv[t]) * total : yv[t] * (g[t] - total));
+      if (j < C)
+        dxr[j] = static_cast<T>(log ? g[t] - formulas::exp_of(yv[t]) * total : yv[t] * (g[t] - total));
     }
   });
 }

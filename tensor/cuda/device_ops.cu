@@ -22,6 +22,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tensor/convert.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/device_ops.h"
 #include "tensor/philox.h"
@@ -55,20 +56,6 @@ StridedIndex linear_index(int64_t numel) {
 template <typename TensorLike>
 StridedIndex index_of(const TensorLike& t, const char* op) {
   return t.is_contiguous() ? linear_index(t.numel()) : make_strided_index(t, op);
-}
-
-/// Value conversion between the five dtypes; bfloat16 goes through float (as on the CPU).
-template <typename To, typename From>
-__device__ __forceinline__ To convert(From value) {
-  if constexpr (std::is_same_v<To, From>) {
-    return value;
-  } else if constexpr (std::is_same_v<To, bfloat16>) {
-    return bfloat16(static_cast<float>(value));
-  } else if constexpr (std::is_same_v<From, bfloat16>) {
-    return static_cast<To>(static_cast<float>(value));
-  } else {
-    return static_cast<To>(value);
-  }
 }
 
 template <typename Dst, typename Src>
