@@ -7,6 +7,19 @@
 
 namespace brigade::pipeline {
 
+double parse_number(const std::string& text, const std::string& what, const std::string& context) {
+  size_t used = 0;
+  double number = 0.0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;  // std::invalid_argument or std::out_of_range: reported below as not a number
+  }
+  BRIGADE_CHECK_VALUE(used > 0 && used == text.size(), what, ": '", text, "' in '", context,
+                      "' is not a number");
+  return number;
+}
+
 std::vector<std::pair<std::string, double>> parse_key_values(const std::string& text, const std::string& what,
                                                              const std::string& keys) {
   std::vector<std::pair<std::string, double>> out;
@@ -16,17 +29,7 @@ std::vector<std::pair<std::string, double>> parse_key_values(const std::string& 
     if (item.empty()) continue;
     const auto eq = item.find('=');
     BRIGADE_CHECK_VALUE(eq != std::string::npos, what, ": '", item, "' is not key=value (keys: ", keys, ")");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    size_t used = 0;
-    double number = 0.0;
-    try {
-      number = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    BRIGADE_CHECK_VALUE(used == value.size() && used > 0, what, ": '", value, "' in '", item,
-                        "' is not a number");
-    out.emplace_back(key, number);
+    out.emplace_back(item.substr(0, eq), parse_number(item.substr(eq + 1), what, item));
   }
   return out;
 }

@@ -41,18 +41,7 @@ std::vector<double> parse_stage_factors(const std::string& text, int stages) {
     std::vector<double> list;
     std::stringstream in(text);
     std::string item;
-    while (std::getline(in, item, ',')) {
-      size_t used = 0;
-      double value = 0.0;
-      try {
-        value = std::stod(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      BRIGADE_CHECK_VALUE(used > 0 && used == item.size(), "stage costs: '", item, "' in '", text,
-                          "' is not a number");
-      list.push_back(value);
-    }
+    while (std::getline(in, item, ',')) list.push_back(parse_number(item, "stage costs", text));
     BRIGADE_CHECK_VALUE(static_cast<int>(list.size()) == stages, "stage costs: '", text, "' gives ",
                         list.size(), " factors, the schedule has ", stages, " stages");
     factors = list;

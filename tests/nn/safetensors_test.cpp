@@ -15,37 +15,19 @@
 
 #include "nn/atomic_file.h"
 #include "tensor/tensor.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 using brigade::Tensor;
 using brigade::nn::load_safetensors;
 using brigade::nn::save_safetensors;
+using brigade::testing::message_of;
+using brigade::testing::read_file_bytes;
+using brigade::testing::write_file_bytes;
 
 namespace {
 
-class SafetensorsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("brigade_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+class SafetensorsTest : public brigade::testing::TempDirTest {};
 
 // The raw bytes of a tensor (made contiguous on the CPU).
 std::string tensor_bytes(const Tensor& t) {
@@ -62,7 +44,8 @@ std::string make_file(const std::string& header, const std::string& data) {
   return out + padded + data;
 }
 
-// ---- the independent reader: byte parsing + nlohmann, nothing from nn/ -------------------------------------
+// ---- the independent reader: byte parsing + nlohmann, nothing from nn/
+// -------------------------------------
 struct RawFile {
   uint64_t header_length = 0;
   nlohmann::json header;
@@ -72,7 +55,8 @@ struct RawFile {
 RawFile parse_raw(const std::string& bytes) {
   RawFile raw;
   EXPECT_GE(bytes.size(), 8u);
-  for (int i = 7; i >= 0; --i) raw.header_length = (raw.header_length << 8) | static_cast<unsigned char>(bytes[i]);
+  for (int i = 7; i >= 0; --i)
+    raw.header_length = (raw.header_length << 8) | static_cast<unsigned char>(bytes[i]);
   EXPECT_LE(8 + raw.header_length, bytes.size());
   raw.header = nlohmann::json::parse(bytes.substr(8, raw.header_length));
   raw.data = bytes.substr(8 + raw.header_length);
@@ -88,20 +72,6 @@ uint64_t fnv1a64_reference(const std::string& bytes) {
   return hash;
 }
 
-template <typename E>
-std::string expect_throw_message(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
-}
-
 std::vector<std::pair<std::string, Tensor>> every_dtype() {
   brigade::Generator gen(7);
   Tensor f32 = brigade::randn({3, 5}, {}, &gen);
@@ -109,13 +79,13 @@ std::vector<std::pair<std::string, Tensor>> every_dtype() {
   Tensor f64 = brigade::randn({7}, brigade::TensorOptions(brigade::kFloat64), &gen);
   Tensor i32 = brigade::from_vector<int32_t>({-2147483647 - 1, -1, 0, 1, 2147483647, 42}, {2, 3});
   Tensor i64 = brigade::from_vector<int64_t>({INT64_MIN, -5, 0, 5, INT64_MAX}, {5});
-  Tensor scalar = brigade::full({}, 3.25);                      // 0-d
-  Tensor none = brigade::empty({0, 4});                         // size 0
-  Tensor none_i64 = brigade::empty({3, 0}, brigade::kInt64);    // size 0, between others
+  Tensor scalar = brigade::full({}, 3.25);                    // 0-d
+  Tensor none = brigade::empty({0, 4});                       // size 0
+  Tensor none_i64 = brigade::empty({3, 0}, brigade::kInt64);  // size 0, between others
   Tensor f32_nan = brigade::from_vector<float>({0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f}, {6});
-  return {{"blocks.0.f32", f32},   {"blocks.0.bf16", bf16}, {"blocks.1.f64", f64},
-          {"ids.i32", i32},        {"ids.i64", i64},        {"scalar", scalar},
-          {"empty.f32", none},     {"empty.i64", none_i64}, {"special.f32", f32_nan}};
+  return {{"blocks.0.f32", f32}, {"blocks.0.bf16", bf16}, {"blocks.1.f64", f64},
+          {"ids.i32", i32},      {"ids.i64", i64},        {"scalar", scalar},
+          {"empty.f32", none},   {"empty.i64", none_i64}, {"special.f32", f32_nan}};
 }
 
 }  // namespace
@@ -143,7 +113,7 @@ TEST_F(SafetensorsTest, RoundTripIsBitExactForEveryDtypeAndKeepsOrderAndMetadata
   EXPECT_EQ(loaded.metadata.at("brigade.format_version"), "1");
   EXPECT_TRUE(loaded.contains("ids.i64"));
   EXPECT_FALSE(loaded.contains("nope"));
-  std::string message = expect_throw_message<brigade::ValueError>([&] { loaded.at("nope"); });
+  std::string message = message_of<brigade::ValueError>([&] { loaded.at("nope"); });
   EXPECT_NE(message.find("no tensor named 'nope'"), std::string::npos) << message;
 }
 
@@ -162,7 +132,7 @@ TEST_F(SafetensorsTest, StridedAndGradTensorsAreSavedAsTheirContiguousValues) {
 TEST_F(SafetensorsTest, IndependentReaderSeesPlainSafetensors) {
   auto tensors = every_dtype();
   save_safetensors(file("plain.safetensors"), tensors, {{"note", "hello"}});
-  const std::string bytes = read_bytes(file("plain.safetensors"));
+  const std::string bytes = read_file_bytes(file("plain.safetensors"));
   RawFile raw = parse_raw(bytes);
 
   EXPECT_EQ((8 + raw.header_length) % 8, 0u) << "data section must start 8-byte aligned";
@@ -178,9 +148,11 @@ TEST_F(SafetensorsTest, IndependentReaderSeesPlainSafetensors) {
   for (const auto& [key, value] : meta.items()) EXPECT_TRUE(value.is_string()) << key;
 
   // Every tensor entry is {dtype, shape, data_offsets}; the offsets tile the data section in order.
-  const std::map<std::string, std::pair<std::string, size_t>> dtypes = {
-      {"F32", {"float32", 4}}, {"BF16", {"bfloat16", 2}}, {"F64", {"float64", 8}},
-      {"I32", {"int32", 4}},   {"I64", {"int64", 8}}};
+  const std::map<std::string, std::pair<std::string, size_t>> dtypes = {{"F32", {"float32", 4}},
+                                                                        {"BF16", {"bfloat16", 2}},
+                                                                        {"F64", {"float64", 8}},
+                                                                        {"I32", {"int32", 4}},
+                                                                        {"I64", {"int64", 8}}};
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;
   for (const auto& [name, info] : raw.header.items()) {
     if (name == "__metadata__") continue;
@@ -208,7 +180,8 @@ TEST_F(SafetensorsTest, IndependentReaderSeesPlainSafetensors) {
   EXPECT_EQ(info.at("dtype"), "F32");
   EXPECT_EQ(info.at("shape"), nlohmann::json({3, 5}));
   std::vector<float> values(15);
-  std::memcpy(values.data(), raw.data.data() + info.at("data_offsets")[0].get<uint64_t>(), 15 * sizeof(float));
+  std::memcpy(values.data(), raw.data.data() + info.at("data_offsets")[0].get<uint64_t>(),
+              15 * sizeof(float));
   EXPECT_EQ(values, f32.to_vector<float>());
   const auto& i64 = raw.header.at("ids.i64");
   int64_t first = 0;
@@ -222,10 +195,10 @@ TEST_F(SafetensorsTest, LoadsFilesFromOtherToolsWithoutBrigadeKeys) {
   std::vector<int64_t> b = {7, 8};
   std::string data(reinterpret_cast<const char*>(b.data()), 16);  // stored first, though listed second
   data += std::string(reinterpret_cast<const char*>(a.data()), 16);
-  write_bytes(file("foreign.safetensors"),
-              make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[16,32]},)"
-                        R"("b":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
-                        data));
+  write_file_bytes(file("foreign.safetensors"),
+                   make_file(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[16,32]},)"
+                             R"("b":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}})",
+                             data));
   auto loaded = load_safetensors(file("foreign.safetensors"));
   ASSERT_EQ(loaded.tensors.size(), 2u);
   EXPECT_EQ(loaded.tensors[0].first, "b") << "tensors come back in data order";
@@ -236,41 +209,41 @@ TEST_F(SafetensorsTest, LoadsFilesFromOtherToolsWithoutBrigadeKeys) {
 
 TEST_F(SafetensorsTest, MissingFileNamesThePath) {
   std::string path = file("does_not_exist.safetensors");
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(path); });
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(path); });
   EXPECT_NE(message.find(path), std::string::npos) << message;
   EXPECT_NE(message.find("No such file"), std::string::npos) << message;
 }
 
 TEST_F(SafetensorsTest, TruncatedFilesAreRefusedWithExpectedAndActualSizes) {
   save_safetensors(file("t.safetensors"), every_dtype());
-  const std::string bytes = read_bytes(file("t.safetensors"));
+  const std::string bytes = read_file_bytes(file("t.safetensors"));
   // Cut inside the data section.
-  write_bytes(file("cut.safetensors"), bytes.substr(0, bytes.size() - 3));
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("cut.safetensors")); });
+  write_file_bytes(file("cut.safetensors"), bytes.substr(0, bytes.size() - 3));
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("cut.safetensors")); });
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
   EXPECT_NE(message.find(std::to_string(bytes.size())), std::string::npos) << "expected size: " << message;
   EXPECT_NE(message.find(std::to_string(bytes.size() - 3)), std::string::npos) << "actual size: " << message;
   // Cut inside the header.
-  write_bytes(file("cut_header.safetensors"), bytes.substr(0, 40));
-  message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("cut_header.safetensors")); });
+  write_file_bytes(file("cut_header.safetensors"), bytes.substr(0, 40));
+  message = message_of<brigade::IOError>([&] { load_safetensors(file("cut_header.safetensors")); });
   EXPECT_NE(message.find("truncated"), std::string::npos) << message;
   EXPECT_NE(message.find(" 40"), std::string::npos) << message;
 }
 
 TEST_F(SafetensorsTest, CorruptDataIsRefusedByTheChecksum) {
   save_safetensors(file("c.safetensors"), every_dtype());
-  std::string bytes = read_bytes(file("c.safetensors"));
+  std::string bytes = read_file_bytes(file("c.safetensors"));
   bytes[bytes.size() - 10] ^= 0x01;  // one bit in the last tensor
-  write_bytes(file("c.safetensors"), bytes);
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("c.safetensors")); });
+  write_file_bytes(file("c.safetensors"), bytes);
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("c.safetensors")); });
   EXPECT_NE(message.find("checksum"), std::string::npos) << message;
   EXPECT_NE(message.find("corrupt"), std::string::npos) << message;
 }
 
 TEST_F(SafetensorsTest, GarbageAndBadHeadersAreNotSafetensors) {
   auto expect_bad_header = [&](const std::string& bytes, const std::string& detail) {
-    write_bytes(file("bad.safetensors"), bytes);
-    std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("bad.safetensors")); });
+    write_file_bytes(file("bad.safetensors"), bytes);
+    std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("bad.safetensors")); });
     EXPECT_NE(message.find("not a safetensors file (bad header"), std::string::npos) << message;
     EXPECT_NE(message.find(detail), std::string::npos) << message;
   };
@@ -289,24 +262,25 @@ TEST_F(SafetensorsTest, GarbageAndBadHeadersAreNotSafetensors) {
   expect_bad_header(make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "1234"),
                     "non-negative");
 
-  write_bytes(file("f16.safetensors"), make_file(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "1234"));
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("f16.safetensors")); });
+  write_file_bytes(file("f16.safetensors"),
+                   make_file(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "1234"));
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("f16.safetensors")); });
   EXPECT_NE(message.find("dtype F16"), std::string::npos) << message;
 }
 
 TEST_F(SafetensorsTest, NewerFormatVersionIsRefusedNamingBothVersions) {
   save_safetensors(file("v.safetensors"), {{"w", brigade::ones({2, 2})}});
-  RawFile raw = parse_raw(read_bytes(file("v.safetensors")));
+  RawFile raw = parse_raw(read_file_bytes(file("v.safetensors")));
   raw.header["__metadata__"]["brigade.format_version"] = "2";
-  write_bytes(file("v2.safetensors"), make_file(raw.header.dump(), raw.data));
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("v2.safetensors")); });
+  write_file_bytes(file("v2.safetensors"), make_file(raw.header.dump(), raw.data));
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("v2.safetensors")); });
   EXPECT_NE(message.find("newer"), std::string::npos) << message;
   EXPECT_NE(message.find("format version 2"), std::string::npos) << message;
   EXPECT_NE(message.find("up to 1"), std::string::npos) << message;
 
   raw.header["__metadata__"]["brigade.format_version"] = "one";
-  write_bytes(file("vx.safetensors"), make_file(raw.header.dump(), raw.data));
-  message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("vx.safetensors")); });
+  write_file_bytes(file("vx.safetensors"), make_file(raw.header.dump(), raw.data));
+  message = message_of<brigade::IOError>([&] { load_safetensors(file("vx.safetensors")); });
   EXPECT_NE(message.find("expected a positive integer"), std::string::npos) << message;
 }
 
@@ -317,27 +291,29 @@ TEST_F(SafetensorsTest, AtomicWriteLeavesNoTempFileAndFailuresKeepTheOldFile) {
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{"ckpt.safetensors"}) << "no temp file may remain";
-  const std::string good = read_bytes(path);
+  const std::string good = read_file_bytes(path);
   EXPECT_EQ(load_safetensors(path).at("w").to_vector<float>(), (std::vector<float>{2, 2, 2}));
 
   // The temp file cannot be created (a directory is in its way): IOError, the old file is untouched.
   const std::string temp = brigade::nn::temp_path_for(path);
   fs::create_directory(temp);
-  std::string message = expect_throw_message<brigade::IOError>(
-      [&] { save_safetensors(path, {{"w", brigade::full({3}, 3.0)}}); });
+  std::string message = message_of<brigade::IOError>([&] {
+    save_safetensors(path, {{"w", brigade::full({3}, 3.0)}});
+  });
   EXPECT_NE(message.find(path), std::string::npos) << message;
   fs::remove(temp);
-  EXPECT_EQ(read_bytes(path), good);
+  EXPECT_EQ(read_file_bytes(path), good);
 
   // An invalid request fails before anything is written.
-  EXPECT_THROW(save_safetensors(path, {{"w", brigade::ones({1})}, {"w", brigade::ones({1})}}), brigade::ValueError);
+  EXPECT_THROW(save_safetensors(path, {{"w", brigade::ones({1})}, {"w", brigade::ones({1})}}),
+               brigade::ValueError);
   EXPECT_THROW(save_safetensors(path, {{"", brigade::ones({1})}}), brigade::ValueError);
   EXPECT_THROW(save_safetensors(path, {{"u", Tensor()}}), brigade::ValueError);
-  EXPECT_EQ(read_bytes(path), good);
+  EXPECT_EQ(read_file_bytes(path), good);
 
   // A directory that does not exist: IOError naming the path, nothing created.
   const std::string nowhere = file("missing_dir/ckpt.safetensors");
-  message = expect_throw_message<brigade::IOError>([&] { save_safetensors(nowhere, {{"w", brigade::ones({1})}}); });
+  message = message_of<brigade::IOError>([&] { save_safetensors(nowhere, {{"w", brigade::ones({1})}}); });
   EXPECT_NE(message.find(nowhere), std::string::npos) << message;
   EXPECT_FALSE(fs::exists(file("missing_dir")));
 }
@@ -354,14 +330,14 @@ TEST_F(SafetensorsTest, ReservedMetadataKeysAreRewrittenOnSave) {
 // offset stays valid and the data checksum still matches). Only the header checksum can see it.
 TEST_F(SafetensorsTest, CorruptHeaderIsRefusedByTheHeaderChecksum) {
   save_safetensors(file("h.safetensors"), {{"w", brigade::ones({3})}}, {{"step", "1000"}});
-  std::string bytes = read_bytes(file("h.safetensors"));
+  std::string bytes = read_file_bytes(file("h.safetensors"));
   RawFile raw = parse_raw(bytes);
   EXPECT_EQ(raw.header.at("__metadata__").at("brigade.header_checksum").get<std::string>().size(), 16u);
   const size_t at = bytes.find("\"1000\"");
   ASSERT_NE(at, std::string::npos);
   bytes[at + 4] = '1';  // "1000" -> "1010"
-  write_bytes(file("h.safetensors"), bytes);
-  std::string message = expect_throw_message<brigade::IOError>([&] { load_safetensors(file("h.safetensors")); });
+  write_file_bytes(file("h.safetensors"), bytes);
+  std::string message = message_of<brigade::IOError>([&] { load_safetensors(file("h.safetensors")); });
   EXPECT_NE(message.find("header checksum"), std::string::npos) << message;
   EXPECT_NE(message.find("corrupt"), std::string::npos) << message;
 }
@@ -369,8 +345,9 @@ TEST_F(SafetensorsTest, CorruptHeaderIsRefusedByTheHeaderChecksum) {
 // The header checksum is over the canonical text (keys sorted, compact), so a tool that rewrites the header
 // in another key order or with spaces keeps the file loadable; a file without the key is not checked.
 TEST_F(SafetensorsTest, HeaderChecksumIsOverTheCanonicalHeader) {
-  save_safetensors(file("k.safetensors"), {{"b", brigade::ones({2})}, {"a", brigade::zeros({1})}}, {{"x", "y"}});
-  const std::string bytes = read_bytes(file("k.safetensors"));
+  save_safetensors(file("k.safetensors"), {{"b", brigade::ones({2})}, {"a", brigade::zeros({1})}},
+                   {{"x", "y"}});
+  const std::string bytes = read_file_bytes(file("k.safetensors"));
   RawFile raw = parse_raw(bytes);
   auto rewrite = [&](const std::string& header_text) {
     std::string text = header_text;
@@ -380,11 +357,11 @@ TEST_F(SafetensorsTest, HeaderChecksumIsOverTheCanonicalHeader) {
     return out + text + raw.data;
   };
   nlohmann::json sorted = nlohmann::json::parse(raw.header.dump());  // sorted keys
-  write_bytes(file("pretty.safetensors"), rewrite(sorted.dump(2)));
+  write_file_bytes(file("pretty.safetensors"), rewrite(sorted.dump(2)));
   auto loaded = load_safetensors(file("pretty.safetensors"));
   EXPECT_EQ(loaded.metadata.at("x"), "y");
   sorted["__metadata__"].erase("brigade.header_checksum");
   sorted["__metadata__"]["x"] = "z";
-  write_bytes(file("old.safetensors"), rewrite(sorted.dump()));
+  write_file_bytes(file("old.safetensors"), rewrite(sorted.dump()));
   EXPECT_EQ(load_safetensors(file("old.safetensors")).metadata.at("x"), "z");
 }
