@@ -256,39 +256,35 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  File file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.fd() < 0) BRIGADE_THROW(IOError, "load_safetensors: cannot open '", path, "': ", system_error());
-  struct stat info {};
-  if (::fstat(file.fd(), &info) != 0)
-    BRIGADE_THROW(IOError, "load_safetensors: '", path, "': ", system_error());
-  if (!S_ISREG(info.st_mode)) BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+namespace {
 
-  // 1. Header length and header.
-  uint64_t header_size = 0;
-  if (file_size < 8 || read_up_to(file.fd(), &header_size, 8) != 8) {
+// Step 1 of load_safetensors: the 8-byte header length (into `header_size`) and the JSON header after it.
+Json read_header(int fd, const std::string& path, uint64_t file_size, uint64_t* header_size) {
+  if (file_size < 8 || read_up_to(fd, header_size, 8) != 8) {
     bad_header(path, "the file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte length");
   }
-  if (header_size < 2 || header_size > kMaxHeaderBytes) {
-    bad_header(path, "header length " + std::to_string(header_size) + " is implausible");
+  if (*header_size < 2 || *header_size > kMaxHeaderBytes) {
+    bad_header(path, "header length " + std::to_string(*header_size) + " is implausible");
   }
-  std::string header_text(std::min<uint64_t>(header_size, file_size - 8), '\0');
-  if (read_up_to(file.fd(), header_text.data(), header_text.size()) !=
-      static_cast<int64_t>(header_text.size())) {
+  std::string header_text(std::min<uint64_t>(*header_size, file_size - 8), '\0');
+  if (read_up_to(fd, header_text.data(), header_text.size()) != static_cast<int64_t>(header_text.size())) {
     BRIGADE_THROW(IOError, "load_safetensors: reading '", path, "': ", system_error());
   }
   if (header_text.empty() || header_text[0] != '{') bad_header(path, "the header does not start with '{'");
-  if (header_text.size() < header_size) {
+  if (header_text.size() < *header_size) {
     BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is truncated: the header alone needs ",
-                  8 + header_size, " bytes, the file has ", file_size);
+                  8 + *header_size, " bytes, the file has ", file_size);
   }
   Json header = Json::parse(header_text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) bad_header(path, "the header is not valid JSON");
   if (!header.is_object()) bad_header(path, "the header is not a JSON object");
+  return header;
+}
 
-  // 2. Metadata (version first: a newer file may mean anything below differently), then the entries.
-  SafetensorsFile result;
+// Step 2: the metadata (into `metadata`; the version is checked first: a newer file may mean anything below
+// differently), then the entries.
+std::vector<Entry> read_entries(const std::string& path, const Json& header,
+                                std::map<std::string, std::string>* metadata) {
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
@@ -296,20 +292,25 @@ SafetensorsFile load_safetensors(const std::string& path) {
       for (const auto& [meta_key, meta_value] : value.items()) {
         if (!meta_value.is_string())
           bad_header(path, "__metadata__ value of '" + meta_key + "' is not a string");
-        result.metadata[meta_key] = meta_value.get<std::string>();
+        (*metadata)[meta_key] = meta_value.get<std::string>();
       }
     } else {
       entries.push_back(parse_entry(path, key, value));
     }
   }
-  check_format_version(path, result.metadata);
+  check_format_version(path, *metadata);
+  return entries;
+}
 
-  // 3. The entries must tile the data section: contiguous, in order, no holes, no overlaps.
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+// Step 3: the entries (sorted here by data offset) must tile the data section: contiguous, in order, no
+// holes, no overlaps, and the file must end where the data section does.
+void check_data_layout(const std::string& path, std::vector<Entry>* entries, uint64_t header_size,
+                       uint64_t file_size) {
+  std::stable_sort(entries->begin(), entries->end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t data_size = 0;
-  for (const Entry& entry : entries) {
+  for (const Entry& entry : *entries) {
     if (entry.begin != data_size) {
       bad_header(path, "tensor '" + entry.name + "' starts at data offset " + std::to_string(entry.begin) +
                            ", expected " + std::to_string(data_size) + " (the data must be contiguous)");
@@ -326,8 +327,47 @@ SafetensorsFile load_safetensors(const std::string& path) {
     bad_header(path, "the file has " + std::to_string(file_size - expected_size) +
                          " bytes after the data section that no tensor describes");
   }
+}
 
-  // 4. The data, hashed as it is read.
+// Step 5: the checksums the metadata records, if any: of the header (less its own checksum) and of the data.
+void check_checksums(const std::string& path, Json header, const std::map<std::string, std::string>& metadata,
+                     uint64_t data_checksum) {
+  auto stored_header = metadata.find(kHeaderChecksumKey);
+  if (stored_header != metadata.end()) {
+    header["__metadata__"].erase(kHeaderChecksumKey);
+    const std::string actual = hex64(header_checksum(header));
+    if (stored_header->second != actual) {
+      BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its header checksum: the header records ",
+                    stored_header->second, ", the header hashes to ", actual,
+                    " (FNV-1a 64); the header is corrupt");
+    }
+  }
+  auto stored = metadata.find(kChecksumKey);
+  if (stored != metadata.end() && stored->second != hex64(data_checksum)) {
+    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its checksum: the header records ",
+                  stored->second, ", the data hashes to ", hex64(data_checksum),
+                  " (FNV-1a 64); the file is corrupt");
+  }
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  File file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (file.fd() < 0) BRIGADE_THROW(IOError, "load_safetensors: cannot open '", path, "': ", system_error());
+  struct stat info {};
+  if (::fstat(file.fd(), &info) != 0)
+    BRIGADE_THROW(IOError, "load_safetensors: '", path, "': ", system_error());
+  if (!S_ISREG(info.st_mode)) BRIGADE_THROW(IOError, "load_safetensors: '", path, "' is not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+
+  uint64_t header_size = 0;
+  Json header = read_header(file.fd(), path, file_size, &header_size);
+  SafetensorsFile result;
+  std::vector<Entry> entries = read_entries(path, header, &result.metadata);
+  check_data_layout(path, &entries, header_size, file_size);
+
+  // Step 4: the data, hashed as it is read.
   uint64_t checksum = kFnv1a64Basis;
   for (const Entry& entry : entries) {
     Tensor tensor = empty(entry.shape, TensorOptions(entry.dtype));
@@ -342,22 +382,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     }
     result.tensors.emplace_back(entry.name, tensor);
   }
-  auto stored_header = result.metadata.find(kHeaderChecksumKey);
-  if (stored_header != result.metadata.end()) {
-    header["__metadata__"].erase(kHeaderChecksumKey);
-    const std::string actual = hex64(header_checksum(header));
-    if (stored_header->second != actual) {
-      BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its header checksum: the header records ",
-                    stored_header->second, ", the header hashes to ", actual,
-                    " (FNV-1a 64); the header is corrupt");
-    }
-  }
-  auto stored = result.metadata.find(kChecksumKey);
-  if (stored != result.metadata.end() && stored->second != hex64(checksum)) {
-    BRIGADE_THROW(IOError, "load_safetensors: '", path, "' failed its checksum: the header records ",
-                  stored->second, ", the data hashes to ", hex64(checksum),
-                  " (FNV-1a 64); the file is corrupt");
-  }
+  check_checksums(path, std::move(header), result.metadata, checksum);
   return result;
 }
 

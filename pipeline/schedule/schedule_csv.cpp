@@ -196,27 +196,8 @@ std::string torch_label(const Schedule& schedule, int stage, const Action& a) {
   }
 }
 
-}  // namespace
-
-std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_transfers) {
-  std::ostringstream out;
-  for (int s = 0; s < schedule.stages; ++s) {
-    bool first = true;
-    for (const Action& a : schedule.actions[static_cast<size_t>(s)]) {
-      if (is_transfer(a.kind) && !with_transfers) continue;
-      const std::string label = torch_label(schedule, s, a);
-      if (label.empty()) continue;
-      out << (first ? "" : ",") << label;
-      first = false;
-    }
-    out << "\n";
-  }
-  return out.str();
-}
-
-Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& name,
-                                   const std::string& source) {
-  // 1. Every row's actions, with where they stand in the file.
+// Step 1 of schedule_from_pytorch_csv: every row's actions, with where they stand in the file.
+std::vector<std::vector<TorchAction>> read_torch_rows(const std::string& text, const std::string& source) {
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
@@ -235,7 +216,18 @@ Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& n
       for (const TorchAction& a : parse_cell(cells[c], origin, source)) rows.back().push_back(a);
     }
   }
-  // 2. The sizes, and which rank holds each model chunk.
+  return rows;
+}
+
+/// The sizes a PyTorch schedule's rows imply and which rank holds each of its model chunks.
+struct ChunkRanks {
+  int chunks = 0, microbatches = 0;
+  std::vector<int> rank_of;            // per model chunk
+  std::vector<TorchAction> first_use;  // per model chunk: its first action (for the messages)
+};
+
+// Step 2: the sizes, and which rank holds each model chunk (one rank each, every chunk used).
+ChunkRanks chunk_ranks(const std::vector<std::vector<TorchAction>>& rows, const std::string& source) {
   const int S = static_cast<int>(rows.size());
   int K = 0, M = 0;
   for (const auto& row : rows) {
@@ -271,9 +263,36 @@ Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& n
       detail::refuse(source,
                      "stage " + std::to_string(k) + " of 0.." + std::to_string(K - 1) + " has no action");
   }
-  // 3. brigade's lists.
+  return ChunkRanks{K, M, std::move(rank_of), std::move(first_use)};
+}
+
+}  // namespace
+
+std::string schedule_to_pytorch_csv(const Schedule& schedule, bool with_transfers) {
+  std::ostringstream out;
+  for (int s = 0; s < schedule.stages; ++s) {
+    bool first = true;
+    for (const Action& a : schedule.actions[static_cast<size_t>(s)]) {
+      if (is_transfer(a.kind) && !with_transfers) continue;
+      const std::string label = torch_label(schedule, s, a);
+      if (label.empty()) continue;
+      out << (first ? "" : ",") << label;
+      first = false;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+Schedule schedule_from_pytorch_csv(const std::string& text, const std::string& name,
+                                   const std::string& source) {
+  const std::vector<std::vector<TorchAction>> rows = read_torch_rows(text, source);
+  const int S = static_cast<int>(rows.size());
+  const ChunkRanks chunks = chunk_ranks(rows, source);
+  // Step 3: brigade's lists.
   Schedule schedule =
-      empty_schedule(name, S, M, K / S, infer_placement(rank_of, S, first_use, source), Recompute::Never);
+      empty_schedule(name, S, chunks.microbatches, chunks.chunks / S,
+                     infer_placement(chunks.rank_of, S, chunks.first_use, source), Recompute::Never);
   const ChunkLayout layout = schedule.layout();
   detail::Origins origins(static_cast<size_t>(S));
   bool transfers = false;
