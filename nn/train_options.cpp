@@ -116,6 +116,8 @@ constexpr HelpDefault kShown = HelpDefault::Shown, kHidden = HelpDefault::Hidden
 
 // ---- the table --------------------------------------------------------------------------------------------
 
+// Long because it is the table itself: one row per option of `brigade train`, in --help order; splitting it
+// would only scatter the rows.
 const std::vector<AnyTrainOption>& train_option_table() {
   static const std::vector<AnyTrainOption> table = {
       // name  member  --resume  --help default  check  help

@@ -52,6 +52,51 @@ uint64_t stage_seed(uint64_t seed) {
   return z ^ (z >> 31);
 }
 
+// Step 1 of PipelineRunner::prepare: how the layers are profiled (3 repeats after a warm-up, the loss on
+// `targets` for the head).
+ProfileOptions profile_options(const nn::TrainOptions& o, const Tensor& ids, const Tensor& targets,
+                               const std::vector<LayerRecompute>& layer_recompute) {
+  ProfileOptions po;
+  po.repeats = 3;
+  po.warmup = 1;
+  po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
+  po.seed = o.seed;
+  // The thread's CPU clock ignores the time the thread waits for a core on a busy machine (exact with one
+  // OpenMP thread per stage, the default).
+  po.thread_cpu_time = ids.device().is_cpu() && o.threads == 1;
+  po.attention_core = std::find(layer_recompute.begin(), layer_recompute.end(),
+                                LayerRecompute::AttentionCore) != layer_recompute.end();
+  return po;
+}
+
+// Step 3 of PipelineRunner::prepare: the memory predicted for the plan, certified against --memory-budget
+// (when given) before anything runs: MemoryBudgetExceeded with certify's message.
+MemoryPrediction plan_memory(const ModelProfile& profile, const nn::TrainOptions& o, const Schedule& schedule,
+                             const std::vector<LayerRecompute>& layer_recompute, const PartitionOptions& part,
+                             const std::optional<Schedule>& from_file) {
+  MemoryPlan plan;
+  plan.schedule = o.schedule;
+  plan.stages = static_cast<int>(o.stages);
+  plan.microbatches = static_cast<int>(o.microbatches);
+  plan.virtual_chunks = schedule.virtual_chunks;
+  plan.recompute = schedule.recompute;
+  plan.layer_recompute = layer_recompute;
+  plan.schedule_lists = from_file;
+  plan.batch_size = o.batch;
+  plan.partition = part.method;
+  plan.balance = part.balance;
+  plan.optimizer_state_tensors = 2;  // AdamW: m and v
+  if (o.memory_budget.empty()) return predict_memory(profile, plan);
+  try {
+    return certify(profile, plan, parse_bytes(o.memory_budget));
+  } catch (const OutOfMemoryError& e) {
+    std::string message = e.what();
+    const size_t where = message.rfind(" [");  // the library's " [file.cpp:123]" suffix
+    if (where != std::string::npos && message.back() == ']') message.erase(where);
+    throw MemoryBudgetExceeded("--memory-budget " + o.memory_budget + ": " + message);
+  }
+}
+
 }  // namespace
 
 // ---- checking the flags -----------------------------------------------------------------------------------
@@ -244,18 +289,8 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   // 1. Per-layer profile at the run's microbatch size, on the model's device.
   const int64_t per = o.batch / M;
   const Tensor ids = sample.x.narrow(0, 0, per), targets = sample.y.narrow(0, 0, per);
-  ProfileOptions po;
-  po.repeats = 3;
-  po.warmup = 1;
-  po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
-  po.seed = o.seed;
-  // The thread's CPU clock ignores the time the thread waits for a core on a busy machine (exact with one
-  // OpenMP thread per stage, the default).
-  po.thread_cpu_time = ids.device().is_cpu() && o.threads == 1;
   const std::vector<LayerRecompute> layer_recompute = layer_recompute_of(o);
-  po.attention_core = std::find(layer_recompute.begin(), layer_recompute.end(),
-                                LayerRecompute::AttentionCore) != layer_recompute.end();
-  profile_ = profile_layers(model, ids, po);
+  profile_ = profile_layers(model, ids, profile_options(o, ids, targets, layer_recompute));
 
   // 2. The cut.
   PartitionOptions part;
@@ -268,30 +303,7 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   if (world_ != nullptr) agree_on_partition();
 
   // 3. Memory: predicted for the plan, certified against the budget before anything runs.
-  MemoryPlan plan;
-  plan.schedule = o.schedule;
-  plan.stages = S;
-  plan.microbatches = M;
-  plan.virtual_chunks = v;
-  plan.recompute = schedule.recompute;
-  plan.layer_recompute = layer_recompute;
-  plan.schedule_lists = from_file;
-  plan.batch_size = o.batch;
-  plan.partition = part.method;
-  plan.balance = part.balance;
-  plan.optimizer_state_tensors = 2;  // AdamW: m and v
-  if (!o.memory_budget.empty()) {
-    try {
-      prediction_ = certify(*profile_, plan, parse_bytes(o.memory_budget));
-    } catch (const OutOfMemoryError& e) {
-      std::string message = e.what();
-      const size_t where = message.rfind(" [");  // the library's " [file.cpp:123]" suffix
-      if (where != std::string::npos && message.back() == ']') message.erase(where);
-      throw MemoryBudgetExceeded("--memory-budget " + o.memory_budget + ": " + message);
-    }
-  } else {
-    prediction_ = predict_memory(*profile_, plan);
-  }
+  prediction_ = plan_memory(*profile_, o, schedule, layer_recompute, part, from_file);
 
   // 4. The pipeline.
   config_.schedule = o.schedule;
