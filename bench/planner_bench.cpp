@@ -79,14 +79,7 @@ void print_load(const char* when) {
 }
 
 pl::PipelineConfig config_of(const pl::PlanCandidate& c) {
-  pl::PipelineConfig pc;
-  pc.schedule = c.schedule;
-  pc.stages = c.stages;
-  pc.microbatches = c.microbatches;
-  pc.virtual_chunks = c.virtual_chunks;
-  pc.recompute = c.policy;
-  pc.layer_recompute = c.layer_recompute;
-  pc.balance = c.balance;
+  pl::PipelineConfig pc = pl::pipeline_config_of(c);
   pc.threads_per_stage = 1;
   pc.check_finite = false;
   return pc;

@@ -45,6 +45,18 @@ PlanRequest plan_request_for(const nn::TrainOptions& o) {
   return r;
 }
 
+PipelineConfig pipeline_config_of(const PlanCandidate& c) {
+  PipelineConfig pc;
+  pc.schedule = c.schedule;
+  pc.stages = c.stages;
+  pc.microbatches = c.microbatches;
+  pc.virtual_chunks = c.virtual_chunks;
+  pc.recompute = c.policy;
+  pc.layer_recompute = c.layer_recompute;
+  pc.balance = c.balance;
+  return pc;
+}
+
 void apply_plan(const PlanCandidate& c, nn::TrainOptions& o) {
   o.stages = c.stages;
   o.microbatches = c.microbatches;

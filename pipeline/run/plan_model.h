@@ -17,6 +17,7 @@
 #include "nn/gpt.h"
 #include "nn/train_options.h"
 #include "pipeline/plan/planner.h"
+#include "pipeline/run/executor.h"
 
 namespace brigade::pipeline {
 
@@ -32,6 +33,10 @@ int plan_devices_of(const nn::TrainOptions& options);
 /// The request of --plan auto for these options: the devices above, --memory-budget each, the batch, an
 /// in-process link (stages on one device hand tensors over without a copy). Its profile is unset.
 PlanRequest plan_request_for(const nn::TrainOptions& options);
+
+/// The executor's configuration of `candidate` (one replica): schedule, stages, microbatches, chunks,
+/// recomputation (policy and per-layer plan) and balance; the rest PipelineConfig's defaults.
+PipelineConfig pipeline_config_of(const PlanCandidate& candidate);
 
 /// Writes `candidate`'s configuration into the pipeline flags of `options` (stages, microbatches,
 /// schedule, virtual, recompute, balance).
