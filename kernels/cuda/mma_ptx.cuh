@@ -4,7 +4,7 @@
 // kernels may include it.
 //
 // Which path the plain name (ldmatrix_x4, mma_bf16_16816, cp_async_16, ...) takes:
-//   BRIGADE_CUDA_EMULATION defined (scripts/cuda_emulation, host threads, no PTX): the reference path;
+//   BRIGADE_CUDA_EMULATION defined (scripts/cuda_emulation, host code, no PTX): the reference path;
 //   otherwise: the PTX. The *_ptx and *_reference variants stay callable by name on the device, so that
 //   kernels/cuda/mma_ptx_probe.cu can run both on a GPU and tests/kernels/cuda_mma_ptx_test.cpp can check
 //   that the reference paths (what the emulator runs) read the fragment layouts as the hardware does.

@@ -1,6 +1,7 @@
 // Force-included (g++ -include) into the transformed memory-bound kernel files for memory_emu.cpp:
-//  - atomicAdd / atomicMin for the integer and float atomics the embedding kernels use, as real host
-//    atomics (the emulated CUDA threads are concurrent std::threads);
+//  - atomicAdd / atomicMin for the integer and float atomics the embedding kernels use, as host atomics
+//    (the emulated CUDA threads are fibers on one host thread, so plain read-modify-writes would do; the
+//    atomics keep the emulation correct should it run blocks on several threads);
 //  - BRIGADE_CHECK_DEVICE disabled: the harness passes CPU tensors where the host code expects CUDA ones
 //    (stream_for in launch.cuh checks the device), and those checks are not what the emulation tests.
 #pragma once

@@ -7,19 +7,22 @@
 #
 # How: transform.py turns a kernels/cuda/*.cu file into host C++ (launches -> ::emu::launch, dynamic
 # shared memory -> a buffer, cp.async -> a synchronous copy). include/ holds host stand-ins for
-# cuda_runtime.h, cuda_bf16.h and mma.h. Each CUDA block runs as one std::thread per CUDA thread, with
-# std::barrier for __syncthreads/__syncwarp and a per-warp exchange for __shfl_xor_sync and __shfl_sync.
-# __shared__ becomes static, so blocks run one at a time. WMMA fragments are held whole by every lane; the
-# PTX helpers (kernels/cuda/mma_ptx.cuh, wgmma_ptx.cuh) take their plain-C++ reference paths.
+# cuda_runtime.h, cuda_bf16.h and mma.h. Each CUDA thread of a block is a fiber (a ucontext with its own
+# stack) on one host thread, run round-robin: a fiber runs until it waits at a barrier (__syncthreads,
+# __syncwarp, a shuffle's per-warp exchange) or ends; a barrier that the other threads never reach stops
+# the run with the waiting threads named. __shared__ becomes static, so blocks run one at a time. WMMA
+# fragments are held whole by every lane; the PTX helpers (kernels/cuda/mma_ptx.cuh, wgmma_ptx.cuh) take
+# their plain-C++ reference paths. Between two barriers the threads run in a fixed order (0, 1, ...), so a
+# missing barrier between a write and another thread's read shows whenever the reader runs first (a planted
+# one in block_reduce fails rows_v1 on every run).
 # What it cannot see: performance, warp-synchronous assumptions the real hardware would break, cp.async
-# ordering, and races that this host's scheduling happens not to expose.
+# ordering, and races that need another interleaving than that order.
 #
 # CPU_BUILD_DIR: a -DBRIGADE_CUDA=OFF build with brigade_kernels built (its libraries give the references).
 # On a shared machine run it as `nice -n 19 scripts/cuda_emulation/run.sh ...`.
-# About 5 minutes on a quiet 2-core machine before v7; the whole run took 19.5 minutes at load averages of
-# 100-1100 (2026-11-29), of which GEMM v7 (mma.sync through shuffle-based reference paths: one warp barrier
-# per shuffle) is 4-8 minutes. EMU_GEMM_ONLY=<matmul_kernel_name> (e.g. v7-mma-sync) makes gemm_all run one
-# version.
+# The harnesses' own run is seconds to tens of seconds of CPU each (GEMM v7's shuffle-based reference paths,
+# one warp barrier per shuffle, the longest); compiling the transformed kernels is most of the time.
+# EMU_GEMM_ONLY=<matmul_kernel_name> (e.g. v7-mma-sync) makes gemm_all run one version.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
