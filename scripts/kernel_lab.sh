@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/kernel_lab.sh OP --version V [--shape BxTxC] [--dtype f32|bf16|f64] ... — `brigade kernel` for a
 # machine without a GPU: the same flags and report (apps/kernel_lab.h), with a CUDA version's code run on the
-# CPU emulator (scripts/cuda_emulation/) against kernels/reference. It checks correctness, not speed: each
-# CUDA block runs as one std::thread per CUDA thread, so keep shapes small (4x64x768 runs in seconds;
-# a block-per-row v1 takes about a second per 2 000 rows). With a GPU, use `brigade kernel`.
+# CPU emulator (scripts/cuda_emulation/) against kernels/reference. It checks correctness, not speed: every
+# CUDA thread runs as a fiber on one host thread, so keep shapes small (4x64x768 runs in seconds). With a
+# GPU, use `brigade kernel`.
 #
 #   scripts/kernel_lab.sh layernorm --version 2 --shape 4x64x768
 #   scripts/kernel_lab.sh attention --version 2 --shape 1x64x128 --heads 2

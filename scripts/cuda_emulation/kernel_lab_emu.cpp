@@ -3,7 +3,7 @@
 // (transformed by transform.py, memory_emu_support.h force-included), its version registry and
 // kernels/kernel_versions.cpp compiled with the CUDA side on, this file and apps/kernel_lab.cpp, linked
 // against a CPU build's kernels and tensor libraries. CPU tensors stand in for device memory; each CUDA
-// block runs as one std::thread per CUDA thread (scripts/cuda_emulation/run.sh), so keep shapes small.
+// thread of a block runs as a fiber on one host thread (scripts/cuda_emulation/run.sh), so keep shapes small.
 #include <cuda_runtime.h>
 
 #include <cstring>
