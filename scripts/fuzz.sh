@@ -21,7 +21,7 @@ targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(safetensors checkpoint_index checkpoint_shard schedule_json schedule_csv)
 case "$seconds" in ''|*[!0-9]*) echo "usage: scripts/fuzz.sh [seconds per target] [target...]" >&2; exit 2 ;; esac
 
-scripts/install_deps.sh
+scripts/install_deps.sh --tests
 source scripts/env.sh
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$BRIGADE_JOBS" --target "${targets[@]/%/_fuzzer}"

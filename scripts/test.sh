@@ -3,7 +3,7 @@
 # CUDA tests skip with a reason where no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install_deps.sh
+scripts/install_deps.sh --tests
 source scripts/env.sh
 cmake --preset default
 cmake --build --preset default -j "$BRIGADE_JOBS"
