@@ -28,6 +28,18 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+/// A 64-byte aligned run of `count` elements inside `buffer`, which grows when it must. The aligned start
+/// may sit up to 63 bytes into the buffer, so the buffer always keeps `count` elements plus 64 (>= 64 bytes)
+/// of slack: sized for `count` alone, a later larger request could run past its end.
+template <typename Acc>
+Acc* aligned_run(std::vector<Acc>& buffer, size_t count) {
+  const size_t needed = count + 64;
+  if (buffer.size() < needed) buffer.resize(needed);
+  // 64-byte aligned start: a micro-panel row of 16 floats is then one cache line.
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
+  return reinterpret_cast<Acc*>((address + 63) & ~uintptr_t{63});
+}
+
 // The calling thread's scratch space, kept between calls (OpenMP's pool threads live on): a fresh
 // few-hundred-KiB buffer per call would be a malloc/mmap, page faults and a zero fill every time, which
 // costs more than a whole small product (measured: ~200 us for a 1 x 1 x 1 product before this).
@@ -35,10 +47,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 template <typename Acc, int slot = 0>
 Acc* thread_workspace(size_t count) {
   thread_local std::vector<Acc> buffer;
-  if (buffer.size() < count) buffer.resize(count + 64);
-  // 64-byte aligned start: a micro-panel row of 16 floats is then one cache line.
-  const uintptr_t address = reinterpret_cast<uintptr_t>(buffer.data());
-  return reinterpret_cast<Acc*>((address + 63) & ~uintptr_t{63});
+  return aligned_run(buffer, count);
 }
 
 // The float MR = 6 panel, four columns at a time: six 4-wide row loads, transposed in registers (a 4 x 4

@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/gemm_packing.h"
 #include "kernels/kernels.h"
 #include "tensor/philox.h"
 #include "tests/test_support.h"
@@ -420,6 +421,22 @@ TEST(CpuFastPaths, FloatAdamWEqualsTheScalarFormulaBitForBit) {
   EXPECT_EQ(p.to_vector<float>(), want_p);
   EXPECT_EQ(m.to_vector<float>(), want_m);
   EXPECT_EQ(v.to_vector<float>(), want_v);
+}
+
+// The GEMMs' per-thread scratch (gemm_packing.h): whatever sizes are asked for, in whatever order, the
+// aligned run of `count` elements lies inside the buffer. A buffer sized for the count alone let the
+// aligned start push a later, larger request past its end (seen as heap corruption after v1, v2 and v3
+// ran one small bf16 product each in one process).
+TEST(CpuGemmWorkspace, AlignedRunStaysInsideItsBufferForAnySequenceOfSizes) {
+  for (size_t first : {1, 24, 63, 64, 96, 128}) {
+    std::vector<float> buffer;
+    for (size_t count : {first, first + 1, first + 15, first + 64, 2 * first + 100, size_t{7}}) {
+      const float* run = kernels::cpu::detail::aligned_run(buffer, count);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(run) % 64, 0u);
+      EXPECT_GE(run, buffer.data());
+      EXPECT_LE(run + count, buffer.data() + buffer.size()) << "first " << first << ", count " << count;
+    }
+  }
 }
 
 }  // namespace
