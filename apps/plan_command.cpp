@@ -2,7 +2,9 @@
 // of devices with their memory, a link and a global batch. It builds the model on --device, profiles it at
 // every microbatch size the search needs (pipeline/run/plan_model.h), searches stages x replicas x
 // microbatches x chunks x schedule x recomputation x partition, and prints the ranked table with the
-// `brigade train` flags of the pick. `brigade train --plan auto` runs the same search and trains the pick.
+// `brigade train` flags of the pick. What the executor pays beside the layers is measured too: the optimizer
+// step, and (without --link) one hand-off between two stage threads, the latency of the in-process link.
+// `brigade train --plan auto` runs the same search and trains the pick.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -49,7 +51,7 @@ pipeline::PlanRequest request_of(const PlanFlags& f) {
   pipeline::PlanRequest r = pipeline::plan_request_for(o);
   BRIGADE_CHECK_VALUE(f.devices >= 0, "--devices must be >= 1 (0: automatic), found ", f.devices);
   if (!f.device_memory.empty()) r.device_memory = pipeline::parse_bytes(f.device_memory);
-  if (!f.link.empty()) r.link = pipeline::LinkModel::parse(f.link);
+  if (!f.link.empty()) r.link = pipeline::LinkModel::parse(f.link), r.link_origin = "given";
   r.max_replicas = f.replicas;
   r.schedules = split_list(f.schedules);
   r.max_microbatches = f.max_microbatches;
@@ -98,6 +100,7 @@ int run_plan(const CLI::App& cmd, PlanFlags f) {
   const nn::Batch sample =
       nn::random_batch(data.train, f.model.batch, block, generator, device, data.train_starts);
   request.profile = pipeline::model_profiler(model, sample, f.model.threads);
+  pipeline::price_executor(request, model, f.model.threads);
   std::printf(
       "model: %lld blocks, %lld heads, embd %lld, block %lld, vocab %lld, %lld parameters on %s; "
       "layers profiled with %d thread%s per stage\n",
@@ -135,7 +138,9 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--devices", f->devices, "devices (0: the CPU's cores / --threads, or one GPU)");
   cmd->add_option("--device-memory", f->device_memory,
                   "memory of each device (512MiB, 2GiB; default: no limit)");
-  cmd->add_option("--link", f->link, "link between devices: latency=20us,bandwidth=10GB/s (default: free)");
+  cmd->add_option("--link", f->link,
+                  "link between devices: latency=20us,bandwidth=10GB/s (default: stages as threads of one "
+                  "process, one hand-off between them measured)");
   cmd->add_option("--replicas", f->replicas,
                   "most data-parallel replicas (processes of mpirun -np S*D brigade train --data-parallel D)")
       ->capture_default_str();

@@ -35,7 +35,6 @@
 
 #include "kernels/kernels.h"
 #include "nn/statistics.h"
-#include "pipeline/run/transport.h"
 #include "tensor/stream.h"
 #include "tensor/tensor.h"
 
@@ -434,57 +433,5 @@ double time_cuda_once(void (*call)(void*), void* context) {
   return ms / 1e3;
 }
 #endif
-
-// ---- Pipeline benchmarks ---------------------------------------------------------------------------------
-
-bool pin_to(int cpu, cpu_set_t* previous) {
-  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof(set), &set) == 0;
-}
-
-double measure_hand_off_ms(int rounds) {
-  pipeline::InProcessTransport transport;
-  const Tensor t = full({16}, 1.0);
-  auto tag = [](int round, bool back) {
-    pipeline::TransferTag tag;
-    tag.gradient = back;
-    tag.microbatch = round;
-    tag.from_stage = back ? 1 : 0;
-    tag.to_stage = back ? 0 : 1;
-    tag.from_chunk = tag.to_chunk = 0;
-    return tag;
-  };
-  auto ready = [] {
-    Event e;
-    e.record(Stream(Device::cpu()));
-    return e;
-  };
-  const bool two_cores = std::thread::hardware_concurrency() >= 2;
-  cpu_set_t previous;
-  const bool pinned = two_cores && pin_to(0, &previous);
-  std::thread peer([&] {
-    if (pinned) pin_to(1);
-    for (int i = 0; i < rounds; ++i) {
-      const pipeline::Message m = transport.recv(tag(i, false));
-      transport.send(tag(i, true), m.tensor, ready());
-    }
-  });
-  std::vector<double> round_trip;
-  for (int i = 0; i < rounds; ++i) {
-    // A pause longer than a wake-up, so that the peer is asleep in its recv when the message comes.
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    const auto start = std::chrono::steady_clock::now();
-    transport.send(tag(i, false), t, ready());
-    transport.recv(tag(i, true));
-    round_trip.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  peer.join();
-  if (pinned) sched_setaffinity(0, sizeof(previous), &previous);
-  return nn::median(round_trip) / 2;
-}
 
 }  // namespace brigade::bench

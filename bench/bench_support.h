@@ -16,7 +16,6 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
-#include <sched.h>
 
 #include <chrono>
 #include <exception>
@@ -135,19 +134,5 @@ void run_case(benchmark::State& state, const Work& work, Target target, Make&& m
     report_exception(state, e, false);
   }
 }
-
-// ---- Pipeline benchmarks ---------------------------------------------------------------------------------
-
-/// Pins the calling thread to CPU `cpu` (false where that is not possible); with `previous`, stores the
-/// affinity it had (restore it with sched_setaffinity).
-bool pin_to(int cpu, cpu_set_t* previous = nullptr);
-
-/// The cost of one hand-off between two pipeline stage threads on this machine, in ms: two threads on two
-/// cores (as two stages are) pass a small tensor back and forth through an InProcessTransport, each recv
-/// waiting for a message the other thread has not sent yet (as a stage waiting for its input does); half
-/// the median of `rounds` round trips is one send + one wake-up of the waiting thread on its core + one
-/// recv. (Left to the scheduler, the two threads would take turns on one core, and the figure would be a
-/// context switch instead.) The simulator's transfer time, or the latency of an in-process link.
-double measure_hand_off_ms(int rounds);
 
 }  // namespace brigade::bench

@@ -72,6 +72,7 @@
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
+#include "pipeline/run/hand_off.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/transport.h"
 #include "pipeline/schedule/generators.h"
@@ -234,7 +235,7 @@ double run(const Flags& f) {
   const pl::Schedule schedule = pl::make_schedule(f.schedule, S, M, 1, recompute);
   pl::Costs predicted_costs = pl::profile_costs(profile, part);
   const pl::Timeline compute_only = pl::simulate(schedule, predicted_costs);
-  const double hand_off = brigade::bench::measure_hand_off_ms(200);
+  const double hand_off = pl::measure_hand_off_ms(200);
   predicted_costs.transfer = hand_off;
   const pl::Timeline predicted = pl::simulate(schedule, predicted_costs);
 

@@ -1,39 +1,50 @@
 // Does the planner's order hold when the candidates run? For a few GPT shapes on this machine, the planner
 // (pipeline/plan/planner.h) ranks the configurations for --devices devices (default 2: a stage per core
-// here), and the bench runs its top --top candidates and `brigade train`'s default configuration (2
+// here), and the bench runs its top --top distinct programs and `brigade train`'s default configuration (2
 // stages, 4 microbatches, 1f1b, no recomputation, cut by parameters) with the executor.
 //
 //   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 10 steps
-//   ./planner_bench --shapes wide --rounds 9 --steps 20 --devices 2 --top 6
+//   ./planner_bench --shapes wide --rounds 9 --steps 20 --devices 2 --top 6 --tie 0.01
 //
-// Per candidate: the predicted step (the planner's simulated step from profiles taken with the thread CPU
-// clock, an in-process link whose latency is one measured hand-off between two stage threads), and the
-// measured step (StepResult::step_ms: first action start to last action end, the quantity predicted;
-// the optimizer step is not in either), the median of --steps steps after 2 warm-up steps. Rounds: every
-// round runs every candidate once, in an order rotated by one each round, so that a slow minute of a
-// shared machine falls on all of them; the figure kept is the median over rounds. Beside the wall-clock
-// figure, the "replay": each measured step's own action times in thread CPU time put back through the
-// simulator (simulate_measured), i.e. what the step would have taken had every stage had its core.
+// What is predicted is what runs (pipeline/run/plan_model.h: model_profiler, price_executor): per layer
+// F, B, and the split backward's Bi and Bw, timed with the thread CPU clock; one hand-off between two stage
+// threads (the in-process link's latency, on every message); the optimizer step after the pipeline (the
+// gradient norm and AdamW over every parameter). Measured: the wall-clock time of Pipeline::train_step
+// (zero_grad, the pipelined forward and backward, the tied-gradient sum, the norm and the AdamW step),
+// the median of --steps steps after 2 warm-up steps; beside it the pipeline's own span (StepResult::step_ms,
+// first action to last) against the predicted pipeline, and the "replay": each measured step's action times
+// in thread CPU time put back through the simulator (simulate_measured), i.e. the pipeline had every stage
+// had its core. Rounds: every round runs every candidate once, in an order rotated by one each round, so
+// that a slow minute of a shared machine falls on all of them; the figure kept is the median over rounds,
+// and the spread (max - min over rounds, over the median) says how much a candidate's figure moved.
 //
-// Reported per shape: Kendall's tau-b between the predicted and the measured step times of the top
-// candidates (1: the same order; pairs the planner ties count for neither), the pick's measured step over
-// the best measured one, and over the default configuration's. The load average is printed at the start
-// and the end: on a loaded machine the stages wait for cores and the wall-clock figures say more about the
+// Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
+// the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
+// predictions within --tie (relative) of their group's fastest are one tie group (plan/rank_agreement.h).
+// Reported per shape: Kendall's tau-b between predicted and measured step times over every candidate
+// (tied predictions count for neither order; with its ceiling, what a perfect measurement would give), and
+// over the distinct predictions (one point per tie group); the pick's measured step over the best measured
+// one, and over the default configuration's. The load average is printed at the start, after each shape and
+// at the end: on a loaded machine the stages wait for cores and the wall-clock figures say more about the
 // load than about the schedules.
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "bench/bench_support.h"
 #include "nn/data.h"
 #include "nn/gpt.h"
+#include "nn/optim.h"
 #include "nn/statistics.h"
 #include "pipeline/plan/planner.h"
+#include "pipeline/plan/rank_agreement.h"
 #include "pipeline/run/executor.h"
 #include "pipeline/run/plan_model.h"
 #include "pipeline/run/trace.h"
@@ -47,6 +58,7 @@ namespace pl = brigade::pipeline;
 struct Flags {
   std::vector<std::string> shapes = {"small", "wide", "deep"};
   int devices = 2, top = 6, rounds = 5, steps = 10;
+  double tie = 0.01;
 };
 
 struct Shape {
@@ -64,11 +76,11 @@ const std::vector<Shape>& all_shapes() {
 }
 
 struct Run {
-  std::string label;  // "1".."top", or "default"
+  std::string label;  // the planner's rank, or "default"
   pl::PipelineConfig config;
   std::string flags;
-  double predicted_ms = -1.0;
-  std::vector<double> wall, replay;  // per round: the median over steps
+  double predicted_ms = -1.0, predicted_pipeline_ms = -1.0;  // -1: not planned (the default)
+  std::vector<double> step, pipeline, replay;                // per round: the median over steps
 };
 
 void print_load(const char* when) {
@@ -99,40 +111,25 @@ pl::PipelineConfig default_config(const nn::GPT& model) {
   return pc;
 }
 
-// One round of one configuration: 2 warm-up steps, then the median wall and replayed step over `steps`.
+// One round of one configuration: 2 warm-up steps, then the medians over `steps` train steps of the
+// wall-clock step, the pipeline's span and its replay.
 void measure(nn::GPT& model, const nn::Batch& batch, int steps, Run& run) {
   pl::Pipeline pipe(model, run.config);
-  std::vector<double> wall, replay;
+  nn::AdamW optimizer(model.parameters());  // after the Pipeline (executor.h)
+  std::vector<double> step, pipeline, replay;
   for (int i = 0; i < steps + 2; ++i) {
-    model.zero_grad();
-    const pl::StepResult r = pipe.forward_backward(batch.x, batch.y);
+    const auto start = std::chrono::steady_clock::now();
+    const pl::StepResult r = pipe.train_step(batch.x, batch.y, optimizer);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i < 2) continue;
-    wall.push_back(r.step_ms);
+    step.push_back(ms);
+    pipeline.push_back(r.step_ms);
     replay.push_back(pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time);
   }
-  run.wall.push_back(nn::median(wall));
+  run.step.push_back(nn::median(step));
+  run.pipeline.push_back(nn::median(pipeline));
   run.replay.push_back(nn::median(replay));
-}
-
-// Kendall's tau-b of two equally long lists.
-double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y) {
-  double concordant = 0, discordant = 0, ties_x = 0, ties_y = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    for (size_t j = i + 1; j < x.size(); ++j) {
-      const double a = x[i] - x[j], b = y[i] - y[j];
-      if (a == 0 && b == 0) continue;
-      if (a == 0) {
-        ++ties_x;
-      } else if (b == 0) {
-        ++ties_y;
-      } else {
-        (a * b > 0 ? concordant : discordant) += 1;
-      }
-    }
-  }
-  const double denominator =
-      std::sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y));
-  return denominator > 0 ? (concordant - discordant) / denominator : 0.0;
 }
 
 std::vector<int64_t> random_tokens(int64_t n, int64_t vocab) {
@@ -145,55 +142,95 @@ std::vector<int64_t> random_tokens(int64_t n, int64_t vocab) {
   return tokens;
 }
 
-std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, const nn::Batch& sample,
-                           double hand_off_ms) {
+// The planner's top `top` distinct programs (a candidate whose program an earlier one runs is listed, not
+// run), then the default configuration.
+std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, const nn::Batch& sample) {
   pl::PlanRequest request;
   request.profile = pl::model_profiler(model, sample, 1);
+  pl::price_executor(request, model, 1);
   request.devices = f.devices;
   request.batch = shape.batch;
-  request.keep = f.top;
-  request.link.latency_ms = hand_off_ms;
-  const pl::Plan plan = pl::plan_pipeline(request);
-  std::printf("%s", plan.table().c_str());
+  request.keep = 8 * f.top;  // room for the programs that repeat
+  pl::Plan plan = pl::plan_pipeline(request);
   std::vector<Run> runs;
-  for (size_t i = 0; i < plan.ranked.size(); ++i) {
+  size_t shown = 0;
+  for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(runs.size()) < f.top; ++i, shown = i) {
     const pl::PlanCandidate& c = plan.ranked[i];
-    runs.push_back({std::to_string(i + 1), config_of(c), c.flags(), c.step_ms, {}, {}});
+    const auto same = std::find_if(runs.begin(), runs.end(), [&](const Run& r) {
+      return c.same_program(plan.ranked[static_cast<size_t>(std::stoi(r.label) - 1)]);
+    });
+    if (same != runs.end()) continue;  // the table says "the same program as rank k"
+    runs.push_back({std::to_string(i + 1), config_of(c), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}});
   }
-  runs.push_back(
-      {"default", default_config(model), "--stages 2 --microbatches 4 --schedule 1f1b", -1.0, {}, {}});
+  plan.ranked.resize(shown);  // the table up to the last candidate run
+  std::printf("%s", plan.table().c_str());
+  runs.push_back({"default",
+                  default_config(model),
+                  "--stages 2 --microbatches 4 --schedule 1f1b",
+                  -1.0,
+                  -1.0,
+                  {},
+                  {},
+                  {}});
   return runs;
 }
 
-void report(const std::vector<Run>& runs) {
-  std::printf("%-8s %12s %12s %12s  %s\n", "rank", "predicted", "measured", "replay", "configuration");
-  std::vector<double> predicted, wall, replay;
-  double best = 1e300;
-  for (const Run& r : runs) {
-    const double w = nn::median(r.wall), p = nn::median(r.replay);
-    if (r.label != "default") {
-      predicted.push_back(r.predicted_ms), wall.push_back(w), replay.push_back(p);
-      best = std::min(best, w);
-    }
-    char pred[32] = "-";
-    if (r.predicted_ms >= 0) std::snprintf(pred, sizeof pred, "%.3f", r.predicted_ms);
-    std::printf("%-8s %12s %12.3f %12.3f  %s\n", r.label.c_str(), pred, w, p, r.flags.c_str());
-  }
-  const double pick = wall.front(), fallback = nn::median(runs.back().wall);
-  std::printf("kendall tau-b, predicted vs measured: %.2f (vs replay %.2f) over %zu candidates\n",
-              kendall_tau_b(predicted, wall), kendall_tau_b(predicted, replay), predicted.size());
-  std::printf(
-      "pick / best measured: %.3f; pick / default: %.3f; median |predicted - measured| / measured: "
-      "%.1f%%\n",
-      pick / best, pick / fallback, [&] {
-        std::vector<double> e;
-        for (size_t i = 0; i < wall.size(); ++i)
-          e.push_back(100 * std::fabs(predicted[i] - wall[i]) / wall[i]);
-        return nn::median(e);
-      }());
+double spread_of(const std::vector<double>& rounds) {
+  const auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());
+  return (*hi - *lo) / nn::median(rounds);
 }
 
-void bench_shape(const Shape& shape, const Flags& f, double hand_off_ms) {
+double median_error(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  std::vector<double> e;
+  for (size_t i = 0; i < measured.size(); ++i)
+    e.push_back(std::fabs(predicted[i] - measured[i]) / measured[i]);
+  return nn::median(e);
+}
+
+void report(const std::vector<Run>& runs, double tie) {
+  std::vector<double> predicted, measured, pipe_predicted, pipe_measured, replay;
+  for (const Run& r : runs) {
+    if (r.label == "default") continue;
+    predicted.push_back(r.predicted_ms), measured.push_back(nn::median(r.step));
+    pipe_predicted.push_back(r.predicted_pipeline_ms), pipe_measured.push_back(nn::median(r.pipeline));
+    replay.push_back(nn::median(r.replay));
+  }
+  const pl::RankAgreement a = pl::rank_agreement(predicted, measured, tie);
+  std::printf("%-8s %10s %10s %7s %6s %10s %10s %10s  %s\n", "rank", "predicted", "measured", "spread", "tie",
+              "pipe pred", "pipe meas", "replay", "configuration");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    char pred[32] = "-", pipe[32] = "-", group[16] = "-";
+    if (r.predicted_ms >= 0) {
+      std::snprintf(pred, sizeof pred, "%.3f", r.predicted_ms);
+      std::snprintf(pipe, sizeof pipe, "%.3f", r.predicted_pipeline_ms);
+      std::snprintf(group, sizeof group, "%d", a.groups[i] + 1);
+    }
+    std::printf("%-8s %10s %10.3f %6.1f%% %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
+                nn::median(r.step), 100 * spread_of(r.step), group, pipe, nn::median(r.pipeline),
+                nn::median(r.replay), r.flags.c_str());
+  }
+  const double best = *std::min_element(measured.begin(), measured.end());
+  const double pick = measured.front(), fallback = nn::median(runs.back().step);
+  const pl::RankAgreement replayed = pl::rank_agreement(pipe_predicted, replay, tie);
+  std::printf(
+      "kendall tau-b, predicted vs measured step: %.2f over all %zu (ceiling %.2f with %d tie groups at "
+      "%.1f%%), %.2f over the %d distinct predictions\n",
+      a.tau_all, measured.size(), a.tau_all_ceiling, a.group_count, 100 * tie, a.tau_distinct, a.group_count);
+  std::printf("kendall tau-b, predicted pipeline vs replay: %.2f over all, %.2f over distinct predictions\n",
+              replayed.tau_all, replayed.tau_distinct);
+  std::printf(
+      "pick / best measured: %.3f; pick / default: %.3f; median |predicted - measured| / measured: step "
+      "%.1f%%, pipeline %.1f%% (replay %.1f%%)\n",
+      pick / best, pick / fallback, 100 * median_error(predicted, measured),
+      100 * median_error(pipe_predicted, pipe_measured), 100 * median_error(pipe_predicted, replay));
+  std::printf(
+      "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, pick %s\n",
+      a.tau_all >= 0.8 ? "met" : "missed", a.tau_distinct >= 0.8 ? "met" : "missed",
+      pick / best <= 1.05 ? "met" : "missed");
+}
+
+void bench_shape(const Shape& shape, const Flags& f) {
   nn::GPTConfig c;
   c.vocab_size = shape.vocab, c.block_size = shape.block, c.n_layer = shape.layers;
   c.n_head = shape.heads, c.n_embd = shape.embd;
@@ -209,11 +246,12 @@ void bench_shape(const Shape& shape, const Flags& f, double hand_off_ms) {
       static_cast<long long>(shape.heads), static_cast<long long>(shape.block),
       static_cast<long long>(shape.vocab), static_cast<long long>(shape.batch),
       static_cast<long long>(model.num_parameters()));
-  std::vector<Run> runs = plan_runs(shape, f, model, batch, hand_off_ms);
+  std::vector<Run> runs = plan_runs(shape, f, model, batch);
   for (int round = 0; round < f.rounds; ++round) {
     for (size_t k = 0; k < runs.size(); ++k) measure(model, batch, f.steps, runs[(k + round) % runs.size()]);
   }
-  report(runs);
+  report(runs, f.tie);
+  print_load("after this shape");
 }
 
 Flags parse(int argc, char** argv) {
@@ -232,9 +270,12 @@ Flags parse(int argc, char** argv) {
       f.rounds = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--steps") {
       f.steps = std::max(1, std::atoi(v.c_str()));
+    } else if (a == "--tie") {
+      f.tie = std::max(0.0, std::atof(v.c_str()));
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N]\n",
+                   "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
+                   "[--tie FRACTION]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -246,11 +287,11 @@ Flags parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Flags f = parse(argc, argv);
+  omp_set_num_threads(1);  // the optimizer step on this thread, as measured (price_executor with 1 thread)
   print_load("at start");
-  const double hand_off = brigade::bench::measure_hand_off_ms(200);
-  std::printf("one hand-off between two stage threads: %.4f ms (the in-process link's latency)\n", hand_off);
-  std::printf("devices %d, top %d, %d rounds of %d steps (+2 warm-up)\n", f.devices, f.top, f.rounds,
-              f.steps);
+  std::printf(
+      "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), ties within %.1f%%\n",
+      f.devices, f.top, f.rounds, f.steps, 100 * f.tie);
   for (const std::string& name : f.shapes) {
     const auto& shapes = all_shapes();
     const auto it =
@@ -259,7 +300,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown shape '%s' (small, wide, deep)\n", name.c_str());
       return 2;
     }
-    bench_shape(*it, f, hand_off);
+    bench_shape(*it, f);
   }
   print_load("at the end");
   return 0;

@@ -23,11 +23,12 @@
 // the split costs 13-15% more than B. The duplicated LayerNorm backward explains about 2 points of it
 // (0.1 ms per call, 4 calls); the rest is not attributed node by node — most likely the price of two
 // walks instead of one: each weight-side formula reads its output gradient again later, from memory
-// rather than cache, and those gradients stay allocated until Bw. Memory: between Bi and Bw the chunk keeps
-// the saved tensors of the weight-side formulas (a Linear's input, a LayerNorm's input and statistics) and
-// the output gradients of the kept nodes (a Linear's [N, out] gradient); what only the input gradient needed
-// (attention probabilities, GELU inputs) is freed by Bi. A graph whose root does not depend on the input at
-// all is run entirely by Bw.
+// rather than cache, and those gradients stay allocated until Bw. The layer profile times Bi and Bw per
+// layer (plan/profile.h), so the simulator and the planner price the split as it runs. Memory: between Bi and
+// Bw the chunk keeps the saved tensors of the weight-side formulas (a Linear's input, a LayerNorm's input and
+// statistics) and the output gradients of the kept nodes (a Linear's [N, out] gradient); what only the input
+// gradient needed (attention probabilities, GELU inputs) is freed by Bi. A graph whose root does not depend
+// on the input at all is run entirely by Bw.
 //
 // \code
 //   brigade::pipeline::SplitBackward split;

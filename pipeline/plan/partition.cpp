@@ -402,15 +402,21 @@ Costs profile_costs(const ModelProfile& profile, const Partition& partition,
   for (const ChunkPlan& chunk : partition.chunks) {
     ChunkCosts c;
     c.forward = c.backward = c.recompute = 0.0;
+    double input = 0.0, weight = 0.0;
+    bool split = true;
     for (int i = chunk.begin; i < chunk.end; ++i) {
       const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
       c.forward += layer.forward_ms;
       c.backward += layer.backward_ms;
+      input += layer.backward_input_ms, weight += layer.backward_weight_ms;
+      split = split && layer.split_measured();
       const LayerRecompute choice = layer_choice(layer_recompute, i);
       if (choice == LayerRecompute::Full) c.recompute += layer.forward_ms;
       if (choice == LayerRecompute::AttentionCore) c.recompute += layer.attention_core_ms;
     }
-    c.weight = 0.5 * c.backward;
+    // Bi and Bw as measured; without them the split is priced at B, half each.
+    c.weight = split ? weight : 0.5 * c.backward;
+    c.input = split ? input : -1.0;
     c.output_bytes = chunk.output_bytes;
     c.input_bytes = chunk.input_bytes;
     costs.per_chunk.push_back(c);

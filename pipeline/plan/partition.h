@@ -145,8 +145,9 @@ Partition make_partition(const ModelProfile& profile, const PartitionOptions& op
 std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod method);
 
 /// The simulator's action costs of `partition` from the profiled layer times: each model chunk's F and B
-/// are the sums of its layers' (the last layer's include the loss), R costs its F, and Bw half its B (the
-/// profile does not split the backward). per_chunk is indexed by model chunk, as the simulator wants.
+/// are the sums of its layers' (the last layer's include the loss), R costs its F, and Bi and Bw the sums
+/// of the layers' measured halves (LayerProfile::backward_input_ms, backward_weight_ms; half of B each when
+/// a layer's were not measured). per_chunk is indexed by model chunk, as the simulator wants.
 /// With a per-layer recomputation plan (schedule/layer_recompute.h) R costs the F of its full layers plus
 /// the attention-core recompute of its 'a' layers (LayerProfile::attention_core_ms).
 Costs profile_costs(const ModelProfile& profile, const Partition& partition,

@@ -67,6 +67,19 @@ int64_t tied_bytes_of(const Setting& s) {
   return bytes;
 }
 
+// The optimizer step after the pipeline: the whole model on one thread with one replica (the executor's
+// train_step), the largest stage's share across processes (each rank steps its own stage).
+double optimizer_ms_of(const Setting& s) {
+  if (s.config.replicas == 1) return s.request.optimizer_ms;
+  int64_t total = 0, largest = 0;
+  std::vector<std::string> seen;
+  for (const LayerProfile& l : s.profile.layers)
+    for (const ParameterInfo& p : l.parameter_list)
+      if (std::find(seen.begin(), seen.end(), p.name) == seen.end()) seen.push_back(p.name), total += p.bytes;
+  for (const StagePlan& st : s.partition.stage_plans) largest = std::max(largest, st.parameter_bytes);
+  return total > 0 ? s.request.optimizer_ms * static_cast<double>(largest) / static_cast<double>(total) : 0.0;
+}
+
 }  // namespace
 
 // A lower bound on the step time of any candidate of this setting (planner.h, "Search").
@@ -75,11 +88,14 @@ double lower_bound_ms(const Setting& s) {
   std::vector<double> busy(static_cast<size_t>(s.config.stages), 0.0);
   double path = 0.0;
   for (size_t k = 0; k < costs.per_chunk.size(); ++k) {
-    const double fb = costs.per_chunk[k].forward + costs.per_chunk[k].backward;
+    const ChunkCosts& c = costs.per_chunk[k];
+    // A schedule runs B or Bi + Bw: the cheaper of the two bounds both.
+    const double fb = c.forward + std::min(c.backward, c.backward_input() + c.weight);
     busy[static_cast<size_t>(s.partition.chunks[k].stage)] += s.config.microbatches * fb;
     path += fb;
   }
-  return std::max(path, *std::max_element(busy.begin(), busy.end())) + allreduce_ms_of(s);
+  return std::max(path, *std::max_element(busy.begin(), busy.end())) + allreduce_ms_of(s) +
+         optimizer_ms_of(s);
 }
 
 MemoryPlan memory_plan(const Setting& s, Recompute policy, const std::vector<LayerRecompute>& layers) {
@@ -125,7 +141,8 @@ PlanCandidate score(const Setting& s, Recompute policy, const std::vector<LayerR
   p.allreduce_ms = allreduce_ms_of(s);
   const int64_t tied = c.stages > 1 ? tied_bytes_of(s) : 0;
   p.tied_ms = tied > 0 ? s.request.link.transfer_ms(tied) : 0.0;
-  p.step_ms = p.pipeline_ms + p.allreduce_ms + p.tied_ms;
+  p.optimizer_ms = optimizer_ms_of(s);
+  p.step_ms = p.pipeline_ms + p.allreduce_ms + p.tied_ms + p.optimizer_ms;
   int64_t reduced = 0;
   for (const StagePlan& st : s.partition.stage_plans)
     reduced += LinkModel::allreduce_bytes_sent(st.parameter_bytes, c.replicas);

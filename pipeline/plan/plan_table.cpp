@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "pipeline/plan/planner.h"
+#include "pipeline/schedule/generators.h"
 #include "tensor/error.h"
 
 namespace brigade::pipeline {
@@ -26,6 +27,17 @@ std::string PlanCandidate::flags() const {
 
 int64_t PlanCandidate::max_peak_bytes() const {
   return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
+}
+
+bool PlanCandidate::same_program(const PlanCandidate& o) const {
+  if (stages != o.stages || replicas != o.replicas || microbatches != o.microbatches ||
+      virtual_chunks != o.virtual_chunks || placement != o.placement || balance != o.balance ||
+      policy != o.policy || layer_recompute != o.layer_recompute)
+    return false;
+  if (schedule == o.schedule) return true;
+  const Schedule a = make_schedule(schedule, stages, microbatches, virtual_chunks, policy);
+  const Schedule b = make_schedule(o.schedule, stages, microbatches, virtual_chunks, policy);
+  return a.placement == b.placement && a.actions == b.actions;
 }
 
 const PlanCandidate& Plan::best() const {
@@ -59,16 +71,17 @@ std::string recompute_column(const PlanCandidate& c) {
 }
 
 // Why `c` is slower than `first`: the largest of the four parts its step time adds up to (mean busy time
-// without R, R on the busiest stage, mean idle time, all-reduce and tied sums).
+// without R, R on the busiest stage, mean idle time, what follows the pipeline: all-reduce, tied sums and
+// optimizer step).
 std::string why_slower(const PlanCandidate& c, const PlanCandidate& first) {
   const double slower = c.step_ms - first.step_ms;
   char head[64];
   std::snprintf(head, sizeof head, "+%.2f ms (+%.0f%%): ", slower, 100.0 * slower / first.step_ms);
   const auto idle = [](const PlanCandidate& p) { return p.pipeline_ms * p.bubble; };
   const auto work = [](const PlanCandidate& p) { return p.pipeline_ms * (1.0 - p.bubble) - p.recompute_ms; };
-  const auto comm = [](const PlanCandidate& p) { return p.allreduce_ms + p.tied_ms; };
+  const auto after = [](const PlanCandidate& p) { return p.allreduce_ms + p.tied_ms + p.optimizer_ms; };
   const double parts[4] = {idle(c) - idle(first), work(c) - work(first), c.recompute_ms - first.recompute_ms,
-                           comm(c) - comm(first)};
+                           after(c) - after(first)};
   const int largest = static_cast<int>(std::max_element(parts, parts + 4) - parts);
   char why[160];
   if (slower <= 0.0) return "ties with the first";
@@ -79,7 +92,7 @@ std::string why_slower(const PlanCandidate& c, const PlanCandidate& first) {
   else if (largest == 2)
     std::snprintf(why, sizeof why, "recomputation (+%.2f ms)", parts[2]);
   else
-    std::snprintf(why, sizeof why, "all-reduce and tied sums (+%.2f ms)", parts[3]);
+    std::snprintf(why, sizeof why, "all-reduce, tied sums and optimizer step (+%.2f ms)", parts[3]);
   return head + std::string(why);
 }
 
@@ -103,14 +116,28 @@ std::string Plan::table() const {
   out << "plan: batch " << request.batch << ", " << request.devices << " device"
       << (request.devices == 1 ? "" : "s");
   if (request.device_memory > 0) out << " of " << format_bytes(static_cast<double>(request.device_memory));
-  out << ", link " << request.link.str() << ", " << num_layers << " layers\n";
+  out << ", link " << request.link.str();
+  if (!request.link_origin.empty()) out << " (" << request.link_origin << ")";
+  if (request.optimizer_ms > 0) {
+    char optimizer[64];
+    std::snprintf(optimizer, sizeof optimizer, ", optimizer step %.3f ms", request.optimizer_ms);
+    out << optimizer;
+  }
+  out << ", " << num_layers << " layers\n";
   char header[256];
   std::snprintf(header, sizeof header, "%4s %9s %7s %2s %2s %3s %2s  %-11s %-18s %-12s %-20s %9s  %s\n",
                 "rank", "step ms", "bubble", "S", "D", "M", "v", "schedule", "recompute", "balance",
                 "peak MiB/stage", "MiB/step", "why not first");
   out << header;
-  for (size_t i = 0; i < ranked.size(); ++i)
-    out << row(static_cast<int>(i) + 1, ranked[i], i == 0 ? "(the pick)" : why_slower(ranked[i], ranked[0]));
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    std::string why = i == 0 ? "(the pick)" : why_slower(ranked[i], ranked[0]);
+    for (size_t j = 0; j < i; ++j) {
+      if (!ranked[i].same_program(ranked[j])) continue;
+      why = "the same program as rank " + std::to_string(j + 1);
+      break;
+    }
+    out << row(static_cast<int>(i) + 1, ranked[i], why);
+  }
   if (ranked.empty()) out << "   -  nothing fits\n";
   if (!refused.empty()) {
     out << "refused by the memory model (" << over_budget << "; the " << refused.size() << " closest):\n";

@@ -39,6 +39,7 @@ ModelProfile scale_profile(const ModelProfile& base, int64_t samples) {
     l.forward_ms *= r;
     l.backward_ms *= r;
     l.attention_core_ms *= r;
+    if (l.split_measured()) l.backward_input_ms *= r, l.backward_weight_ms *= r;
     for (int64_t* bytes : {&l.activation_bytes, &l.output_bytes, &l.input_bytes, &l.forward_workspace_bytes,
                            &l.backward_workspace_bytes, &l.split_pending_bytes, &l.attention_core_bytes,
                            &l.attention_replay_bytes})

@@ -17,17 +17,18 @@
 // Score: the simulated step (simulator.h) with the profile's per-chunk costs at b samples, each message
 // timed on the link by its bytes, plus the gradient all-reduce of the replicas after it (a ring over D,
 // link_model.h; no overlap with the backward) and, across stages, the sum of tied weights' gradients (one
-// message of the tied bytes). Certification: predict_memory's total per stage (parameters, gradients,
-// optimizer state, step peak) against the device memory; a candidate over it is refused, with the stage.
+// message of the tied bytes) and the optimizer step (PlanRequest::optimizer_ms). Certification:
+// predict_memory's total per stage (parameters, gradients, optimizer state, step peak) against the device
+// memory; a candidate over it is refused, with the stage.
 //
 // Search. Exhaustive when the space has at most PlanRequest::exhaustive_limit configurations. Beyond
 // that, a configuration is skipped without being scored when a lower bound on its step time exceeds the
 // keep-th best step found so far: the busiest stage's compute (every F and B of its chunks for M
 // microbatches, no recomputation) and one microbatch's critical path (its F and B through every chunk,
 // the pipeline's fill and drain: the bubble formulas' (S - 1)(f + b) term made exact for unequal
-// stages), plus its all-reduce. A configuration whose parameters, gradients and optimizer state alone
-// exceed a device is refused before anything is simulated. The order of the search is fixed, so the
-// result is deterministic for a given profile.
+// stages), plus its all-reduce and optimizer step. A configuration whose parameters, gradients and optimizer
+// state alone exceed a device is refused before anything is simulated. The order of the search is fixed, so
+// the result is deterministic for a given profile.
 //
 // \code
 //   brigade::pipeline::PlanRequest request;
@@ -59,7 +60,15 @@ struct PlanRequest {
   int devices = 1;            ///< how many devices (a stage or a replica each)
   int64_t device_memory = 0;  ///< bytes each; 0: no limit
   LinkModel link;             ///< between devices: stage to stage and replica to replica
-  int64_t batch = 1;          ///< global batch, samples per step
+  /// Where the link comes from, for the table ("given", "measured: one hand-off between two stage
+  /// threads"); empty: not said.
+  std::string link_origin;
+  /// One optimizer step over the whole model on one thread, ms (measured: run/plan_model.h). The executor
+  /// runs it after every stage's backward (D = 1: the whole model on the calling thread); across
+  /// processes each replica's ranks step their own stage's parameters, so a candidate with D > 1 pays the
+  /// share of its largest stage. 0: not priced.
+  double optimizer_ms = 0.0;
+  int64_t batch = 1;  ///< global batch, samples per step
   /// Data-parallel replicas D the search may use (up to this many). D > 1 runs as S x D processes
   /// (mpirun -np S*D brigade train --data-parallel D); --plan auto plans one process (D = 1).
   int max_replicas = 1;
@@ -86,9 +95,10 @@ struct PlanCandidate {
   std::vector<int> balance;                     ///< layers per model chunk
   int64_t microbatch_size = 0;                  ///< samples
 
-  double step_ms = 0.0;      ///< pipeline_ms + allreduce_ms + tied_ms
+  double step_ms = 0.0;      ///< pipeline_ms + allreduce_ms + tied_ms + optimizer_ms
   double pipeline_ms = 0.0;  ///< the simulated step
   double allreduce_ms = 0.0, tied_ms = 0.0;
+  double optimizer_ms = 0.0;        ///< the optimizer step after the pipeline (PlanRequest::optimizer_ms)
   double bubble = 0.0;              ///< the simulated mean idle fraction of the pipeline step
   double recompute_ms = 0.0;        ///< R time on the busiest stage
   std::vector<int64_t> peak_bytes;  ///< predicted total per stage
@@ -100,6 +110,10 @@ struct PlanCandidate {
   /// The brigade train flags of this configuration.
   std::string flags() const;
   int64_t max_peak_bytes() const;
+  /// Runs the same program as `other`: the same S, D, M, chunks, placement, cut and recomputation, and
+  /// action lists equal action for action (two schedule names may generate one program; the executor
+  /// runs them alike, so a benchmark measures one of them).
+  bool same_program(const PlanCandidate& other) const;
 };
 
 struct Plan {

@@ -56,12 +56,6 @@ struct ScopeDelta {
   int64_t before = 0, after = 0, peak = 0;
 };
 
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
-}
-
 class ScopedMeasure {
  public:
   ScopedMeasure(const Device& device, std::string tag, bool cpu_time)
@@ -138,14 +132,20 @@ std::string ModelProfile::table() const {
         << repeats << " runs\n";
   else
     out << "layer parameters (not measured)\n";
-  std::snprintf(line, sizeof line, "%5s  %-14s %-12s %12s %10s %10s %12s %12s %12s %12s\n", "layer", "name",
-                "type", "params", "fwd ms", "bwd ms", "activations", "output", "fwd work", "bwd work");
+  std::snprintf(line, sizeof line, "%5s  %-14s %-12s %12s %10s %10s %8s %8s %12s %12s %12s %12s\n", "layer",
+                "name", "type", "params", "fwd ms", "bwd ms", "Bi ms", "Bw ms", "activations", "output",
+                "fwd work", "bwd work");
   out << line;
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerProfile& l = layers[i];
-    std::snprintf(line, sizeof line, "%5zu  %-14s %-12s %12lld %10.3f %10.3f %12s %12s %12s %12s\n", i,
-                  l.name.c_str(), l.type.c_str(), static_cast<long long>(l.parameters), l.forward_ms,
-                  l.backward_ms, format_bytes(static_cast<double>(l.activation_bytes)).c_str(),
+    char bi[16] = "-", bw[16] = "-";
+    if (l.split_measured()) {
+      std::snprintf(bi, sizeof bi, "%.3f", l.backward_input_ms);
+      std::snprintf(bw, sizeof bw, "%.3f", l.backward_weight_ms);
+    }
+    std::snprintf(line, sizeof line, "%5zu  %-14s %-12s %12lld %10.3f %10.3f %8s %8s %12s %12s %12s %12s\n",
+                  i, l.name.c_str(), l.type.c_str(), static_cast<long long>(l.parameters), l.forward_ms,
+                  l.backward_ms, bi, bw, format_bytes(static_cast<double>(l.activation_bytes)).c_str(),
                   format_bytes(static_cast<double>(l.output_bytes)).c_str(),
                   format_bytes(static_cast<double>(l.forward_workspace_bytes)).c_str(),
                   format_bytes(static_cast<double>(l.backward_workspace_bytes)).c_str());
@@ -245,42 +245,57 @@ void profile_run(nn::Sequential& model, const Tensor& input, const ProfileOption
   }
 }
 
-// Between Bi and Bw a layer keeps what its weight gradients need (backward/split_backward.h). One untimed
-// pass: the layer-by-layer forward, then from the last layer down run Bi alone, read what the layer's scope
-// still holds above its level before the forward (less the input gradient Bi returns, which the executor
-// sends upstream and the memory model counts as in transit), then run Bw.
-void measure_split_pending(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
-                           Generator& generator, ModelProfile& profile) {
+// The split backward (backward/split_backward.h), as zero-bubble schedules run it. Per run: the
+// layer-by-layer forward, then from the last layer down Bi alone, timed under the layer's scope; what the
+// scope still holds above its level before the forward (less the input gradient Bi returns, which the
+// executor sends upstream and the memory model counts as in transit) is what the layer keeps until Bw;
+// then Bw, timed. The memory figure comes from the last run, the times are medians of the timed runs.
+void measure_split_backward(nn::Sequential& model, const Tensor& input, const ProfileOptions& options,
+                            Generator& generator, ModelProfile& profile) {
   const Device device = input.device();
   const size_t L = profile.layers.size();
-  std::vector<int64_t> level(L, 0);
+  std::vector<std::vector<double>> bi_ms(L), bw_ms(L);
   auto in_use = [&](size_t i) {
     return scope_memory_stats(device, scope_tag(static_cast<int64_t>(i))).in_use_bytes;
   };
-  LayerwiseForward pass;
-  forward_layer_by_layer(model, input, options, pass, [&](size_t i, const std::function<void()>& forward) {
-    level[i] = in_use(i);
-    MemoryScope scope(scope_tag(static_cast<int64_t>(i)));
-    forward();
-  });
-  Tensor grad;
-  for (size_t k = L; k-- > 0;) {
-    const bool with_loss = k + 1 == L && pass.loss.defined();
-    const Tensor& root = with_loss ? pass.loss : pass.outputs[k];
-    if (!root.requires_grad()) {
-      profile.layers[k].split_pending_bytes = 0;
-      grad = Tensor();
-      continue;
+  for (int run = 0; run < options.warmup + options.repeats; ++run) {
+    const bool timed = run >= options.warmup;
+    std::vector<int64_t> level(L, 0);
+    LayerwiseForward pass;
+    forward_layer_by_layer(model, input, options, pass, [&](size_t i, const std::function<void()>& forward) {
+      level[i] = in_use(i);
+      MemoryScope scope(scope_tag(static_cast<int64_t>(i)));
+      forward();
+    });
+    Tensor grad;
+    for (size_t k = L; k-- > 0;) {
+      LayerProfile& layer = profile.layers[k];
+      const bool with_loss = k + 1 == L && pass.loss.defined();
+      const Tensor& root = with_loss ? pass.loss : pass.outputs[k];
+      if (!root.requires_grad()) {
+        layer.split_pending_bytes = 0;
+        if (timed) bi_ms[k].push_back(0.0), bw_ms[k].push_back(0.0);
+        grad = Tensor();
+        continue;
+      }
+      if (!with_loss && !grad.defined())
+        grad = randn(root.shape(), TensorOptions(root.dtype()).device(device), &generator);
+      ScopedMeasure measure(device, scope_tag(static_cast<int64_t>(k)), options.thread_cpu_time);
+      SplitBackward split;
+      Tensor dx;
+      ScopeDelta d;
+      const double input_ms = measure.run(
+          [&] { dx = split.backward_input(root, with_loss ? Tensor() : grad, pass.inputs[k]); }, d);
+      const int64_t returned = dx.defined() ? static_cast<int64_t>(dx.nbytes()) : 0;
+      layer.split_pending_bytes = std::max<int64_t>(0, d.after - level[k] - returned);
+      const double weight_ms = measure.run([&] { split.backward_weight(); }, d);
+      if (timed) bi_ms[k].push_back(input_ms), bw_ms[k].push_back(weight_ms);
+      grad = dx;
     }
-    if (!with_loss && !grad.defined())
-      grad = randn(root.shape(), TensorOptions(root.dtype()).device(device), &generator);
-    MemoryScope scope(scope_tag(static_cast<int64_t>(k)));
-    SplitBackward split;
-    Tensor dx = split.backward_input(root, with_loss ? Tensor() : grad, pass.inputs[k]);
-    const int64_t returned = dx.defined() ? static_cast<int64_t>(dx.nbytes()) : 0;
-    profile.layers[k].split_pending_bytes = std::max<int64_t>(0, in_use(k) - level[k] - returned);
-    split.backward_weight();
-    grad = dx;
+  }
+  for (size_t i = 0; i < L; ++i) {
+    profile.layers[i].backward_input_ms = nn::median(bi_ms[i]);
+    profile.layers[i].backward_weight_ms = nn::median(bw_ms[i]);
   }
 }
 
@@ -348,9 +363,15 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
     profile.layers[i].forward_ms = nn::median(fwd_ms[i]);
     profile.layers[i].backward_ms = nn::median(bwd_ms[i]);
   }
-  measure_split_pending(model, input, options, generator, profile);
+  measure_split_backward(model, input, options, generator, profile);
   if (options.attention_core) measure_attention_core(model, input, options, profile);
   return profile;
+}
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 
 std::string format_bytes(double bytes) {

@@ -9,10 +9,11 @@
 //   backward, last layer first: layer_i's output gradient g_{i+1} (ones-like random values, or the loss's
 //   gradient for the last layer when a loss is given) -> backward(x_{i+1}, g_{i+1}) -> g_i = h_i.grad
 //
-// Time: each layer's forward and backward are bracketed by Events on the device's current stream (CUDA
-// events on a GPU, the steady clock on the CPU); the figure kept is the median of `repeats` runs after
-// `warmup` runs that are not timed. The parameters' gradients are set aside first and put back at the end:
-// the warm-up runs create fresh ones, so the measured runs see the steady state of a training step
+// Time: each layer's forward, backward, and split backward's halves Bi and Bw (a second pass with
+// SplitBackward, as the zero-bubble schedules run them) are bracketed by Events on the device's current
+// stream (CUDA events on a GPU, the steady clock on the CPU); the figure kept is the median of `repeats` runs
+// after `warmup` runs that are not timed. The parameters' gradients are set aside first and put back at the
+// end: the warm-up runs create fresh ones, so the measured runs see the steady state of a training step
 // (gradients exist and accumulate), and the model's gradients are left as they were.
 //
 // Memory: each layer runs under its own MemoryScope, so its figures are exactly the bytes it allocates:
@@ -78,9 +79,15 @@ struct LayerProfile {
   int64_t backward_workspace_bytes = 0;
   /// What the layer still holds between a split backward's Bi and Bw (zero-bubble schedules,
   /// backward/split_backward.h): the saved tensors the weight gradients need and the output gradients of the
-  /// weight-side nodes; what only the input gradient needed is freed by Bi. Measured once with
-  /// SplitBackward. -1: not measured, and Bi is taken to free nothing (the layer's activation_bytes stay).
+  /// weight-side nodes; what only the input gradient needed is freed by Bi. Measured with
+  /// SplitBackward (the split pass's last run). -1: not measured, and Bi is taken to free nothing (the
+  /// layer's activation_bytes stay).
   int64_t split_pending_bytes = -1;
+  /// The split backward's halves, timed like forward_ms and backward_ms (medians): Bi (the input gradient)
+  /// and Bw (the weight gradients). Their sum exceeds backward_ms (backward/split_backward.h). -1: not
+  /// measured (hand-made profiles), and a schedule's Bi and Bw are priced at half of backward_ms each.
+  double backward_input_ms = -1.0;
+  double backward_weight_ms = -1.0;
   /// The layer holds an attention (nn::CausalSelfAttention): per-layer recomputation may recompute its
   /// core alone (schedule/layer_recompute.h, 'a'). Set when counted.
   bool has_attention = false;
@@ -95,6 +102,8 @@ struct LayerProfile {
 
   /// forward + backward time.
   double time_ms() const { return forward_ms + backward_ms; }
+  /// Bi and Bw were measured.
+  bool split_measured() const { return backward_input_ms >= 0 && backward_weight_ms >= 0; }
 };
 
 /// The loss's work per logit, in parameter units (LayerProfile::work): 5 passes / 3 multiply-adds, rounded.
@@ -140,6 +149,10 @@ ModelProfile count_parameters(const nn::Sequential& model);
 /// parameters' gradients; dropout layers draw from their generators as in training.
 /// ValueError for an empty model, bad options, or thread_cpu_time on a CUDA device.
 ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const ProfileOptions& options = {});
+
+/// This thread's CPU time in ms (CLOCK_THREAD_CPUTIME_ID): what a host thread's work cost, without the time
+/// it waited for a core.
+double thread_cpu_ms();
 
 /// "1.5 MiB", "512 B": bytes for tables and messages.
 std::string format_bytes(double bytes);

@@ -43,10 +43,11 @@ void Costs::check(int stages, int virtual_chunks) const {
                       " stages x ", virtual_chunks, " chunks");
   for (size_t k = 0; k < per_chunk.size(); ++k) {
     const ChunkCosts& c = per_chunk[k];
-    BRIGADE_CHECK_VALUE(
-        c.forward >= 0 && c.backward >= 0 && c.weight >= 0 && c.recompute >= 0 && c.weight <= c.backward,
-        "costs: model chunk ", k, " has f=", c.forward, " b=", c.backward, " w=", c.weight,
-        " r=", c.recompute, " (need all >= 0 and w <= b)");
+    // With Bi given, Bw may exceed B (a chunk whose backward is all weight gradients, measured twice).
+    BRIGADE_CHECK_VALUE(c.forward >= 0 && c.backward >= 0 && c.weight >= 0 && c.recompute >= 0 &&
+                            (c.input >= 0 || c.weight <= c.backward),
+                        "costs: model chunk ", k, " has f=", c.forward, " b=", c.backward, " w=", c.weight,
+                        " r=", c.recompute, " (need all >= 0 and, without a measured Bi, w <= b)");
   }
 }
 
@@ -75,7 +76,7 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
     case ActionKind::Backward:
       return c.backward;
     case ActionKind::BackwardInput:
-      return c.backward - c.weight;
+      return c.backward_input();
     case ActionKind::BackwardWeight:
       return c.weight;
     case ActionKind::Recompute:

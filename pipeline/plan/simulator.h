@@ -42,13 +42,20 @@ namespace brigade::pipeline {
 /// Costs of the actions of one model chunk for one microbatch.
 struct ChunkCosts {
   double forward = 1.0;
-  double backward = 2.0;  ///< full backward B = Bi + Bw
-  double weight = 1.0;    ///< the Bw part of the backward; Bi costs backward - weight
+  double backward = 2.0;  ///< the whole backward B (one action)
+  double weight = 1.0;    ///< Bw, the weight-gradient half of a split backward
   double recompute = 1.0;
   /// The bytes of the messages it sends, for a link model (Costs::link): its output (an activation) and
   /// its input-gradient, the size of its input.
   int64_t output_bytes = 0;
   int64_t input_bytes = 0;
+  /// Bi, the input-gradient half of a split backward. Negative: backward - weight (the split costs what B
+  /// costs). Measured, Bi + Bw exceeds B (backward/split_backward.h: two walks instead of one), so a
+  /// profile that times the halves sets both. (Last, so that {f, b, w, r} initialisers keep their order.)
+  double input = -1.0;
+
+  /// Bi's cost: `input`, or backward - weight when that is negative.
+  double backward_input() const { return input >= 0 ? input : backward - weight; }
 };
 
 /// Action costs in any time unit (e.g. 1 = one forward, or milliseconds when measured).
@@ -78,7 +85,8 @@ struct Costs {
   ChunkCosts chunk(const ChunkLayout& layout, int stage, int chunk) const;
   /// How long the message of a Send action on `stage` takes: `transfer`, or the link's time for its bytes.
   double message_time(const Schedule& schedule, int stage, const Action& send) const;
-  /// Throws ValueError when a cost is negative, weight > backward, or per_chunk has the wrong size.
+  /// Throws ValueError when a cost is negative, weight > backward where Bi is derived from them, or
+  /// per_chunk has the wrong size.
   void check(int stages, int virtual_chunks) const;
 };
 

@@ -66,6 +66,7 @@ Costs scale_stage_costs(const Costs& costs, const ChunkLayout& layout, const std
       chunk.forward *= factor;
       chunk.backward *= factor;
       chunk.weight *= factor;
+      if (chunk.input >= 0) chunk.input *= factor;
       chunk.recompute *= factor;
       scaled.per_chunk[static_cast<size_t>(layout.model_chunk(s, c))] = chunk;
     }

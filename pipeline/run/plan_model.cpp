@@ -3,11 +3,19 @@
 
 #include <omp.h>
 
+#include <ctime>
+#include <limits>
 #include <thread>
+#include <vector>
 
+#include "nn/optim.h"
+#include "nn/statistics.h"
 #include "pipeline/plan/memory_model.h"
+#include "pipeline/run/hand_off.h"
 #include "pipeline/schedule/generators.h"
 #include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/stream.h"
 
 namespace brigade::pipeline {
 
@@ -28,6 +36,50 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
     omp_set_num_threads(before);
     return profile;
   };
+}
+
+double measure_optimizer_ms(const nn::GPT& model, int threads, int repeats) {
+  BRIGADE_CHECK_VALUE(repeats >= 1, "measure_optimizer_ms: repeats must be >= 1, got ", repeats);
+  std::vector<Tensor> params;
+  Generator generator(0);
+  for (const Tensor& p : model.parameters()) {
+    Tensor clone = p.detach().clone();
+    clone.set_requires_grad(true);
+    clone.set_grad(randn(p.shape(), TensorOptions(p.dtype()).device(p.device()), &generator));
+    params.push_back(clone);
+  }
+  if (params.empty()) return 0.0;
+  const Device device = params.front().device();
+  const bool cpu_time = device.is_cpu() && threads == 1;
+  const int before = omp_get_max_threads();
+  if (threads > 0) omp_set_num_threads(threads);
+  nn::AdamW optimizer(params);
+  std::vector<double> ms;
+  for (int i = 0; i <= repeats; ++i) {
+    Stream stream = Stream::current(device);
+    Event start(true), end(true);
+    const double cpu_start = cpu_time ? thread_cpu_ms() : 0.0;
+    start.record(stream);
+    (void)nn::clip_grad_norm(params, std::numeric_limits<double>::infinity());
+    optimizer.step();
+    end.record(stream);
+    const double cpu_end = cpu_time ? thread_cpu_ms() : 0.0;
+    end.synchronize();
+    if (i > 0) ms.push_back(cpu_time ? cpu_end - cpu_start : start.elapsed_ms(end));
+  }
+  omp_set_num_threads(before);
+  return nn::median(ms);
+}
+
+void price_executor(PlanRequest& request, const nn::GPT& model, int threads) {
+  request.optimizer_ms = measure_optimizer_ms(model, threads);
+  // A link given (by its figures, or named as given even when free) is kept.
+  if (!request.link_origin.empty() || request.link != LinkModel{}) {
+    if (request.link_origin.empty()) request.link_origin = "given";
+    return;
+  }
+  request.link = in_process_link();
+  request.link_origin = "measured: one hand-off between two stage threads";
 }
 
 int plan_devices_of(const nn::TrainOptions& o) {

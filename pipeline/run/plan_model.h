@@ -6,6 +6,7 @@
 // \code
 //   brigade::pipeline::PlanRequest request = brigade::pipeline::plan_request_for(options);
 //   request.profile = brigade::pipeline::model_profiler(model, sample, options.threads);
+//   brigade::pipeline::price_executor(request, model, options.threads);   // optimizer step, hand-off
 //   brigade::pipeline::Plan plan = brigade::pipeline::plan_pipeline(request);
 // \endcode
 #pragma once
@@ -26,12 +27,25 @@ namespace brigade::pipeline {
 /// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs.
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads);
 
+/// What train_step runs after the pipeline, in ms: the gradient norm over every parameter and one AdamW
+/// step (the optimizer brigade train uses), on one thread after every stage's backward. Measured on clones of
+/// the model's parameters with random gradients (the model is left as it is): the median of `repeats`
+/// steps after one warm-up, timed like the layer profile (the thread's CPU clock on a CPU with one thread,
+/// events otherwise); `threads` > 0 sets the OpenMP threads while it runs.
+double measure_optimizer_ms(const nn::GPT& model, int threads, int repeats = 5);
+
+/// Prices what the executor pays beside the layers' work (measured on this machine): the optimizer step
+/// (measure_optimizer_ms) and, unless `request` already has a link (latency or bandwidth given, or a
+/// link_origin set), the in-process link of stages that are threads of one process (run/hand_off.h), with
+/// link_origin saying which.
+void price_executor(PlanRequest& request, const nn::GPT& model, int threads);
+
 /// The devices --plan auto plans for: --plan-devices, else on a CPU its cores / --threads (at least 1)
 /// and on a GPU one.
 int plan_devices_of(const nn::TrainOptions& options);
 
-/// The request of --plan auto for these options: the devices above, --memory-budget each, the batch, an
-/// in-process link (stages on one device hand tensors over without a copy). Its profile is unset.
+/// The request of --plan auto for these options: the devices above, --memory-budget each, the batch. Its
+/// profile, link and optimizer step are unset (model_profiler, price_executor).
 PlanRequest plan_request_for(const nn::TrainOptions& options);
 
 /// The executor's configuration of `candidate` (one replica): schedule, stages, microbatches, chunks,

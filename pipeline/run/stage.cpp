@@ -12,6 +12,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "nn/attention.h"
+#include "pipeline/plan/profile.h"
 #include "pipeline/run/peer_copy.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
@@ -23,13 +24,6 @@ namespace {
 
 double ms_since(std::chrono::steady_clock::time_point origin) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin).count();
-}
-
-// This thread's CPU time: what a CPU stage's action cost in work, whatever the machine's load.
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
 }
 
 /// An action's timing before it is put on the step's millisecond time line.

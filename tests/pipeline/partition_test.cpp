@@ -15,6 +15,7 @@
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "pipeline/plan/profile.h"
+#include "pipeline/plan/simulator.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 
@@ -210,6 +211,25 @@ TEST(MakePartition, CutsOnTheChosenCost) {
   EXPECT_EQ(part.chunks[1].end, 4);
 }
 
+// A chunk's Bi and Bw are its layers' measured halves; one layer without them prices the chunk's split at
+// its B, half each, as before the halves were measured.
+TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
+  ModelProfile p = hand_profile({1, 1, 1, 1}, {3, 3, 3, 3});  // F 1, B 2 per layer
+  for (LayerProfile& l : p.layers) l.backward_input_ms = 1.25, l.backward_weight_ms = 1.05;
+  p.layers[3].backward_input_ms = p.layers[3].backward_weight_ms = -1.0;
+  PartitionOptions o;
+  o.method = PartitionMethod::Time;
+  o.stages = 2;
+  const Costs c = profile_costs(p, make_partition(p, o));
+  ASSERT_EQ(c.per_chunk.size(), 2u);
+  EXPECT_NEAR(c.per_chunk[0].backward, 4.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].backward_input(), 2.5, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].weight, 2.1, 1e-12);
+  EXPECT_LT(c.per_chunk[1].input, 0.0);
+  EXPECT_NEAR(c.per_chunk[1].backward_input(), 2.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].weight, 2.0, 1e-12);
+}
+
 TEST(MakePartition, ExplicitBalanceAndItsErrors) {
   const ModelProfile p = hand_profile({1, 2, 3, 4, 5, 6, 7, 8});
   PartitionOptions o;
@@ -390,6 +410,12 @@ TEST(Profile, MeasuresEveryLayerOfAGPT) {
     EXPECT_EQ(l.input_bytes, i == 0 ? B * T * 8 : hidden) << l.name;  // ids are int64
     EXPECT_GE(l.activation_bytes, l.output_bytes) << l.name;
     EXPECT_GT(l.backward_workspace_bytes, 0) << l.name;
+    // The split backward's halves, timed: the embedding's input is token ids, so its Bi has nothing to do.
+    ASSERT_TRUE(l.split_measured()) << l.name;
+    EXPECT_GT(l.backward_weight_ms, 0.0) << l.name;
+    if (i > 0) {
+      EXPECT_GT(l.backward_input_ms, 0.0) << l.name;
+    }
   }
   // A block saves several [B, T, C] tensors (LayerNorm inputs, q/k/v, attention probabilities, MLP
   // hidden [B, T, 4C], ...): more than its output.

@@ -187,8 +187,70 @@ TEST(Planner, ReplicasPayTheAllReduceOnTheLink) {
   r.link = LinkModel::parse("latency=100ms");  // a ring over 2 replicas: 2 steps of 100 ms
   const Plan slow = plan_pipeline(r);
   EXPECT_EQ(slow.best().replicas, 1);
-  for (const PlanCandidate& c : slow.ranked)
-    if (c.replicas == 2) EXPECT_DOUBLE_EQ(c.allreduce_ms, 200.0) << c.flags();
+  for (const PlanCandidate& c : slow.ranked) {
+    if (c.replicas == 2) {
+      EXPECT_DOUBLE_EQ(c.allreduce_ms, 200.0) << c.flags();
+    }
+  }
+}
+
+// Priced at B, the split backward makes zb-h1 beat 1F1B on 2 stages (bubble (S - 1) f instead of
+// (S - 1)(f + b)); measured 30 % dearer (Bi = Bw = 1.3 f), its busiest stage alone outlasts 1F1B's step.
+TEST(Planner, TheSplitBackwardIsPricedAsMeasured) {
+  ModelProfile base = hand_profile({1, 1, 1, 1});
+  PlanRequest r = request_for(base, 2, 8);
+  r.schedules = {"1f1b", "zb-h1"};
+  EXPECT_EQ(plan_pipeline(r).best().schedule, "zb-h1");
+  for (LayerProfile& l : base.layers) l.backward_input_ms = l.backward_weight_ms = 1.3 * l.forward_ms;
+  r = request_for(base, 2, 8);
+  r.schedules = {"1f1b", "zb-h1"};
+  const Plan plan = plan_pipeline(r);
+  const PlanCandidate& pick = plan.best();
+  EXPECT_EQ(pick.schedule, "1f1b");
+  EXPECT_NEAR(pick.step_ms, (8 + 1) * 6.0, 1e-9);  // 1F1B's (M + S - 1)(f + b), two layers a stage
+}
+
+// The optimizer step follows the pipeline: the whole model's in one process (D = 1), the largest stage's
+// share when each replica's ranks step their own stage (D > 1). The bound still prunes nothing.
+TEST(Planner, TheOptimizerStepIsAddedAfterThePipeline) {
+  PlanRequest r = request_for(hand_profile({1, 1, 1, 1}), 4, 8);
+  r.schedules = {"1f1b"};
+  r.max_replicas = 2;
+  r.keep = 1000;
+  r.optimizer_ms = 10.0;
+  const Plan plan = plan_pipeline(r);
+  bool shared = false;
+  for (const PlanCandidate& c : plan.ranked) {
+    EXPECT_DOUBLE_EQ(c.step_ms, c.pipeline_ms + c.allreduce_ms + c.tied_ms + c.optimizer_ms) << c.flags();
+    const double expected = c.replicas == 1 ? 10.0 : 10.0 * (4 / c.stages) / 4;  // equal layers
+    EXPECT_DOUBLE_EQ(c.optimizer_ms, expected) << c.flags();
+    shared = shared || (c.replicas == 2 && c.stages == 2);
+  }
+  EXPECT_TRUE(shared);
+  EXPECT_THAT(plan.table(), HasSubstr("optimizer step 10.000 ms"));
+  r.keep = 5;
+  const Plan exhaustive = plan_pipeline(r);
+  r.exhaustive_limit = 0;
+  const Plan pruned = plan_pipeline(r);
+  ASSERT_EQ(pruned.ranked.size(), exhaustive.ranked.size());
+  for (size_t i = 0; i < pruned.ranked.size(); ++i)
+    EXPECT_EQ(pruned.ranked[i].flags(), exhaustive.ranked[i].flags()) << i;
+}
+
+// Two schedule names that generate the same lists are one program (the table says so); a different cut,
+// microbatch count or list is another.
+TEST(Planner, TellsTheSameProgramFromAnother) {
+  PlanCandidate a;
+  a.stages = 2, a.microbatches = 1, a.schedule = "1f1b", a.balance = {2, 2};
+  PlanCandidate b = a;
+  b.schedule = "gpipe";  // one microbatch: the forward then the backward, either way
+  EXPECT_TRUE(a.same_program(b));
+  b.microbatches = a.microbatches = 4;
+  EXPECT_FALSE(a.same_program(b));  // GPipe's forwards all come first
+  PlanCandidate c = a;
+  EXPECT_TRUE(a.same_program(c));
+  c.balance = {1, 3};
+  EXPECT_FALSE(a.same_program(c));
 }
 
 TEST(Planner, RefusesABadRequestAndSaysWhenNothingFits) {

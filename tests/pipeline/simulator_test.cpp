@@ -169,6 +169,31 @@ TEST(Simulator, MeasuredPerChunkCostsAndStepCost) {
   EXPECT_THROW(simulate(make_schedule("gpipe", 2, 4), c), ValueError);
 }
 
+// A measured Bi is used as it is (not B - Bw), so a split that costs more than B lengthens the step; a
+// chunk whose Bw exceeds its B (measured twice, noise) is accepted when Bi is given.
+TEST(Simulator, AMeasuredBackwardInputIsUsedAsItIs) {
+  Costs c;
+  c.per_chunk = {ChunkCosts{1.0, 2.0, 1.0, 1.0}, ChunkCosts{1.0, 2.0, 1.0, 1.0}};
+  const Schedule zb = make_schedule("zb-h1", 2, 4);
+  const Timeline derived = simulate(zb, c);
+  for (ChunkCosts& chunk : c.per_chunk) chunk.input = 1.3;  // Bi + Bw = 2.3: 15 % more than B
+  const Timeline measured = simulate(zb, c);
+  for (const TimedAction& a : measured.stages[1]) {
+    if (a.action.kind == ActionKind::BackwardInput) {
+      EXPECT_NEAR(a.end - a.start, 1.3, 1e-12);
+    }
+  }
+  // Stage 1 runs F, Bi, Bw back to back after its first input: 0.3 more per microbatch.
+  EXPECT_NEAR(measured.stats[1].busy - derived.stats[1].busy, 4 * 0.3, 1e-12);
+  EXPECT_GT(measured.step_time, derived.step_time);
+  // B is unchanged for schedules without the split: 1F1B's (M + S - 1)(f + b).
+  EXPECT_NEAR(simulate(make_schedule("1f1b", 2, 4), c).step_time, 5 * 3.0, 1e-12);
+  c.per_chunk[0].weight = 2.5;  // above B: fine with Bi given, refused without
+  EXPECT_NO_THROW(simulate(zb, c));
+  c.per_chunk[0].input = -1.0;
+  EXPECT_THROW(simulate(zb, c), ValueError);
+}
+
 TEST(Simulator, CostsParseAndRefuseNonsense) {
   const Costs c = Costs::parse("f=1,b=3,w=1.5,t=0.25,r=0.5,step=2");
   EXPECT_EQ(c.forward, 1.0);

@@ -1,0 +1,82 @@
+// The in-process link's latency (see hand_off.h).
+#include "pipeline/run/hand_off.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "nn/statistics.h"
+#include "pipeline/run/transport.h"
+#include "tensor/error.h"
+#include "tensor/stream.h"
+#include "tensor/tensor.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+// Pins the calling thread to CPU `cpu` (false where that is not possible); with `previous`, stores the
+// affinity it had.
+bool pin_to(int cpu, cpu_set_t* previous = nullptr) {
+  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+TransferTag tag_of(int round, bool back) {
+  TransferTag tag;
+  tag.gradient = back;
+  tag.microbatch = round;
+  tag.from_stage = back ? 1 : 0;
+  tag.to_stage = back ? 0 : 1;
+  tag.from_chunk = tag.to_chunk = 0;
+  return tag;
+}
+
+Event ready_now() {
+  Event e;
+  e.record(Stream(Device::cpu()));
+  return e;
+}
+
+}  // namespace
+
+double measure_hand_off_ms(int rounds) {
+  BRIGADE_CHECK_VALUE(rounds >= 1, "measure_hand_off_ms: rounds must be >= 1, got ", rounds);
+  InProcessTransport transport;
+  const Tensor t = full({16}, 1.0);
+  const bool two_cores = std::thread::hardware_concurrency() >= 2;
+  cpu_set_t previous;
+  const bool pinned = two_cores && pin_to(0, &previous);
+  std::thread peer([&] {
+    if (pinned) pin_to(1);
+    for (int i = 0; i < rounds; ++i) {
+      const Message m = transport.recv(tag_of(i, false));
+      transport.send(tag_of(i, true), m.tensor, ready_now());
+    }
+  });
+  std::vector<double> round_trip;
+  for (int i = 0; i < rounds; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto start = std::chrono::steady_clock::now();
+    transport.send(tag_of(i, false), t, ready_now());
+    transport.recv(tag_of(i, true));
+    round_trip.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  peer.join();
+  if (pinned) sched_setaffinity(0, sizeof(previous), &previous);
+  return nn::median(round_trip) / 2;
+}
+
+LinkModel in_process_link(int rounds) {
+  LinkModel link;
+  link.latency_ms = measure_hand_off_ms(rounds);
+  return link;
+}
+
+}  // namespace brigade::pipeline
