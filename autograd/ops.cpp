@@ -449,9 +449,10 @@ Tensor log_softmax(const Tensor& x_in) {
   });
 }
 
-Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
-  const Tensor x = autograd::autocast_fp32(x_in);  // autocast: statistics and output in fp32
-  kernels::LayerNormOutput out = forward_no_grad([&] { return kernels::layernorm(x, weight, bias, eps); });
+namespace {
+/// Records layer_norm's node for out (the forward of x, already computed).
+Tensor record_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const kernels::LayerNormOutput& out) {
   return record("layer_norm", out.y, {x, weight, bias},
                 [x = saved(x), weight = saved(weight), mean = out.mean, rstd = out.rstd,
                  has_bias = bias.defined()](const Tensor& g, const NeedsGrad& needs) {
@@ -463,6 +464,44 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
                   return Grads{grads.dx, needs[1] ? as_param(grads.dweight, weight) : Tensor(),
                                needs[2] ? grads.dbias : Tensor()};
                 });
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  const Tensor x = autograd::autocast_fp32(x_in);  // autocast: statistics and output in fp32
+  kernels::LayerNormOutput out = forward_no_grad([&] { return kernels::layernorm(x, weight, bias, eps); });
+  return record_layer_norm(x, weight, bias, out);
+}
+
+// ---- fused ops --------------------------------------------------------------------------------------------
+
+Tensor bias_gelu(const Tensor& x, const Tensor& bias) {
+  Tensor y = forward_no_grad([&] { return kernels::bias_gelu(x, bias); });
+  return record("bias_gelu", y, {x, bias},
+                [x = saved(x), bias = saved(bias)](const Tensor& g, const NeedsGrad& needs) {
+                  kernels::BiasGeluGrads grads = kernels::bias_gelu_backward(g, x, bias);
+                  return Grads{grads.dx, needs[1] ? grads.dbias : Tensor()};
+                });
+}
+
+AddLayerNorm add_layer_norm(const Tensor& x_in, const Tensor& residual_in, const Tensor& weight,
+                            const Tensor& bias, double eps) {
+  // The autocast rules of add() then layer_norm(): bf16 + fp32 meet in fp32 (a block's residual stream),
+  // and the norm runs in fp32. Two bf16 tensors under autocast add in bf16 and the norm reads an fp32 copy
+  // of the sum: that case keeps the two ops.
+  const auto [x, residual] = autograd::autocast_promote(x_in, residual_in);
+  if (autograd::autocast_dtype() && x.dtype() == kBFloat16) {
+    Tensor sum = add(x, residual);
+    return {sum, layer_norm(sum, weight, bias, eps)};
+  }
+  kernels::AddLayerNormOutput out =
+      forward_no_grad([&] { return kernels::add_layernorm(x, residual, weight, bias, eps); });
+  // Two nodes, as add() and layer_norm() record them: the sum is an input of the norm's node, and its
+  // gradient (from the norm and from whatever else reads the sum) reaches x and residual through the add's.
+  Tensor sum = record("add", out.sum, {x, residual}, [](const Tensor& g, const NeedsGrad& needs) {
+    return Grads{needs[0] ? g : Tensor(), needs[1] ? g : Tensor()};
+  });
+  return {sum, record_layer_norm(sum, weight, bias, out.norm)};
 }
 
 // ---- embedding, cross-entropy, dropout --------------------------------------------------------------------

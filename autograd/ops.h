@@ -115,6 +115,20 @@ Tensor log_softmax(const Tensor& x);
 /// undefined Tensor).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
+// ---- fused ops (kernels.h: one pass on the CPU, the bits of the unfused ops) -----------------------------
+/// gelu(x + bias): x [..., C], bias [C]. What an MLP's first Linear and its GELU compute (the Linear run
+/// without its bias); saves x and bias (as the unfused add + gelu save h = x + bias) and recomputes the sum
+/// in backward, which writes dx and the bias gradient in one pass.
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+/// x + residual and the layer norm of that sum, computed in one pass: a transformer block's second residual
+/// add and the norm that follows it. The gradients are those of add() then layer_norm() (two nodes).
+struct AddLayerNorm {
+  Tensor sum;   ///< x + residual
+  Tensor norm;  ///< layer_norm(sum, weight, bias, eps)
+};
+AddLayerNorm add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                            double eps = 1e-5);
+
 // ---- embedding, loss, dropout -----------------------------------------------------------------------------
 /// Rows of weight [V, C] at ids (int32/int64, any shape) -> [..., C]. Only weight gets a gradient.
 Tensor embedding(const Tensor& weight, const Tensor& ids);

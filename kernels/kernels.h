@@ -147,6 +147,28 @@ struct LayerNormGrads {
 LayerNormGrads layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd, bool has_bias);
 
+// ---- fused ops ----------------------------------------------------------------------------------------
+// Dispatch bias_gelu.cpp and layernorm.cpp (adamw_update_all: optim.cpp). The CPU backend runs each in one
+// pass over its tensors (cpu/bias_gelu.cpp, cpu/layernorm.cpp, cpu/optim.cpp), with the bits of the unfused
+// ops it replaces; CUDA runs those unfused kernels in turn (no fused CUDA kernel yet).
+/// y = gelu(x + bias) (tanh form): x [..., C], bias [C], one floating dtype and device. The sum is rounded
+/// to x's dtype before the GELU, as binary(Add) then unary(Gelu) would round it.
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+struct BiasGeluGrads {
+  Tensor dx;     ///< dy * gelu'(x + bias), x's shape, contiguous
+  Tensor dbias;  ///< dx summed over the leading dims, [C] (sum_to's bits)
+};
+/// Gradients of bias_gelu given dy (x's shape) and its inputs: the pre-activation x + bias is recomputed.
+BiasGeluGrads bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias);
+struct AddLayerNormOutput {
+  Tensor sum;            ///< x + residual, x's shape and dtype
+  LayerNormOutput norm;  ///< layernorm(sum, weight, bias, eps)
+};
+/// A residual add and the layernorm of its result, one pass over the rows: x and residual have one shape
+/// and dtype (no broadcasting), weight and bias [C] or undefined.
+AddLayerNormOutput add_layernorm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                 const Tensor& bias, double eps = 1e-5);
+
 // ---- embedding --------------------------------------------------------------------------------------------
 // Dispatch embedding.cpp; the forward has one version per backend (cpu/embedding.cpp,
 // cuda/embedding.cu). Backward versions (embedding_backward_versions.h): CPU v1 cpu/embedding.cpp; CUDA
@@ -189,6 +211,16 @@ struct AdamWStep {
 /// p -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * p)   (decoupled decay)
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                   const AdamWStep& s);
+/// One parameter's share of adamw_update_all: its four tensors (as adamw_update asks) and its step (a
+/// group's lr and weight_decay; the betas, eps and step count are usually the same for all).
+struct AdamWTensors {
+  Tensor param, grad, m, v;
+  AdamWStep step;
+};
+/// adamw_update on every entry, with its bits. On the CPU the entries are one flat list of segments updated
+/// by one parallel loop (one thread team for all of a model's parameters, instead of one call, and one
+/// team or none, per tensor); entries on a CUDA device run adamw_update one by one.
+void adamw_update_all(const std::vector<AdamWTensors>& tensors);
 /// sqrt(sum over tensors of sum(x^2)), accumulated in double on the host side of the last reduction.
 double global_l2_norm(const std::vector<Tensor>& tensors);
 

@@ -1,9 +1,11 @@
-// Dispatch of layernorm over the last dim: x is viewed as [R, C] (contiguous), weight and bias [C].
+// Dispatch of layernorm over the last dim: x is viewed as [R, C] (contiguous), weight and bias [C]; and of
+// add_layernorm (a residual add fused into the forward on the CPU; CUDA runs the add, then layernorm).
 // Statistics (mean, rstd) are float32, or float64 for float64 input; the backend accumulates dweight and
 // dbias in that dtype and they are converted to the parameters' dtype here.
 #include <cmath>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/fused.h"
 #include "kernels/kernels.h"
 #include "kernels/op_checks.h"
 #include "tensor/grad_mode.h"
@@ -63,6 +65,37 @@ LayerNormOutput layernorm(const Tensor& x, const Tensor& weight, const Tensor& b
   BRIGADE_ON_BACKEND(x.device(),
                      layernorm_forward(x.contiguous().view({rows, cols}), w, b, eps, out.y.view({rows, cols}),
                                        out.mean.view({rows}), out.rstd.view({rows})));
+  return out;
+}
+
+AddLayerNormOutput add_layernorm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                 const Tensor& bias, double eps) {
+  NoGradGuard no_grad;
+  const char* op = "add_layernorm";
+  check_x(op, x);
+  detail::check_defined(op, "residual", residual);
+  detail::check_same_device(op, "x", x, "residual", residual);
+  detail::check_same_dtype(op, "x", x, "residual", residual);
+  detail::check_same_shape(op, "x", x, "residual", residual);
+  check_param(op, "weight", weight, x);
+  check_param(op, "bias", bias, x);
+  BRIGADE_CHECK_VALUE(eps >= 0.0, op, ": eps must be >= 0, found ", eps);
+  const int64_t cols = x.size(-1);
+  const Shape stat_shape = without_last(x.shape());
+  const int64_t rows = shape_numel(stat_shape);
+  if (!x.device().is_cpu() || rows == 0 || cols == 0) {  // CUDA, or nothing to fuse: the two ops in turn
+    Tensor sum = binary(BinaryOp::Add, x, residual);
+    return {sum, layernorm(sum, weight, bias, eps)};
+  }
+  const TensorOptions stat_options = detail::output_options(x, stat_dtype(x.dtype()));
+  AddLayerNormOutput out{empty(x.shape(), detail::output_options(x)),
+                         {empty(x.shape(), detail::output_options(x)), empty(stat_shape, stat_options),
+                          empty(stat_shape, stat_options)}};
+  cpu::add_layernorm_forward(x.contiguous().view({rows, cols}), residual.contiguous().view({rows, cols}),
+                             weight.defined() ? weight.contiguous() : Tensor(),
+                             bias.defined() ? bias.contiguous() : Tensor(), eps, out.sum.view({rows, cols}),
+                             out.norm.y.view({rows, cols}), out.norm.mean.view({rows}),
+                             out.norm.rstd.view({rows}));
   return out;
 }
 

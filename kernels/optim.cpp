@@ -1,19 +1,21 @@
-// Dispatch of the optimizer math: the in-place AdamW update and the global L2 norm used for clipping.
+// Dispatch of the optimizer math: the in-place AdamW update (of one parameter, or of a list in one pass on
+// the CPU) and the global L2 norm used for clipping.
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/fused.h"
 #include "kernels/kernels.h"
 #include "kernels/op_checks.h"
 #include "tensor/grad_mode.h"
 
 namespace brigade::kernels {
 
-void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                  const AdamWStep& s) {
-  NoGradGuard no_grad;
-  const char* op = "adamw_update";
+namespace {
+
+void check_adamw(const char* op, const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                 const AdamWStep& s) {
   detail::check_defined(op, "param", param);
   detail::check_defined(op, "grad", grad);
   detail::check_defined(op, "m", m);
@@ -39,8 +41,33 @@ void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, cons
   BRIGADE_CHECK_VALUE(s.beta1 >= 0.0 && s.beta1 < 1.0 && s.beta2 >= 0.0 && s.beta2 < 1.0, op,
                       ": beta1 and beta2 must lie in [0, 1), found ", s.beta1, " and ", s.beta2);
   BRIGADE_CHECK_VALUE(s.eps >= 0.0, op, ": eps must be >= 0, found ", s.eps);
+}
+
+}  // namespace
+
+void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                  const AdamWStep& s) {
+  NoGradGuard no_grad;
+  check_adamw("adamw_update", param, grad, m, v, s);
   if (param.numel() == 0) return;
   BRIGADE_ON_BACKEND(param.device(), adamw(param, grad.contiguous(), m, v, s));
+}
+
+void adamw_update_all(const std::vector<AdamWTensors>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<AdamWTensors> on_cpu;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const AdamWTensors& t = tensors[i];
+    const std::string op = "adamw_update_all (entry " + std::to_string(i) + ")";
+    check_adamw(op.c_str(), t.param, t.grad, t.m, t.v, t.step);
+    if (t.param.numel() == 0) continue;
+    if (t.param.device().is_cpu()) {
+      on_cpu.push_back(AdamWTensors{t.param, t.grad.contiguous(), t.m, t.v, t.step});
+    } else {
+      BRIGADE_ON_BACKEND(t.param.device(), adamw(t.param, t.grad.contiguous(), t.m, t.v, t.step));
+    }
+  }
+  if (!on_cpu.empty()) cpu::adamw_all(on_cpu);
 }
 
 double global_l2_norm(const std::vector<Tensor>& tensors) {

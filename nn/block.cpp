@@ -1,5 +1,6 @@
 #include "nn/block.h"
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 
 namespace brigade::nn {
@@ -12,7 +13,11 @@ MLP::MLP(int64_t embd, double dropout, bool bias, Generator* generator) : Module
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  return (*drop_)((*proj_)((*act_)((*fc_)(x))));
+  // fc's bias and the GELU as one op (bias_gelu: one pass forward, one backward, the bits of the two ops);
+  // under autocast the bias joins the bf16 product in bf16, as Linear::forward adds it.
+  Tensor h = fc_->has_bias() ? bias_gelu(fc_->forward_without_bias(x), autograd::autocast_low(fc_->bias()))
+                             : (*act_)((*fc_)(x));
+  return (*drop_)((*proj_)(h));
 }
 
 Block::Block(int64_t embd, int64_t heads, double dropout, bool bias, Generator* generator) : Module("Block") {
@@ -24,8 +29,9 @@ Block::Block(int64_t embd, int64_t heads, double dropout, bool bias, Generator* 
 }
 
 Tensor Block::forward(const Tensor& x) {
-  Tensor h = x + (*attn_)((*ln1_)(x));
-  return h + (*mlp_)((*ln2_)(h));
+  // The first residual add and ln2 in one pass (add_layer_norm: the bits of the add, then the norm).
+  AddLayerNorm h = add_layer_norm(x, (*attn_)((*ln1_)(x)), ln2_->weight(), ln2_->bias(), ln2_->eps());
+  return h.sum + (*mlp_)(h.norm);
 }
 
 }  // namespace brigade::nn

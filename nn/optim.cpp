@@ -207,6 +207,9 @@ AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions options) : AdamW(on
 void AdamW::step() {
   NoGradGuard no_grad;
   ++step_;
+  // Every parameter of every group in one call: on the CPU one parallel pass over all of them (a
+  // multi-tensor step), each element updated as a call per tensor would update it.
+  std::vector<kernels::AdamWTensors> tensors;
   for (size_t g = 0; g < groups_.size(); ++g) {
     kernels::AdamWStep s;
     s.lr = *groups_[g].lr;
@@ -219,9 +222,10 @@ void AdamW::step() {
       const Tensor& p = groups_[g].params[i];
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      kernels::adamw_update(p, grad, state_[g][i][0], state_[g][i][1], s);
+      tensors.push_back({p, grad, state_[g][i][0], state_[g][i][1], s});
     }
   }
+  kernels::adamw_update_all(tensors);
 }
 
 // ---- clipping, schedule -----------------------------------------------------------------------------------

@@ -118,8 +118,9 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
-/// AdamW (Loshchilov & Hutter) via kernels::adamw_update: decoupled decay p -= lr * wd * p, then the Adam
-/// step with bias correction. State: "exp_avg", "exp_avg_sq" (float32 for bf16 parameters).
+/// AdamW (Loshchilov & Hutter) via kernels::adamw_update_all (every parameter in one pass): decoupled decay
+/// p -= lr * wd * p, then the Adam step with bias correction. State: "exp_avg", "exp_avg_sq" (float32 for
+/// bf16 parameters).
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options = {});

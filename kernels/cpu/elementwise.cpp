@@ -14,6 +14,8 @@
 // points into the header.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include "kernels/cpu/elementwise.h"
+
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -190,8 +192,11 @@ void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, 
       });
 }
 
+}  // namespace
+
 // GELU over contiguous float arrays: 8 lanes with AVX2, else 4 (vector_math.h: the same bits either way).
 #if BRIGADE_CPU_AVX2
+namespace {
 __attribute__((target("avx2"))) void gelu_array_avx2(float* out, const float* a, int64_t n) {
   detail::gelu_array<detail::f32x8>(out, a, n);
 }
@@ -200,9 +205,9 @@ __attribute__((target("avx2"))) void gelu_grad_array_avx2(float* out, const floa
                                                           int64_t n) {
   detail::gelu_grad_array<detail::f32x8>(out, g, a, n);
 }
+}  // namespace
 #endif
 
-/// Whether `kernel` (a CPU ElementwiseKernel) runs the 8-lane AVX2 GELU here: v2 on a CPU with AVX2.
 bool runs_avx2(ElementwiseKernel kernel) {
 #if BRIGADE_CPU_AVX2
   return kernel == ElementwiseKernel::CpuAvx2 && detail::cpu_has_avx2();
@@ -227,6 +232,8 @@ void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, bool
   (void)avx2;
   detail::gelu_grad_array<detail::f32x4>(out, g, a, n);
 }
+
+namespace {
 
 // GELU in float32: contiguous runs through gelu_array; strided ones run the same vector code on one lane,
 // so every layout gives the same bits.

@@ -1,7 +1,9 @@
-// CPU backend: layernorm over the rows of x [R, C], forward and backward. Statistics in double, stored as
-// float32 (float64 for float64 x); the row sums are vectorised (`omp simd` reductions: a fixed lane order,
-// the same for every thread count). The parameter gradients sum over rows in fixed blocks of kRowBlock rows
-// and then over the blocks in order, so they are parallel and still independent of the thread count.
+// CPU backend: layernorm over the rows of x [R, C], forward and backward, and the residual add fused into
+// the forward (add_layernorm: each row of the sum is normalised while it is in L1: one pass, not two).
+// Statistics in double, stored as float32 (float64 for float64 x); the row sums are vectorised (`omp simd`
+// reductions: a fixed lane order, the same for every thread count). The parameter gradients sum over rows in
+// fixed blocks of kRowBlock rows and then over the blocks in order, so they are parallel and still
+// independent of the thread count.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -9,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/fused.h"
 
 namespace brigade::kernels::cpu {
 
@@ -27,12 +30,40 @@ double param_at(const T* p, int64_t j, double identity) {
   return p ? static_cast<double>(p[j]) : identity;
 }
 
+/// One row: y = (x - mu) * inv_std * w + b, with mu and inv_std returned. Not inlined, so that layernorm
+/// and the fused add_layernorm run the very same machine code (the `omp simd` sums' lane order) on a row.
 template <typename T>
-void forward_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                  const Tensor& mean, const Tensor& rstd) {
+__attribute__((noinline)) void normalise_row(const T* in, T* out, int64_t cols, const T* wp, const T* bp,
+                                             double eps, double* mu_out, double* inv_std_out) {
+  double total = 0.0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < cols; ++j) total += static_cast<double>(in[j]);
+  const double mu = total / static_cast<double>(cols);
+  double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t j = 0; j < cols; ++j) {
+    const double d = static_cast<double>(in[j]) - mu;
+    squares += d * d;
+  }
+  const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);  // biased variance
+  for (int64_t j = 0; j < cols; ++j) {
+    const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
+    out[j] = static_cast<T>(xhat * param_at(wp, j, 1.0) + param_at(bp, j, 0.0));
+  }
+  *mu_out = mu;
+  *inv_std_out = inv_std;
+}
+
+/// layernorm of x's rows; with `residual` defined, of the rows of sum = x + residual (each sum row written,
+/// rounded to T as binary(Add) rounds it, then normalised while it is in L1).
+template <typename T>
+void forward_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                  double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   const int64_t rows = x.size(0), cols = x.size(1);
   using S = stat_t<T>;
   const auto* xp = static_cast<const T*>(x.data_ptr());
+  const auto* rsp = residual.defined() ? static_cast<const T*>(residual.data_ptr()) : nullptr;
+  auto* sp = sum.defined() ? sum.data<T>() : nullptr;
   const auto* wp = weight.defined() ? static_cast<const T*>(weight.data_ptr()) : nullptr;
   const auto* bp = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
   auto* yp = y.data<T>();
@@ -41,22 +72,16 @@ void forward_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T* in = xp + r * cols;
-    T* out = yp + r * cols;
-    double total = 0.0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < cols; ++j) total += static_cast<double>(in[j]);
-    const double mu = total / static_cast<double>(cols);
-    double squares = 0.0;
-#pragma omp simd reduction(+ : squares)
-    for (int64_t j = 0; j < cols; ++j) {
-      const double d = static_cast<double>(in[j]) - mu;
-      squares += d * d;
+    if (rsp) {
+      T* s_row = sp + r * cols;
+      const T* res = rsp + r * cols;
+      using A = detail::acc_t<T>;
+      for (int64_t j = 0; j < cols; ++j)
+        s_row[j] = static_cast<T>(static_cast<A>(in[j]) + static_cast<A>(res[j]));
+      in = s_row;
     }
-    const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);  // biased variance
-    for (int64_t j = 0; j < cols; ++j) {
-      const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
-      out[j] = static_cast<T>(xhat * param_at(wp, j, 1.0) + param_at(bp, j, 0.0));
-    }
+    double mu = 0.0, inv_std = 0.0;
+    normalise_row(in, yp + r * cols, cols, wp, bp, eps, &mu, &inv_std);
     mp[r] = static_cast<S>(mu);
     rp[r] = static_cast<S>(inv_std);
   }
@@ -135,14 +160,23 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd) {
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm",
-                            [&] { forward_impl<scalar_t>(x, weight, bias, eps, y, mean, rstd); });
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm", [&] {
+    forward_impl<scalar_t>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd);
+  });
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm_backward",
                             [&] { backward_impl<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
+}
+
+void add_layernorm_forward(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                           double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                           const Tensor& rstd) {
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "add_layernorm", [&] {
+    forward_impl<scalar_t>(x, residual, weight, bias, eps, sum, y, mean, rstd);
+  });
 }
 
 }  // namespace brigade::kernels::cpu

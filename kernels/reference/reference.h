@@ -101,6 +101,16 @@ Tensor dropout(const Tensor& x, double p, const GeneratorState& state);
 /// [T, T]: 1 above the diagonal, 0 elsewhere.
 Tensor causal_mask(int64_t T);
 
+// ---- fused ops (fused.cpp): the unfused references in turn --------------------------------------------
+/// gelu(h) with h = x + bias rounded to x's dtype first (kernels.h: bias_gelu stores no h, but rounds it).
+Tensor bias_gelu(const Tensor& x, const Tensor& bias);
+/// dx = dy * gelu'(h) (h as above) and dbias = dx summed over the leading dims (of dx rounded to x's dtype,
+/// as the op sums the dx it returns).
+BiasGeluGrads bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias);
+/// sum = x + residual, and layernorm of that sum rounded to x's dtype (the op normalises the sum it stores).
+AddLayerNormOutput add_layernorm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                 const Tensor& bias, double eps = 1e-5);
+
 // ---- optimizer math (optim.cpp) ---------------------------------------------------------------------------
 struct AdamWResult {
   Tensor param, m, v;  ///< the values after the step
@@ -108,6 +118,8 @@ struct AdamWResult {
 /// One AdamW step (kernels.h: adamw_update) on copies of param, m, v.
 AdamWResult adamw_update(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                          const AdamWStep& step);
+/// adamw_update on each entry in turn.
+std::vector<AdamWResult> adamw_update_all(const std::vector<AdamWTensors>& tensors);
 /// sqrt of the sum of squares of every element of every defined tensor (0 for none).
 double global_l2_norm(const std::vector<Tensor>& tensors);
 

@@ -31,12 +31,27 @@ inline Tensor input_or_none(const std::vector<Tensor>& x, size_t k) {
 }
 
 /// LayerNorm's inputs are x then (when the case has them) weight and bias; LayerNormBackward's are x, dy,
-/// then weight.
+/// then weight; AddLayerNorm's x, residual, then weight and bias.
 inline Tensor layernorm_weight(const OpCase& c, const std::vector<Tensor>& x) {
   return c.has_weight ? x.at(c.op == Op::LayerNorm ? 1 : 2) : Tensor();
 }
 inline Tensor layernorm_bias(const OpCase& c, const std::vector<Tensor>& x) {
-  return c.has_bias ? x.at(c.has_weight ? 2 : 1) : Tensor();
+  const size_t first_param = c.op == Op::AddLayerNorm ? 2 : 1;
+  return c.has_bias ? x.at(first_param + (c.has_weight ? 1 : 0)) : Tensor();
+}
+
+/// AdamWAll's entries: the operands in fours (param, grad, m, v). Entry e takes the case's step with its
+/// lr times (e + 1) and, for odd e, no weight decay: several groups' hyperparameters in one call.
+inline std::vector<kernels::AdamWTensors> adamw_entries(const OpCase& c, const std::vector<Tensor>& x) {
+  std::vector<kernels::AdamWTensors> entries;
+  for (size_t k = 0; k + 4 <= x.size(); k += 4) {
+    kernels::AdamWStep s = c.adamw;
+    const size_t e = k / 4;
+    s.lr *= static_cast<double>(e + 1);
+    if (e % 2 == 1) s.weight_decay = 0.0;
+    entries.push_back({x[k], x[k + 1], x[k + 2], x[k + 3], s});
+  }
+  return entries;
 }
 
 /// The forward outputs a backward case's op takes, on the inputs' device (empty for other ops):
@@ -183,6 +198,28 @@ inline OpCall kernel_call(const OpCase& c, const std::vector<Tensor>& x, const D
       };
     case Op::GlobalL2Norm:
       return [x] { return std::vector<Tensor>{from_vector<double>({k::global_l2_norm(x)}, {})}; };
+    case Op::BiasGelu:
+      return [x] { return std::vector<Tensor>{k::bias_gelu(x[0], x[1])}; };
+    case Op::BiasGeluBackward:  // x, dy, bias
+      return [x] {
+        k::BiasGeluGrads g = k::bias_gelu_backward(x[1], x[0], x[2]);
+        return std::vector<Tensor>{g.dx, g.dbias};
+      };
+    case Op::AddLayerNorm:
+      return [p, x] {
+        k::AddLayerNormOutput f =
+            k::add_layernorm(x[0], x[1], layernorm_weight(*p, x), layernorm_bias(*p, x), p->scalar);
+        return std::vector<Tensor>{f.sum, f.norm.y, f.norm.mean, f.norm.rstd};
+      };
+    case Op::AdamWAll:
+      return [p, x] {
+        k::adamw_update_all(adamw_entries(*p, x));
+        std::vector<Tensor> out;
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (i % 4 != 1) out.push_back(x[i]);  // param, m, v of each entry
+        }
+        return out;
+      };
     case Op::Composite:
       return {};
   }

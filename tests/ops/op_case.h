@@ -55,6 +55,10 @@ enum class Op {
   CausalMask,
   AdamW,
   GlobalL2Norm,
+  BiasGelu,
+  BiasGeluBackward,
+  AddLayerNorm,
+  AdamWAll,
   Composite,  ///< a composition of autograd ops with no kernel of its own: gradcheck only (OpCase::composite)
 };
 constexpr int kOpCount = static_cast<int>(Op::Composite) + 1;
@@ -115,7 +119,7 @@ struct OpCase {
   bool keepdim = false;
   Shape shape;                                    ///< SumTo target
   bool transpose_a = false, transpose_b = false;  ///< Matmul
-  bool has_weight = false, has_bias = false;      ///< LayerNorm, LayerNormBackward
+  bool has_weight = false, has_bias = false;      ///< LayerNorm, LayerNormBackward, AddLayerNorm
   int64_t index = 0;  ///< ignore_index (CrossEntropy), num_embeddings (EmbeddingBackward), T (CausalMask)
   bool compute_grad = true;  ///< CrossEntropy
   GeneratorState rng{};      ///< Dropout
@@ -397,6 +401,14 @@ inline std::string op_label(const OpCase& c) {
       return "adamw";
     case Op::GlobalL2Norm:
       return "global_l2_norm";
+    case Op::BiasGelu:
+      return "bias_gelu";
+    case Op::BiasGeluBackward:
+      return "bias_gelu_backward";
+    case Op::AddLayerNorm:
+      return std::string("add_layernorm") + (c.has_weight ? "_w" : "") + (c.has_bias ? "_b" : "");
+    case Op::AdamWAll:
+      return "adamw_all";
     case Op::Composite:
       return std::string("composite_") + c.label;
   }

@@ -29,6 +29,7 @@
 #include "tests/ops/op_cases_compositions.h"
 #include "tests/ops/op_cases_elementwise.h"
 #include "tests/ops/op_cases_embedding_dropout_optim.h"
+#include "tests/ops/op_cases_fused.h"
 #include "tests/ops/op_cases_matmul.h"
 #include "tests/ops/op_cases_reduce.h"
 #include "tests/ops/op_cases_rows.h"
@@ -43,6 +44,7 @@ inline std::vector<OpCase> build_op_cases() {
   add_row_cases(t);
   add_attention_cases(t);
   add_embedding_dropout_optim_cases(t);
+  add_fused_cases(t);
   add_composition_cases(t);
   return t.take();
 }

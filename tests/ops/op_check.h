@@ -23,7 +23,7 @@ namespace brigade::testing {
 
 /// Ops that write into an operand (their outputs are operands, with the operands' layout).
 inline bool writes_in_place(Op op) {
-  return op == Op::AddInPlace || op == Op::MulInPlace || op == Op::AdamW;
+  return op == Op::AddInPlace || op == Op::MulInPlace || op == Op::AdamW || op == Op::AdamWAll;
 }
 
 inline ::testing::AssertionResult within(const Tensor& actual, const Expected& expected,

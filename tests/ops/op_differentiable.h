@@ -109,6 +109,16 @@ inline DifferentiableForm differentiable_form(const OpCase& c) {
         Generator gen(p->rng.seed);  // the same mask at every call
         return brigade::dropout(in[0], p->scalar, /*training=*/true, &gen);
       };
+    case Op::BiasGelu:
+      return [](const Inputs& in) { return brigade::bias_gelu(in[0], in[1]); };
+    case Op::AddLayerNorm:
+      return [p](const Inputs& in) {
+        // Both outputs in one function: the norm plus a multiple of the sum, so that the gradient of each
+        // reaches x and the residual.
+        AddLayerNorm f = brigade::add_layer_norm(in[0], in[1], layernorm_weight(*p, in),
+                                                 layernorm_bias(*p, in), p->scalar);
+        return f.norm + f.sum * 0.5;
+      };
     case Op::Composite:
       return c.composite;
     case Op::UnaryBackward:
@@ -124,6 +134,8 @@ inline DifferentiableForm differentiable_form(const OpCase& c) {
     case Op::CausalMask:
     case Op::AdamW:
     case Op::GlobalL2Norm:
+    case Op::BiasGeluBackward:
+    case Op::AdamWAll:
       return {};
   }
   return {};

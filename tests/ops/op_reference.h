@@ -108,6 +108,27 @@ inline std::vector<Expected> reference_outputs(const OpCase& c, const std::vecto
     }
     case Op::GlobalL2Norm:
       return {Expected{from_vector<double>({ref::global_l2_norm(x)}, {}), kFloat64, Tensor(), true}};
+    case Op::BiasGelu:
+      return {same(ref::bias_gelu(x[0], x[1]))};
+    case Op::BiasGeluBackward: {
+      kernels::BiasGeluGrads g = ref::bias_gelu_backward(x[1], x[0], x[2]);
+      return {same(g.dx), same(g.dbias)};
+    }
+    case Op::AddLayerNorm: {
+      kernels::AddLayerNormOutput f =
+          ref::add_layernorm(x[0], x[1], layernorm_weight(c, x), layernorm_bias(c, x), c.scalar);
+      return {same(f.sum), same(f.norm.y), Expected{f.norm.mean, stats, Tensor()},
+              Expected{f.norm.rstd, stats, Tensor()}};
+    }
+    case Op::AdamWAll: {
+      std::vector<Expected> out;
+      for (const ref::AdamWResult& r : ref::adamw_update_all(adamw_entries(c, x))) {
+        out.push_back(same(r.param));
+        out.push_back(Expected{r.m, stats, Tensor()});
+        out.push_back(Expected{r.v, stats, Tensor()});
+      }
+      return out;
+    }
     case Op::Composite:
       return {};
   }

@@ -42,7 +42,14 @@ inline double flops_per_element(const OpCase& c) {
     case Op::CrossEntropy:
       return c.compute_grad ? 6 : 4;
     case Op::AdamW:
+    case Op::AdamWAll:
       return 12;
+    case Op::BiasGelu:
+      return 11;
+    case Op::BiasGeluBackward:
+      return 17;
+    case Op::AddLayerNorm:
+      return 9;
     case Op::GlobalL2Norm:
       return 2;
     case Op::Embedding:
