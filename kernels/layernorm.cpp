@@ -38,15 +38,19 @@ void check_x(const char* op, const Tensor& x) {
                       shape_str(x.shape()));
 }
 
-}  // namespace
-
-LayerNormOutput layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  NoGradGuard no_grad;
-  const char* op = "layernorm";
+/// The forward's checks, shared by layernorm and add_layernorm.
+void check_forward(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_x(op, x);
   check_param(op, "weight", weight, x);
   check_param(op, "bias", bias, x);
   BRIGADE_CHECK_VALUE(eps >= 0.0, op, ": eps must be >= 0, found ", eps);
+}
+
+}  // namespace
+
+LayerNormOutput layernorm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  NoGradGuard no_grad;
+  check_forward("layernorm", x, weight, bias, eps);
   const int64_t cols = x.size(-1);
   const Shape stat_shape = without_last(x.shape());
   const int64_t rows = shape_numel(stat_shape);
@@ -72,14 +76,11 @@ AddLayerNormOutput add_layernorm(const Tensor& x, const Tensor& residual, const 
                                  const Tensor& bias, double eps) {
   NoGradGuard no_grad;
   const char* op = "add_layernorm";
-  check_x(op, x);
+  check_forward(op, x, weight, bias, eps);
   detail::check_defined(op, "residual", residual);
   detail::check_same_device(op, "x", x, "residual", residual);
   detail::check_same_dtype(op, "x", x, "residual", residual);
   detail::check_same_shape(op, "x", x, "residual", residual);
-  check_param(op, "weight", weight, x);
-  check_param(op, "bias", bias, x);
-  BRIGADE_CHECK_VALUE(eps >= 0.0, op, ": eps must be >= 0, found ", eps);
   const int64_t cols = x.size(-1);
   const Shape stat_shape = without_last(x.shape());
   const int64_t rows = shape_numel(stat_shape);
