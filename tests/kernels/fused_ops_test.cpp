@@ -1,7 +1,7 @@
 // The fused ops of kernels.h (bias_gelu, add_layernorm, adamw_update_all) against the unfused CPU ops they
 // replace, bit for bit: a model that switches to them trains to the same bits. The op table checks them
 // against kernels/reference/ and gradchecks them (tests/ops/op_cases_fused.h); here the shapes reach the
-// threading thresholds, the 32-column blocks and the 4096-row chunks of the bias gradient's column sums.
+// threading thresholds, the 128-column blocks and the 4096-row chunks of the bias gradient's column sums.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -41,7 +41,7 @@ std::vector<std::vector<Tensor>> on_1_and_2_threads(const std::function<std::vec
   return {one, two};
 }
 
-// Shapes: the baby GPT's fc activation (768 x 512: parallel, 16 column blocks), a width that is no multiple
+// Shapes: the baby GPT's fc activation (768 x 512: parallel, 4 column blocks), a width that is no multiple
 // of 8 or 32 (37), and 9000 rows of 3 (two chunks of the column sums and a tail shorter than 8).
 TEST(FusedOps, BiasGeluEqualsTheAddThenGeluBitForBit) {
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {

@@ -14,8 +14,8 @@ namespace brigade::testing {
 inline void add_fused_cases(OpTableBuilder& t) {
   const std::vector<DType> floating = {kFloat32, kBFloat16, kFloat64};
   // ---- bias + GELU: x [..., C] and bias [C]; the backward takes (x, dy, bias). Shapes: C below a vector
-  // (3), not a multiple of the 32-column blocks (40, 70), past the forward's 256-element span (600), enough
-  // rows for the OpenMP paths (300 x 600) and for two chunks of the column sums (9000 rows).
+  // (3), partial 128-column blocks of the backward (40, 70, 600), past the forward's 256-element span (600),
+  // enough rows for the OpenMP paths (300 x 600) and for two chunks of the column sums (9000 rows).
   auto bias_gelu = [&t](DType d, InputSpec x, const Shape& dy, int64_t C) {
     t.add(make_case(Op::BiasGelu, d, {x, in({C})}));
     t.add(make_case(Op::BiasGeluBackward, d, {x, in(dy), in({C})}));
