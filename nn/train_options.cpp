@@ -85,6 +85,10 @@ void check_transport(const std::string& flag, const std::string& transport, cons
   BRIGADE_CHECK_VALUE(transport == "auto" || transport == "mpi" || transport == "nccl", flag,
                       " must be auto, mpi or nccl, found '", transport, "'");
 }
+void check_bucket_mb(const std::string& flag, const double& mib, const O&) {
+  BRIGADE_CHECK_VALUE(std::isfinite(mib) && mib * 1048576.0 >= 1.0 && mib <= 1048576.0, flag,
+                      " must be a positive size in MiB (at least one byte, at most 1 TiB), found ", mib);
+}
 void check_timeout(const std::string& flag, const double& seconds, const O&) {
   BRIGADE_CHECK_VALUE(std::isfinite(seconds) && seconds > 0.0, flag,
                       " must be a positive number of seconds, found ", seconds);
@@ -181,6 +185,9 @@ const std::vector<AnyTrainOption>& train_option_table() {
       row("data_parallel", &O::data_parallel, kPerInvocation, kShown, check_data_parallel,
           "data-parallel replicas of the pipeline, one process per stage and replica: run under mpirun -np "
           "stages x data-parallel (docs/distributed.md)"),
+      row("bucket_mb", &O::bucket_mb, kPerInvocation, kHidden, check_bucket_mb,
+          "with --data-parallel: the largest gradient bucket in MiB; each bucket's all-reduce starts as soon "
+          "as its gradients are final (docs/distributed.md)"),
       row("timeout", &O::timeout, kPerInvocation, kShown, check_timeout,
           "across processes: seconds a rank waits for a peer's message before the run fails (raise it for "
           "slow links)"),

@@ -71,6 +71,9 @@ struct TrainOptions {
   std::string devices;               ///< one device per stage or one for all, "cuda:0,cuda:0"; empty: device
   /// D: replicas of the pipeline, each on its own processes (docs/distributed.md); S x D processes in all.
   int64_t data_parallel = 1;
+  /// With D > 1: the cap of a gradient bucket in MiB (pipeline/schedule/reduce_buckets.h): each bucket's
+  /// all-reduce starts as soon as its gradients are final.
+  double bucket_mb = 1.0;
   double timeout = 10.0;  ///< across processes: seconds a rank waits for a message before the run fails
   /// Fault injection, for tests of failure handling: "N:S:ACTION" makes stage S raise an error when it
   /// reaches ACTION (F3, B0, Bi2, Bw1, R0) in this invocation's N-th step; empty: none.

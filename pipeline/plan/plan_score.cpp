@@ -6,6 +6,7 @@
 
 #include "pipeline/plan/simulator.h"
 #include "pipeline/schedule/generators.h"
+#include "pipeline/schedule/reduce_buckets.h"
 #include "tensor/error.h"
 
 namespace brigade::pipeline {
@@ -47,23 +48,62 @@ std::vector<Config> configurations(const PlanRequest& r, int layers) {
 
 namespace {
 
-double allreduce_ms_of(const Setting& s) {
-  double worst = 0.0;
-  for (const StagePlan& st : s.partition.stage_plans)
-    worst = std::max(worst, s.request.link.allreduce_ms(st.parameter_bytes, s.config.replicas));
-  return worst;
+// The gradient bytes each layer adds to its stage's buckets, as the executor counts them: not the weights
+// tied across stages; a parameter used by several chunks of a stage with the chunk whose gradients become
+// final last, at its last layer there.
+std::vector<std::vector<int64_t>> bucket_layer_bytes(const Setting& s, const Schedule& schedule) {
+  const int layers = s.partition.num_layers();
+  std::vector<std::vector<int64_t>> bytes(static_cast<size_t>(schedule.stages),
+                                          std::vector<int64_t>(static_cast<size_t>(layers), 0));
+  for (int st = 0; st < schedule.stages; ++st) {
+    const auto& list = schedule.actions[static_cast<size_t>(st)];
+    std::vector<int> chunks;
+    for (int c = 0; c < schedule.virtual_chunks; ++c) chunks.push_back(c);
+    std::stable_sort(chunks.begin(), chunks.end(), [&](int a, int b) {
+      return last_gradient_write(list, a) > last_gradient_write(list, b);
+    });
+    std::vector<std::string> seen;
+    for (const SharedParameter& shared : s.partition.shared)
+      if (shared.stages.size() > 1) seen.push_back(shared.name);
+    for (int c : chunks) {
+      const ChunkPlan& chunk = s.partition.chunks[static_cast<size_t>(schedule.model_chunk(st, c))];
+      for (int layer = chunk.end - 1; layer >= chunk.begin; --layer) {
+        for (const ParameterInfo& p : s.profile.layers[static_cast<size_t>(layer)].parameter_list) {
+          if (std::find(seen.begin(), seen.end(), p.name) != seen.end()) continue;
+          seen.push_back(p.name);
+          bytes[static_cast<size_t>(st)][static_cast<size_t>(layer)] += p.bytes;
+        }
+      }
+    }
+  }
+  return bytes;
+}
+
+// The candidate's schedule: with D > 1, a Reduce per gradient bucket (schedule/reduce_buckets.h).
+Schedule schedule_of(const Setting& s, Recompute policy) {
+  const Config& c = s.config;
+  Schedule schedule = make_schedule(c.schedule, c.stages, c.microbatches, c.virtual_chunks, policy);
+  if (c.replicas <= 1) return schedule;
+  std::vector<std::pair<int, int>> bounds;
+  for (const ChunkPlan& chunk : s.partition.chunks) bounds.emplace_back(chunk.begin, chunk.end);
+  insert_reduces(schedule,
+                 gradient_buckets(schedule, bounds, bucket_layer_bytes(s, schedule), s.request.bucket_bytes));
+  return schedule;
+}
+
+// The bytes of the parameter named `name` (0 when no layer holds it).
+int64_t parameter_bytes_of(const ModelProfile& profile, const std::string& name) {
+  for (const LayerProfile& l : profile.layers)
+    for (const ParameterInfo& p : l.parameter_list)
+      if (p.name == name) return p.bytes;
+  return 0;
 }
 
 // The tied weights' gradients summed across stages after the step: one message of their bytes.
 int64_t tied_bytes_of(const Setting& s) {
   int64_t bytes = 0;
-  for (const SharedParameter& shared : s.partition.shared) {
-    int64_t one = 0;
-    for (const LayerProfile& l : s.profile.layers)
-      for (const ParameterInfo& p : l.parameter_list)
-        if (p.name == shared.name) one = p.bytes;
-    bytes += one;
-  }
+  for (const SharedParameter& shared : s.partition.shared)
+    bytes += parameter_bytes_of(s.profile, shared.name);
   return bytes;
 }
 
@@ -94,8 +134,20 @@ double lower_bound_ms(const Setting& s) {
     busy[static_cast<size_t>(s.partition.chunks[k].stage)] += s.config.microbatches * fb;
     path += fb;
   }
-  return std::max(path, *std::max_element(busy.begin(), busy.end())) + allreduce_ms_of(s) +
-         optimizer_ms_of(s);
+  // One chunk per stage: every bucket is final at the stage's last backward, so its whole all-reduce (at
+  // least the ring over all its bytes in one message) follows the stage's compute.
+  if (s.config.virtual_chunks == 1 && s.config.replicas > 1) {
+    for (size_t st = 0; st < s.partition.stage_plans.size(); ++st) {
+      int64_t bytes = s.partition.stage_plans[st].parameter_bytes;
+      for (const SharedParameter& shared : s.partition.shared) {  // tied across stages: in no bucket
+        const bool here = std::find(shared.stages.begin(), shared.stages.end(), static_cast<int>(st)) !=
+                          shared.stages.end();
+        if (here && shared.stages.size() > 1) bytes -= parameter_bytes_of(s.profile, shared.name);
+      }
+      busy[st] += s.request.link.allreduce_ms(std::max<int64_t>(0, bytes), s.config.replicas);
+    }
+  }
+  return std::max(path, *std::max_element(busy.begin(), busy.end())) + optimizer_ms_of(s);
 }
 
 MemoryPlan memory_plan(const Setting& s, Recompute policy, const std::vector<LayerRecompute>& layers) {
@@ -121,11 +173,14 @@ PlanCandidate score(const Setting& s, Recompute policy, const std::vector<LayerR
   p.virtual_chunks = c.virtual_chunks, p.schedule = c.schedule, p.placement = s.partition.placement;
   p.policy = policy, p.layer_recompute = layers, p.cut = s.partition.method;
   p.balance = s.partition.layer_counts(), p.microbatch_size = s.profile.microbatch_size;
-  const Schedule schedule = make_schedule(c.schedule, c.stages, c.microbatches, c.virtual_chunks, policy);
+  const Schedule schedule = schedule_of(s, policy);
   Costs costs = profile_costs(s.profile, s.partition, layers);
   if (s.request.link != LinkModel{}) costs.link = s.request.link;
+  costs.replicas = c.replicas;
+  costs.replica_link = s.request.link;
   const Timeline t = simulate(schedule, costs);
   p.pipeline_ms = t.step_time, p.bubble = t.bubble;
+  for (const StageStats& st : t.stats) p.allreduce_ms = std::max(p.allreduce_ms, st.exposed_reduce);
   int64_t messages = 0;
   for (int st = 0; st < c.stages; ++st) {
     double r = 0.0;
@@ -138,14 +193,14 @@ PlanCandidate score(const Setting& s, Recompute policy, const std::vector<LayerR
     }
     p.recompute_ms = std::max(p.recompute_ms, r);
   }
-  p.allreduce_ms = allreduce_ms_of(s);
   const int64_t tied = c.stages > 1 ? tied_bytes_of(s) : 0;
   p.tied_ms = tied > 0 ? s.request.link.transfer_ms(tied) : 0.0;
   p.optimizer_ms = optimizer_ms_of(s);
-  p.step_ms = p.pipeline_ms + p.allreduce_ms + p.tied_ms + p.optimizer_ms;
+  p.step_ms = p.pipeline_ms + p.tied_ms + p.optimizer_ms;
   int64_t reduced = 0;
-  for (const StagePlan& st : s.partition.stage_plans)
-    reduced += LinkModel::allreduce_bytes_sent(st.parameter_bytes, c.replicas);
+  for (size_t st = 0; st < schedule.buckets.size(); ++st)
+    for (const GradientBucket& b : schedule.buckets[st])
+      reduced += LinkModel::allreduce_bytes_sent(b.bytes, c.replicas);
   p.traffic_bytes = c.replicas * (messages + reduced + tied);
   return p;
 }

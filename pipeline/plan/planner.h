@@ -15,11 +15,12 @@
 //               (n, then the cheaper of a and f). Stretching an action never shortens a step (the
 //               simulator's times are maxima of sums), so that choice is also the fastest that fits.
 // Score: the simulated step (simulator.h) with the profile's per-chunk costs at b samples, each message
-// timed on the link by its bytes, plus the gradient all-reduce of the replicas after it (a ring over D,
-// link_model.h; no overlap with the backward) and, across stages, the sum of tied weights' gradients (one
-// message of the tied bytes) and the optimizer step (PlanRequest::optimizer_ms). Certification:
-// predict_memory's total per stage (parameters, gradients, optimizer state, step peak) against the device
-// memory; a candidate over it is refused, with the stage.
+// timed on the link by its bytes; with D > 1 the schedule holds a Reduce per gradient bucket
+// (schedule/reduce_buckets.h) whose all-reduce (a ring over D, link_model.h) runs on the stage's comm lane
+// beside the rest of the backward, so the step includes only its exposed part (allreduce_ms); plus, across
+// stages, the sum of tied weights' gradients (one message of the tied bytes) and the optimizer step
+// (PlanRequest::optimizer_ms). Certification: predict_memory's total per stage (parameters, gradients,
+// optimizer state, step peak) against the device memory; a candidate over it is refused, with the stage.
 //
 // Search. Exhaustive when the space has at most PlanRequest::exhaustive_limit configurations. Beyond
 // that, a configuration is skipped without being scored when a lower bound on its step time exceeds the
@@ -48,6 +49,7 @@
 #include "pipeline/plan/partition.h"
 #include "pipeline/plan/profile.h"
 #include "pipeline/schedule/layer_recompute.h"
+#include "pipeline/schedule/reduce_buckets.h"
 #include "pipeline/schedule/schedule.h"
 
 namespace brigade::pipeline {
@@ -72,6 +74,8 @@ struct PlanRequest {
   /// Data-parallel replicas D the search may use (up to this many). D > 1 runs as S x D processes
   /// (mpirun -np S*D brigade train --data-parallel D); --plan auto plans one process (D = 1).
   int max_replicas = 1;
+  /// With D > 1: the gradient buckets' cap (schedule/reduce_buckets.h), as brigade train --bucket-mb.
+  int64_t bucket_bytes = kDefaultBucketBytes;
   std::vector<std::string> schedules;  ///< empty: the whole catalogue (schedule/generators.h)
   int max_virtual = 2;                 ///< v for the schedules that take any (interleaved, looped-bfs)
   int max_microbatches = 32;
@@ -95,8 +99,10 @@ struct PlanCandidate {
   std::vector<int> balance;                     ///< layers per model chunk
   int64_t microbatch_size = 0;                  ///< samples
 
-  double step_ms = 0.0;      ///< pipeline_ms + allreduce_ms + tied_ms + optimizer_ms
-  double pipeline_ms = 0.0;  ///< the simulated step
+  double step_ms = 0.0;      ///< pipeline_ms + tied_ms + optimizer_ms
+  double pipeline_ms = 0.0;  ///< the simulated step, the replicas' all-reduces included
+  /// The all-reduces' exposed part (the longest wait of a stage's optimizer step for them; in pipeline_ms)
+  /// and the tied weights' message after the step.
   double allreduce_ms = 0.0, tied_ms = 0.0;
   double optimizer_ms = 0.0;        ///< the optimizer step after the pipeline (PlanRequest::optimizer_ms)
   double bubble = 0.0;              ///< the simulated mean idle fraction of the pipeline step

@@ -18,7 +18,9 @@ namespace {
 
 // Label of a compute action in the time grid, kept short: the chunk as a letter ("F3b" = F3 of chunk 1).
 std::string time_label(const Action& a, bool show_chunk) {
-  std::string label = to_string(Action{a.kind, a.microbatch, 0, -1});
+  Action bare = a;
+  bare.chunk = 0;
+  std::string label = to_string(bare);
   if (show_chunk && a.kind != ActionKind::OptimizerStep) label += static_cast<char>('a' + a.chunk % 26);
   return label;
 }
@@ -206,6 +208,14 @@ SvgTimeline draw_timeline(const Timeline& timeline, const PictureScale& scale, b
                  chunk_shade(t.action.chunk, schedule.virtual_chunks), tooltip,
                  time_label(t.action, show_chunk));  // "F3b" = F3 of chunk 1
     }
+    for (const TimedAction& t : timeline.stages[st]) {  // all-reduces: a bar on the comm lane's edge
+      if (t.action.kind != ActionKind::Reduce) continue;
+      svg.action(ActionKind::Reduce, svg.x(t.start), y + g.lane + 1,
+                 std::max(1.0, (t.end - t.start) * g.scale()), 6, 1.0,
+                 to_string(t.action, show_chunk) + " (all-reduce) on stage " + std::to_string(st) + ": " +
+                     format_number(t.start) + " .. " + format_number(t.end),
+                 "");
+    }
     const StageStats& stats = timeline.stats[st];
     svg.lane_note(
         y, "idle " + percent(stats.bubble) + ", " + std::to_string(stats.peak_in_flight) + " in flight");
@@ -216,11 +226,12 @@ SvgTimeline draw_timeline(const Timeline& timeline, const PictureScale& scale, b
   draw_messages(svg, timeline);
   svg.time_axis("time", [](double tick, double) { return format_number(tick); });
   if (legend) {
-    svg.legend({{"step optimizer", svg_color(ActionKind::OptimizerStep)},
-                {"activation message", "#1f3b5c"},
-                {"gradient message", "#8c2d2d"},
-                {"live activations", "#e45756"}},
-               chunk_note ? "lighter = later chunk (F3b: F3 on chunk 1)" : "");
+    std::vector<SvgLegendEntry> entries = {{"step optimizer", svg_color(ActionKind::OptimizerStep)},
+                                           {"activation message", "#1f3b5c"},
+                                           {"gradient message", "#8c2d2d"},
+                                           {"live activations", "#e45756"}};
+    if (!schedule.buckets.empty()) entries.push_back({"all-reduce", svg_color(ActionKind::Reduce)});
+    svg.legend(entries, chunk_note ? "lighter = later chunk (F3b: F3 on chunk 1)" : "");
   }
   return svg;
 }

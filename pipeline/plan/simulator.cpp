@@ -67,6 +67,13 @@ double Costs::message_time(const Schedule& schedule, int stage, const Action& se
   return l.transfer_ms(tag.gradient ? c.input_bytes : c.output_bytes);
 }
 
+double Costs::reduce_time(const Schedule& schedule, int stage, const Action& reduce) const {
+  if (!replica_link || replicas <= 1) return 0.0;
+  const GradientBucket& bucket =
+      schedule.buckets[static_cast<size_t>(stage)][static_cast<size_t>(reduce.bucket)];
+  return replica_link->allreduce_ms(bucket.bytes, replicas);
+}
+
 namespace {
 
 double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
@@ -123,6 +130,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
 
   Progress progress(schedule);
   std::vector<double> clock(S, 0.0), first_start(S, 0.0);
+  std::vector<double> comm(S, 0.0);  // when each stage's comm lane is free (its last all-reduce's end)
   std::vector<bool> started(S, false);
   std::vector<size_t> next(S, 0);
   for (bool moved = true; moved;) {
@@ -137,7 +145,20 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
         if (a.kind == ActionKind::RecvActivation || a.kind == ActionKind::RecvGrad) {
           t.start = clock[st];  // the lane waits here until the message is there
           t.end = std::max(clock[st], *ready);
+        } else if (a.kind == ActionKind::Reduce) {
+          t.start = std::max(clock[st], comm[st]);  // on the comm lane: the compute lane goes on
+          t.end = t.start + costs.reduce_time(schedule, st, a);
+          comm[st] = t.end;
+          timeline.stages[st].push_back(t);
+          progress.complete(st, a, t.end);
+          ++next[st];
+          moved = true;
+          continue;
         } else {
+          if (a.kind == ActionKind::OptimizerStep && comm[st] > std::max(clock[st], *ready)) {
+            timeline.stats[st].exposed_reduce = comm[st] - std::max(clock[st], *ready);
+            clock[st] = comm[st];  // the step needs every bucket's average
+          }
           t.start = std::max(clock[st], *ready);
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
           t.end = t.start + cost_of(a, c, costs);

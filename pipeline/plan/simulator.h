@@ -11,6 +11,13 @@
 // busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included); the overall bubble is
 // the mean over stages.
 //
+// Data parallel. A Reduce (schedule.h, "Data parallel") takes no time on its stage's compute lane: its
+// all-reduce runs on the stage's comm lane, from the Reduce (or the end of the previous all-reduce on that
+// lane) for link.allreduce_ms(bucket bytes, replicas) (Costs::replica_link; a ring over the replicas,
+// link_model.h), while the compute lane goes on. The stage's optimizer step starts when both lanes are
+// done; the time it waits for the comm lane is the all-reduce's exposed part (StageStats::exposed_reduce),
+// and it is in the step time. The replicas run the same lists, so one replica's timeline is every one's.
+//
 // Textbook bubbles (uniform costs, no transfer time, no step cost; derived in docs/schedules.md):
 //   gpipe, 1f1b:  T = (M + S - 1)(f + b) on every stage, bubble (S - 1)/(M + S - 1), whatever f and b;
 //   interleaved:  chunk costs f/v and b/v, T = (v M + S - 1)(f + b)/v, bubble (S - 1)/(v M + S - 1)
@@ -74,6 +81,10 @@ struct Costs {
   std::optional<LinkModel> link;
   /// Links of particular stage pairs (from, to), overriding `link` (or `transfer`) for their messages.
   std::map<std::pair<int, int>, LinkModel> stage_links;
+  /// Data parallel: how many replicas reduce each gradient bucket, and the link between them (no link: the
+  /// Reduces take no time).
+  int replicas = 1;
+  std::optional<LinkModel> replica_link;
   /// Measured costs per model chunk (size S * v, indexed by model chunk: ChunkLayout::model_chunk), used
   /// instead of the uniform ones (and not divided by v) when not empty.
   std::vector<ChunkCosts> per_chunk;
@@ -85,12 +96,15 @@ struct Costs {
   ChunkCosts chunk(const ChunkLayout& layout, int stage, int chunk) const;
   /// How long the message of a Send action on `stage` takes: `transfer`, or the link's time for its bytes.
   double message_time(const Schedule& schedule, int stage, const Action& send) const;
+  /// How long the all-reduce of a Reduce action on `stage` takes: replica_link's ring over `replicas` for
+  /// its bucket's bytes (0 without a replica link).
+  double reduce_time(const Schedule& schedule, int stage, const Action& reduce) const;
   /// Throws ValueError when a cost is negative, weight > backward where Bi is derived from them, or
   /// per_chunk has the wrong size.
   void check(int stages, int virtual_chunks) const;
 };
 
-/// One executed action with its simulated start and end.
+/// One executed action with its simulated start and end (a Reduce: its all-reduce on the comm lane).
 struct TimedAction {
   int step = 0;  ///< index in the stage's list
   Action action;
@@ -110,7 +124,10 @@ struct MemoryPoint {
 
 /// Per-stage figures.
 struct StageStats {
-  double busy = 0.0;    ///< time in compute actions
+  double busy = 0.0;  ///< time in compute actions
+  /// How long the optimizer step waited for the stage's all-reduces after its last compute action (0
+  /// without Reduce actions): the part of the data-parallel all-reduce that the backward did not hide.
+  double exposed_reduce = 0.0;
   double bubble = 0.0;  ///< (step time - busy) / step time
   /// From the start of the stage's first compute action to the end of its last: the part of the step the
   /// stage is in use. span - busy is the idle time inside it, the bubble the zero-bubble papers count (an

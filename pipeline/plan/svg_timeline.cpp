@@ -18,6 +18,8 @@ const char* svg_color(ActionKind kind) {
       return "#f58518";
     case ActionKind::Recompute:
       return "#b279a2";
+    case ActionKind::Reduce:
+      return "#bcbd22";
     default:
       return "#9d9d9d";
   }

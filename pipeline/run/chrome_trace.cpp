@@ -2,10 +2,11 @@
 //
 // Layout: process kMeasured ("measured") holds per stage s a compute track (tid 2s) and a copy track
 // (tid 2s + 1) with a slice per action, flow arrows from each Send to its Recv, and a counter "stage s
-// memory"; process kSimulated ("simulated") holds a track per stage (tid s) and a counter "stage s
-// activations". Each part is one function
-// writing into TraceEvents, so that another part (another process's stages, collectives) is one more
-// function.
+// memory"; with data-parallel replicas also a comm track (tid kCommTid + s) with a slice per Reduce, from
+// its start to the end of its all-reduce, so that its overlap with the compute track shows; process
+// kSimulated ("simulated") holds a track per stage (tid s) and a counter "stage s activations". Each part is
+// one function writing into TraceEvents, so that another part (another process's stages, collectives) is one
+// more function.
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -55,6 +56,15 @@ int compute_tid(int stage) {
 int copy_tid(int stage) {
   return 2 * stage + 1;
 }
+// The comm track of a stage (its Reduces' all-reduces), sorted right under the stage's copy track.
+constexpr int kCommTid = 1000;
+int comm_tid(int stage) {
+  return kCommTid + stage;
+}
+bool has_reduces(const std::vector<TraceEvent>& events) {
+  return std::any_of(events.begin(), events.end(),
+                     [](const TraceEvent& e) { return e.action.kind == ActionKind::Reduce; });
+}
 // Slices of zero length would hide their flow arrows: give each at least a microsecond.
 double duration_us(const TraceEvent& e) {
   return std::max(1.0, 1000.0 * (e.end_ms - e.start_ms));
@@ -81,17 +91,27 @@ void measured_tracks(TraceEvents& events, const ExecutionTrace& trace) {
            << R"(, "args": {"name": "stage )" << s << " copy (" << json_escape(device) << " stream " << ps
            << ")\"}}";
     next() << R"({"name": "thread_sort_index", "ph": "M", "pid": )" << kMeasured << R"(, "tid": )"
-           << compute_tid(s) << R"(, "args": {"sort_index": )" << compute_tid(s) << "}}";
+           << compute_tid(s) << R"(, "args": {"sort_index": )" << 3 * s << "}}";
     next() << R"({"name": "thread_sort_index", "ph": "M", "pid": )" << kMeasured << R"(, "tid": )"
-           << copy_tid(s) << R"(, "args": {"sort_index": )" << copy_tid(s) << "}}";
+           << copy_tid(s) << R"(, "args": {"sort_index": )" << 3 * s + 1 << "}}";
+    const bool reduces = has_reduces(trace.stages[static_cast<size_t>(s)]);
+    if (reduces) {
+      next() << R"({"name": "thread_name", "ph": "M", "pid": )" << kMeasured << R"(, "tid": )" << comm_tid(s)
+             << R"(, "args": {"name": "stage )" << s << " comm (all-reduce over the replicas)\"}}";
+      next() << R"({"name": "thread_sort_index", "ph": "M", "pid": )" << kMeasured << R"(, "tid": )"
+             << comm_tid(s) << R"(, "args": {"sort_index": )" << 3 * s + 2 << "}}";
+    }
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
       if (e.action.kind == ActionKind::OptimizerStep) continue;  // the barrier; the optimizer is drawn below
       const bool transfer = is_transfer(e.action.kind);
+      const int tid = e.action.kind == ActionKind::Reduce ? comm_tid(s)
+                      : transfer                          ? copy_tid(s)
+                                                          : compute_tid(s);
       next() << R"({"name": ")" << json_escape(to_string(e.action, show_chunk)) << R"(", "cat": ")"
-             << kind_name(e.action.kind) << R"(", "ph": "X", "pid": )" << kMeasured << R"(, "tid": )"
-             << (transfer ? copy_tid(s) : compute_tid(s)) << ", \"ts\": " << 1000.0 * e.start_ms
-             << ", \"dur\": " << duration_us(e) << R"(, "args": {"step": )" << e.step
-             << ", \"microbatch\": " << e.action.microbatch << ", \"chunk\": " << e.action.chunk
+             << kind_name(e.action.kind) << R"(", "ph": "X", "pid": )" << kMeasured << R"(, "tid": )" << tid
+             << ", \"ts\": " << 1000.0 * e.start_ms << ", \"dur\": " << duration_us(e)
+             << R"(, "args": {"step": )" << e.step << ", \"microbatch\": " << e.action.microbatch
+             << ", \"chunk\": " << e.action.chunk << ", \"bucket\": " << e.action.bucket
              << ", \"bytes\": " << e.bytes << ", \"scope_bytes\": " << e.scope_bytes
              << ", \"scope_peak_bytes\": " << e.scope_peak_bytes << "}}";
     }
@@ -162,10 +182,18 @@ void simulated_tracks(TraceEvents& events, const Timeline& simulated) {
   for (size_t s = 0; s < simulated.stages.size(); ++s) {
     next() << R"({"name": "thread_name", "ph": "M", "pid": )" << kSimulated << R"(, "tid": )" << s
            << R"(, "args": {"name": "stage )" << s << "\"}}";
+    bool comm_named = false;
     for (const TimedAction& t : simulated.stages[s]) {
-      if (!is_compute(t.action.kind) || t.end <= t.start) continue;
+      const bool reduce = t.action.kind == ActionKind::Reduce;
+      if ((!is_compute(t.action.kind) && !reduce) || t.end <= t.start) continue;
+      const size_t tid = reduce ? kCommTid + s : s;
+      if (reduce && !comm_named) {
+        next() << R"({"name": "thread_name", "ph": "M", "pid": )" << kSimulated << R"(, "tid": )" << tid
+               << R"(, "args": {"name": "stage )" << s << " comm\"}}";
+        comm_named = true;
+      }
       next() << R"({"name": ")" << json_escape(to_string(t.action, sim_chunk)) << R"(", "cat": ")"
-             << kind_name(t.action.kind) << R"(", "ph": "X", "pid": )" << kSimulated << R"(, "tid": )" << s
+             << kind_name(t.action.kind) << R"(", "ph": "X", "pid": )" << kSimulated << R"(, "tid": )" << tid
              << ", \"ts\": " << 1000.0 * t.start << ", \"dur\": " << 1000.0 * (t.end - t.start) << "}";
     }
     // The simulator's activation ledger over the step (StageStats::memory), in its units (one stage's

@@ -41,6 +41,8 @@ void PipelineConfig::validate() const {
       threads_per_stage >= 0,
       "PipelineConfig: threads_per_stage must be >= 0 (0: chosen from the core count), found ",
       threads_per_stage);
+  BRIGADE_CHECK_VALUE(replicas >= 1, "PipelineConfig: replicas must be >= 1, found ", replicas);
+  BRIGADE_CHECK_VALUE(bucket_bytes >= 1, "PipelineConfig: bucket_bytes must be >= 1, found ", bucket_bytes);
   BRIGADE_CHECK_VALUE(devices.size() <= 1 || devices.size() == static_cast<size_t>(stages),
                       "PipelineConfig: devices lists ", devices.size(), " devices for ", stages,
                       " stages; give one per stage, or one for all");
@@ -111,6 +113,7 @@ struct Pipeline::Impl {
   std::vector<std::unique_ptr<detail::StageThread>> threads;  // one per local stage
   std::vector<Shared> shared;
   std::vector<Fault> faults;
+  GradientReducer* reducer = nullptr;  // runs the Reduce actions (data parallel)
   LossFn loss;
   std::chrono::steady_clock::time_point origin;  // time 0 of the last step's trace
 
@@ -139,6 +142,42 @@ struct Pipeline::Impl {
       for (int i = begin; i < end; ++i) out.push_back(i);
     }
     return out;
+  }
+  /// The parameters `stage`'s replicas average, each with the layer whose gradient bucket holds it
+  /// (reduce_buckets.h): not the tied ones (their own collective sums them); a parameter used by several
+  /// chunks of the stage goes with the chunk whose gradients become final last, at its last layer there.
+  std::vector<std::pair<Tensor, int>> reduced_parameters(nn::Sequential& model, const Schedule& schedule,
+                                                         int stage) const {
+    const auto& list = schedule.actions[static_cast<size_t>(stage)];
+    std::vector<int> chunks;
+    for (int c = 0; c < schedule.virtual_chunks; ++c) chunks.push_back(c);
+    std::stable_sort(chunks.begin(), chunks.end(), [&](int a, int b) {
+      return last_gradient_write(list, a) > last_gradient_write(list, b);
+    });
+    std::vector<TensorId> seen;
+    for (const Shared& t : shared) seen.push_back(id_of(t.param));
+    std::vector<std::pair<Tensor, int>> out;
+    for (int c : chunks) {
+      const auto [begin, end] = bounds[static_cast<size_t>(schedule.model_chunk(stage, c))];
+      for (int layer = end - 1; layer >= begin; --layer) {
+        for (const Tensor& t : model.at(layer)->parameters()) {
+          if (std::find(seen.begin(), seen.end(), id_of(t)) != seen.end()) continue;
+          seen.push_back(id_of(t));
+          out.emplace_back(t, layer);
+        }
+      }
+    }
+    return out;
+  }
+  /// With D > 1 replicas: the gradient buckets of every stage, and their Reduce actions in `schedule`.
+  void insert_gradient_reduces(nn::Sequential& model, Schedule& schedule, int64_t bucket_bytes) const {
+    std::vector<std::vector<int64_t>> bytes(static_cast<size_t>(schedule.stages),
+                                            std::vector<int64_t>(model.size(), 0));
+    for (int s = 0; s < schedule.stages; ++s) {
+      for (const auto& [t, layer] : reduced_parameters(model, schedule, s))
+        bytes[static_cast<size_t>(s)][static_cast<size_t>(layer)] += static_cast<int64_t>(t.nbytes());
+    }
+    insert_reduces(schedule, gradient_buckets(schedule, bounds, bytes, bucket_bytes));
   }
   /// The distinct parameter tensors the stage's layers hold now.
   std::vector<Tensor> params_of(nn::Sequential& model, const Schedule& schedule, int stage) const {
@@ -389,6 +428,10 @@ Pipeline::Pipeline(nn::Sequential& model, PipelineConfig config, LossFn loss,
                       " entries; the model has ", model_.size(), " layers");
   impl_->devices = choose_devices(config_, model_);
   impl_->place_parameters(model_, schedule_);
+  if (config_.replicas > 1) {
+    impl_->insert_gradient_reduces(model_, schedule_, config_.bucket_bytes);
+    validate(schedule_, transport_->model());
+  }
   impl_->create_stages(model_, schedule_, config_);
 }
 
@@ -460,6 +503,25 @@ std::vector<Tensor> Pipeline::stage_parameters(int stage) const {
   BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::stage_parameters: stage ", stage,
                       " outside [0, ", schedule_.stages, ")");
   return impl_->params_of(model_, schedule_, stage);
+}
+
+void Pipeline::set_gradient_reducer(GradientReducer* reducer) {
+  impl_->reducer = reducer;
+}
+
+std::vector<std::vector<Tensor>> Pipeline::bucket_parameters(int stage) const {
+  BRIGADE_CHECK_VALUE(stage >= 0 && stage < schedule_.stages, "Pipeline::bucket_parameters: stage ", stage,
+                      " outside [0, ", schedule_.stages, ")");
+  if (schedule_.buckets.empty()) return {};
+  const auto& buckets = schedule_.buckets[static_cast<size_t>(stage)];
+  std::vector<std::vector<Tensor>> out(buckets.size());
+  for (const auto& [t, layer] : impl_->reduced_parameters(model_, schedule_, stage)) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const auto [first, end] = std::make_pair(buckets[b].first_layer, buckets[b].end_layer);
+      if (layer >= first && layer < end) out[b].push_back(t);
+    }
+  }
+  return out;
 }
 
 void Pipeline::fail_at(int stage, int step) {
@@ -614,6 +676,11 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   detail::StepInputs inputs = microbatches_of(ids, targets, schedule_.microbatches);
   inputs.faults = im.faults;
   inputs.check_finite = config_.check_finite;
+  if (!schedule_.buckets.empty()) {
+    inputs.reducer = im.reducer;
+    for (int s = 0; s < schedule_.stages; ++s)
+      inputs.buckets.push_back(im.stage_at(s) ? bucket_parameters(s) : std::vector<std::vector<Tensor>>{});
+  }
 
   // Work the caller queued on its own streams (an optimizer step, the batch's upload) must be done before
   // the stages' streams, which do not wait for the caller's, read the parameters and the inputs.
@@ -634,6 +701,7 @@ StepResult Pipeline::forward_backward(const Tensor& ids, const Tensor& targets) 
   const StageFailure* first = first_failure(failures);
   if (first || transport_->aborted()) {
     for (auto& stage : im.stages) stage->clear();
+    if (inputs.reducer) inputs.reducer->clear();
     bindings.restore();
     stash.put_back();
     std::vector<StageCursor> cursors;

@@ -28,6 +28,8 @@
 //            compute stream; the consumer's stream waits on it before reading. A hand-off between two
 //            devices is copied on the consumer's copy stream (a peer copy between GPUs).
 //        step  the stage synchronises its streams and arrives at the barrier (see "Optimizer" below).
+//      Reduce  (data parallel, D > 1) starts the all-reduce of one gradient bucket over the stage's replicas
+//            (GradientReducer::start) and goes on; the stage's step action waits for all of them.
 //   3. after every stage has arrived, gradients of tied weights used on several stages are summed into
 //      the one parameter (see "Tied weights"), and the caller's model holds, in .grad, exactly the
 //      gradients of an unpipelined backward of the mean loss over the whole batch.
@@ -92,9 +94,11 @@
 
 #include "nn/optim.h"
 #include "nn/sequential.h"
+#include "pipeline/run/gradient_reducer.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/run/transport.h"
 #include "pipeline/schedule/layer_recompute.h"
+#include "pipeline/schedule/reduce_buckets.h"
 #include "pipeline/schedule/schedule.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -172,6 +176,12 @@ struct PipelineConfig {
   /// A recv waiting longer than this fails the step (0: wait forever). A validated schedule cannot
   /// deadlock; this is a safety net against bugs, not a tuning knob.
   double recv_timeout_seconds = 0.0;
+  /// D: data-parallel replicas of this pipeline (each on processes of its own, pipeline/dist/). With D > 1
+  /// every stage's parameters are cut into gradient buckets of at most bucket_bytes and its list gets one
+  /// Reduce per bucket (schedule/reduce_buckets.h), which the step runs through the GradientReducer given
+  /// to set_gradient_reducer. Tied weights (used on several stages) are in no bucket.
+  int replicas = 1;
+  int64_t bucket_bytes = kDefaultBucketBytes;
   /// The stages this process runs (empty: every stage, each on a thread of this process). A run across
   /// processes (pipeline/dist/) gives each process its stage and a transport to the others: the other
   /// stages' layers stay in the model, unused, and the StepResult reports this process's stages only.
@@ -183,7 +193,8 @@ struct PipelineConfig {
   /// threads x their OpenMP teams never oversubscribe the cores. Pipeline::threads(stage) reports it.
   int threads_per_stage = 0;
 
-  /// ValueError naming the field for counts < 1, a negative clip, timeout or thread count, a devices
+  /// ValueError naming the field for counts < 1 (replicas and bucket_bytes too), a negative clip, timeout
+  /// or thread count, a devices
   /// list whose size is neither 0, 1 nor stages, or local stages out of range or repeated.
   void validate() const;
 };
@@ -306,6 +317,12 @@ class Pipeline {
   /// set_ ValueError unless one state per local stage.
   std::vector<GeneratorState> generator_states() const;
   void set_generator_states(const std::vector<GeneratorState>& states);
+
+  /// What runs the schedule's Reduce actions (needed when PipelineConfig::replicas > 1; not owned; null:
+  /// none). Set it before the first step.
+  void set_gradient_reducer(GradientReducer* reducer);
+  /// The parameters of each gradient bucket of `stage` (Schedule::buckets[stage], in bucket order).
+  std::vector<std::vector<Tensor>> bucket_parameters(int stage) const;
 
   /// The transport (e.g. to read InProcessTransport::pending()).
   Transport& transport() { return *transport_; }

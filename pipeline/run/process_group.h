@@ -15,6 +15,7 @@
 // stages are threads sharing one model).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +25,18 @@
 #include "tensor/tensor.h"
 
 namespace brigade::pipeline {
+
+/// A non-blocking all-reduce in flight (ProcessGroup::start_all_reduce_sum).
+class PendingAllReduce {
+ public:
+  virtual ~PendingAllReduce() = default;
+  /// Returns once the sums are in the tensor; gives up like every collective (the group's timeout, another
+  /// rank's failure).
+  virtual void wait() = 0;
+  /// When the all-reduce was seen complete (valid after wait()): its progress is driven in the background,
+  /// so this is when it ended, not when wait() was called.
+  virtual std::chrono::steady_clock::time_point completed_at() const = 0;
+};
 
 class ProcessGroup {
  public:
@@ -37,6 +50,9 @@ class ProcessGroup {
   virtual void all_reduce_sum(std::vector<double>& values) = 0;
   /// The same for the elements of `tensor` (float32 or float64, contiguous, on the CPU), in place.
   virtual void all_reduce_sum(const Tensor& tensor) = 0;
+  /// The same, started without waiting: the tensor must stay alive and untouched until wait() returns.
+  /// Ranks start their non-blocking all-reduces in the same order (they match in order, as in MPI).
+  virtual std::unique_ptr<PendingAllReduce> start_all_reduce_sum(const Tensor& tensor) = 0;
   /// Copies `root`'s `tensor` (CPU, contiguous) into every other rank's `tensor` of the same shape.
   virtual void broadcast(const Tensor& tensor, int root) = 0;
 

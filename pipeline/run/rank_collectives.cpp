@@ -79,18 +79,35 @@ void RankCollectives::reduce_tied_gradients() {
   }
 }
 
-void RankCollectives::reduce_replica_gradients() {
-  if (own_.empty()) return;
+void RankCollectives::start(int stage, int bucket, const std::vector<Tensor>& params) {
+  BRIGADE_CHECK_VALUE(replica_group_ != nullptr, "Reduce of bucket ", bucket, " on stage ", stage,
+                      ": this run has one replica");
   NoGradGuard no_grad;
-  Tensor flat = pack_gradients(own_);
-  replica_group_->all_reduce_sum(flat);
-  kernels::mul_(flat, 1.0 / layout_.replicas);
-  unpack_gradients(flat, own_);
+  InFlight f{params, pack_gradients(params), nullptr};
+  f.pending = replica_group_->start_all_reduce_sum(f.flat);
+  in_flight_.push_back(std::move(f));
+}
+
+std::vector<std::chrono::steady_clock::time_point> RankCollectives::finish(int stage) {
+  (void)stage;  // one stage per rank
+  NoGradGuard no_grad;
+  std::vector<std::chrono::steady_clock::time_point> done;
+  for (InFlight& f : in_flight_) {
+    f.pending->wait();
+    done.push_back(f.pending->completed_at());
+    kernels::mul_(f.flat, 1.0 / layout_.replicas);
+    unpack_gradients(f.flat, f.params);
+  }
+  in_flight_.clear();
+  return done;
+}
+
+void RankCollectives::clear() {
+  in_flight_.clear();
 }
 
 CombinedStep RankCollectives::finish_step(const StepResult& result) {
   reduce_tied_gradients();
-  if (replica_group_) reduce_replica_gradients();
 
   const int S = layout_.stages;
   const auto s = static_cast<size_t>(S);

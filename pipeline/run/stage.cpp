@@ -78,6 +78,8 @@ int64_t Stage::peak_bytes() const {
 }
 
 void Stage::clear() {
+  reduces_started_ = 0;
+  reduces_done_.clear();
   slots_.clear();
   loss_tensors_.clear();
   outputs_.clear();
@@ -137,12 +139,19 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
   }
   if (list.empty() || list.back().kind != ActionKind::OptimizerStep) finish(inputs);
 
-  // Every stream event has completed (finish() synchronised the streams): put them on the time line.
+  // Every stream event has completed (finish() synchronised the streams): put them on the time line. A
+  // Reduce lasts from its start to the end of its all-reduce (the comm track of the trace).
   trace_.reserve(timings.size());
+  size_t reduce = 0;
   for (RawTiming& t : timings) {
     if (t.on_stream) {
       t.event.start_ms = reference_ms + reference.elapsed_ms(t.start);
       t.event.end_ms = reference_ms + reference.elapsed_ms(t.end);
+    }
+    if (t.event.action.kind == ActionKind::Reduce && reduce < reduces_done_.size()) {
+      const double done =
+          std::chrono::duration<double, std::milli>(reduces_done_[reduce++] - inputs.origin).count();
+      t.event.end_ms = std::max(t.event.end_ms, done);
     }
     trace_.push_back(t.event);
   }
@@ -166,6 +175,8 @@ void Stage::execute(const Action& a, const StepInputs& inputs, Transport& transp
     case ActionKind::RecvActivation:
     case ActionKind::RecvGrad:
       return receive(a, transport, bytes);
+    case ActionKind::Reduce:
+      return start_reduce(a, inputs, bytes);
     case ActionKind::OptimizerStep:
       return finish(inputs);
   }
@@ -402,10 +413,30 @@ Tensor Stage::hand_over(const Message& message) {
   return out;
 }
 
+void Stage::start_reduce(const Action& a, const StepInputs& inputs, int64_t& bytes) {
+  BRIGADE_CHECK_VALUE(inputs.reducer != nullptr,
+                      "Reduce: no gradient reducer (a schedule with Reduce actions "
+                      "runs with data-parallel replicas, across processes)");
+  const auto& buckets = inputs.buckets[static_cast<size_t>(stage_)];
+  BRIGADE_CHECK_VALUE(a.bucket >= 0 && a.bucket < static_cast<int>(buckets.size()), "Reduce: bucket ",
+                      a.bucket, " outside the stage's ", buckets.size());
+  compute_.synchronize();  // the gradients are read from the host
+  const std::vector<Tensor>& params = buckets[static_cast<size_t>(a.bucket)];
+  bytes = 0;
+  for (const Tensor& p : params) bytes += static_cast<int64_t>(p.nbytes());
+  inputs.reducer->start(stage_, a.bucket, params);
+  ++reduces_started_;
+}
+
 void Stage::finish(const StepInputs& inputs) {
   compute_.synchronize();
   copy_.synchronize();
   in_flight_.clear();
+  // The optimizer step needs the replicas' averages: every bucket's all-reduce must have ended.
+  if (reduces_started_ > 0) {
+    reduces_done_ = inputs.reducer->finish(stage_);
+    reduces_started_ = 0;
+  }
   for (const auto& [key, s] : slots_) {
     const bool busy = s.received.defined() || s.input.defined() || s.to_send.defined() || s.root.defined() ||
                       s.grad_output.defined() || s.grad_to_send.defined() || s.split.pending();

@@ -36,6 +36,9 @@ struct StepInputs {
   std::chrono::steady_clock::time_point origin;  ///< time 0 of the trace
   std::vector<Fault> faults;
   bool check_finite = true;
+  /// Runs the Reduce actions (data parallel); per stage, per bucket: the bucket's parameters.
+  GradientReducer* reducer = nullptr;
+  std::vector<std::vector<std::vector<Tensor>>> buckets;
   /// The lists this step runs; nullptr: the stage's training schedule. A forward-only schedule
   /// (Schedule::forward_only, same stages, chunks and placement) runs without grad, and the last model
   /// chunk keeps its output (Stage::outputs) instead of computing the loss.
@@ -95,6 +98,8 @@ class Stage {
   void backward_weight(const Action& a);
   void send(const Action& a, Transport& transport, int64_t& bytes);
   void receive(const Action& a, Transport& transport, int64_t& bytes);
+  /// Reduce: hands the bucket's gradients to the reducer, which all-reduces them while the stage goes on.
+  void start_reduce(const Action& a, const StepInputs& inputs, int64_t& bytes);
   void finish(const StepInputs& inputs);
   /// The chunk's layers on x, and for the last model chunk the loss: what F and R compute.
   Tensor run_chunk(const Tensor& x, int chunk, int microbatch, const StepInputs& inputs);
@@ -138,6 +143,8 @@ class Stage {
   std::vector<TraceEvent> trace_;
   std::vector<double> losses_;
   std::vector<Tensor> outputs_;  // forward-only: the last model chunk's output per microbatch
+  int reduces_started_ = 0;      // Reduce actions run this step
+  std::vector<std::chrono::steady_clock::time_point> reduces_done_;  // when each one's all-reduce ended
 };
 
 }  // namespace brigade::pipeline::detail

@@ -132,6 +132,21 @@ Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time) {
   return simulate(trace.schedule, measured_costs(trace, thread_cpu_time));
 }
 
+namespace {
+
+// A bar in a stage's thin wire lane: the time a Send/Recv took, or a Reduce's all-reduce over the
+// replicas (from the Reduce to the end of its all-reduce, over the compute it overlaps).
+void wire_bar(SvgTimeline& svg, const TraceEvent& e, const std::string& label, double x, double y, double w,
+              double height) {
+  const bool reduce = e.action.kind == ActionKind::Reduce;
+  svg.raw() << "<g><title>" << xml_escape(label) << (reduce ? " (all-reduce over the replicas)" : "") << ": "
+            << fixed(e.end_ms - e.start_ms, 3) << " ms, " << bytes_text(static_cast<double>(e.bytes))
+            << "</title><rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << height
+            << "\" fill=\"" << (reduce ? svg_color(ActionKind::Reduce) : "#777777") << "\"/></g>\n";
+}
+
+}  // namespace
+
 std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* simulated) {
   const Schedule& schedule = trace.schedule;
   const bool show_chunk = schedule.virtual_chunks > 1;
@@ -156,7 +171,9 @@ std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* sim
   if (trace.optimizer_start_ms >= 0.0) {
     caption += ", optimizer " + fixed(trace.optimizer_end_ms - trace.optimizer_start_ms, 2) + " ms";
   }
-  caption += "   (thin lane: time in send/recv)";
+  caption += schedule.buckets.empty()
+                 ? "   (thin lane: time in send/recv)"
+                 : "   (thin lane: time in send/recv; all-reduces of the gradient buckets)";
   SvgTimeline svg(g, schedule.describe() + " (measured)", caption);
   const std::vector<double> bubbles = trace.bubbles();
 
@@ -165,11 +182,8 @@ std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* sim
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
       const double x = svg.x(e.start_ms - origin), w = std::max(0.5, (e.end_ms - e.start_ms) * g.scale());
       const std::string label = to_string(e.action, show_chunk);
-      if (is_transfer(e.action.kind)) {
-        svg.raw() << "<g><title>" << xml_escape(label) << ": " << fixed(e.end_ms - e.start_ms, 3) << " ms, "
-                  << bytes_text(static_cast<double>(e.bytes)) << "</title><rect x=\"" << x << "\" y=\""
-                  << y + g.lane + 1 << "\" width=\"" << w << "\" height=\"" << wire - 2
-                  << "\" fill=\"#777777\"/></g>\n";
+      if (is_transfer(e.action.kind) || e.action.kind == ActionKind::Reduce) {
+        wire_bar(svg, e, label, x, y + g.lane + 1, w, wire - 2);
         continue;
       }
       if (!is_work(e.action.kind)) continue;
@@ -193,7 +207,10 @@ std::string render_measured_svg(const ExecutionTrace& trace, const Timeline* sim
     svg.lane_note(y, note);
   }
   svg.time_axis("ms", [](double tick, double step) { return fixed(tick, step < 1 ? 2 : 0); });
-  svg.legend({{"optimizer", svg_color(ActionKind::OptimizerStep)}, {"send/recv", "#777777"}});
+  std::vector<SvgLegendEntry> legend = {{"optimizer", svg_color(ActionKind::OptimizerStep)},
+                                        {"send/recv", "#777777"}};
+  if (!schedule.buckets.empty()) legend.push_back({"all-reduce", svg_color(ActionKind::Reduce)});
+  svg.legend(legend);
   if (simulated == nullptr) return svg.finish();
   // The simulated twin under it, on the same millisecond axis.
   double twin_height = 0.0;

@@ -20,7 +20,8 @@ std::string stage_events_text(const StepResult& result, int stage) {
   Json events = Json::array();
   for (const TraceEvent& e : trace.stages[s]) {
     events.push_back({e.step, static_cast<int>(e.action.kind), e.action.microbatch, e.action.chunk,
-                      e.action.peer, e.start_ms, e.end_ms, e.cpu_ms, e.bytes, e.scope_bytes});
+                      e.action.peer, e.start_ms, e.end_ms, e.cpu_ms, e.bytes, e.scope_bytes,
+                      e.action.bucket});
   }
   return Json{{"stage", stage},
               {"origin_ns", result.origin_ns},
@@ -59,6 +60,7 @@ void merge_stage_events(ExecutionTrace& merged, const std::string& text, int64_t
     event.cpu_ms = e[7].get<double>();
     event.bytes = e[8].get<int64_t>();
     event.scope_bytes = e[9].get<int64_t>();
+    if (e.size() > 10) event.action.bucket = e[10].get<int>();
     merged.stages[s].push_back(event);
   }
 }

@@ -320,6 +320,8 @@ void PipelineRunner::prepare(nn::GPT& model, const nn::Batch& sample) {
   config_.grad_clip = 0.0;       // nn::train clips, as in the plain loop
   config_.check_finite = false;  // nn::train stops on a non-finite loss, as in the plain loop
   config_.threads_per_stage = o.threads;
+  config_.replicas = layout_ ? layout_->replicas : 1;
+  config_.bucket_bytes = std::max<int64_t>(1, std::llround(o.bucket_mb * 1048576.0));
   std::unique_ptr<Transport> transport = world_ != nullptr ? join_processes(schedule, devices) : nullptr;
   pipeline_ = std::make_unique<Pipeline>(model, config_, Pipeline::LossFn{}, std::move(transport));
 
@@ -555,7 +557,18 @@ std::string PipelineRunner::summary() const {
           1e3 * links_[b].transfer_ms(activation_bytes()));
       out << line;
     }
-    if (!links_.empty()) {
+    if (replica_link_) {
+      double exposed = 0.0;
+      for (const StageStats& st : simulated().stats) exposed = std::max(exposed, st.exposed_reduce);
+      std::snprintf(line, sizeof line,
+                    "link r0-r1 (replicas, ping-pong at start): %s; the largest gradient bucket (%s) "
+                    "all-reduced in %.1f us; simulated exposed all-reduce %.2f ms\n",
+                    replica_link_->describe().c_str(),
+                    format_bytes(static_cast<double>(largest_bucket_bytes())).c_str(),
+                    1e3 * replica_link_->allreduce_ms(largest_bucket_bytes(), layout_->replicas), exposed);
+      out << line;
+    }
+    if (!links_.empty() || replica_link_) {
       std::snprintf(
           line, sizeof line,
           "step time: measured %.2f ms (rank 0's span, median over steady steps), simulated %.2f ms "
@@ -602,7 +615,7 @@ std::string PipelineRunner::add_metrics(const std::string& metrics_json) const {
   j["partition"] = {{"method", to_string(partition().method)}, {"balance", balance}};
   j["bubble_simulated"] = bubble_simulated();
   j["step_time_simulated_ms"] = simulated().step_time;
-  if (!links_.empty()) {
+  if (!links_.empty() || replica_link_) {
     Json links = Json::array();
     for (const LinkModel& link : links_)
       links.push_back(

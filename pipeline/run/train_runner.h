@@ -65,13 +65,13 @@
 #include <vector>
 
 #include "nn/trainer.h"
+#include "pipeline/plan/link_model.h"
 #include "pipeline/plan/memory_model.h"
 #include "pipeline/plan/partition.h"
 #include "pipeline/plan/planner.h"
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
 #include "pipeline/run/executor.h"
-#include "pipeline/plan/link_model.h"
 #include "pipeline/run/process_group.h"
 #include "pipeline/run/rank_collectives.h"
 
@@ -228,10 +228,12 @@ class PipelineRunner : public nn::StepRunner {
   std::unique_ptr<RankCollectives> collectives_;  // across processes, after prepare()
   std::optional<FaultInjection> fault_;           // --fail-at
   std::vector<LinkModel> links_;                  // across processes: replica 0's stage s -> s + 1
-  std::vector<double> step_spans_;                // across processes: rank 0's step span per step
-  std::vector<double> clock_offsets_;             // rank 0: each rank's clock minus ours (seconds)
-  std::optional<ExecutionTrace> merged_;          // rank 0, after gather_trace()
-  std::string transport_name_;                    // across processes: "MPI" or "NCCL"
+  std::optional<LinkModel> replica_link_;         // D > 1: stage 0 of replica 0 <-> of replica 1
+  int64_t largest_bucket_bytes() const;
+  std::vector<double> step_spans_;        // across processes: rank 0's step span per step
+  std::vector<double> clock_offsets_;     // rank 0: each rank's clock minus ours (seconds)
+  std::optional<ExecutionTrace> merged_;  // rank 0, after gather_trace()
+  std::string transport_name_;            // across processes: "MPI" or "NCCL"
   int steps_started_ = 0;
   PipelineConfig config_;
   std::optional<ModelProfile> profile_;

@@ -30,6 +30,7 @@ std::unique_ptr<Transport> PipelineRunner::join_processes(const Schedule& schedu
 // simulator's costs.
 void PipelineRunner::connect_processes(Costs& costs) {
   collectives_ = std::make_unique<RankCollectives>(*world_, *layout_, *pipeline_);
+  if (layout_->replicas > 1) pipeline_->set_gradient_reducer(collectives_.get());
   measure_links();
   measure_clock_offsets();
   world_->set_timeout(options_.timeout);
@@ -38,9 +39,20 @@ void PipelineRunner::connect_processes(Costs& costs) {
   for (size_t b = 0; b < links_.size(); ++b) {
     const int s = static_cast<int>(b);
     costs.stage_links[{s, s + 1}] = costs.stage_links[{s + 1, s}] = links_[b];
-    if (!costs.link || links_[b].transfer_ms(activation_bytes()) > costs.link->transfer_ms(activation_bytes()))
+    if (!costs.link ||
+        links_[b].transfer_ms(activation_bytes()) > costs.link->transfer_ms(activation_bytes()))
       costs.link = links_[b];
   }
+  // The replicas' all-reduces (the schedule's Reduce actions) on the link between two replicas.
+  costs.replicas = layout_->replicas;
+  costs.replica_link = replica_link_;
+}
+
+int64_t PipelineRunner::largest_bucket_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& stage : pipeline_->schedule().buckets)
+    for (const GradientBucket& b : stage) bytes = std::max(bytes, b.bytes);
+  return bytes;
 }
 
 void PipelineRunner::agree_on_partition() {
@@ -103,10 +115,23 @@ void PipelineRunner::measure_links() {
       fits[2 * static_cast<size_t>(b) + 1] = link.bytes_per_ms;
     }
   }
+  // D > 1: the link between the replicas of stage 0, at a few bytes and the largest gradient bucket.
+  if (layout_->replicas > 1) {
+    fits.resize(fits.size() + 2, 0.0);
+    const int first = layout_->rank_of(0, 0), second = layout_->rank_of(1, 0);
+    if (rank == first || rank == second) {
+      std::vector<LinkSample> samples;
+      for (int64_t bytes : {int64_t{8}, std::max<int64_t>(largest_bucket_bytes(), 1024)})
+        samples.push_back({bytes, world_->ping_pong(rank == first ? second : first, bytes, kRepeats) / 2.0});
+      const LinkModel link = fit_link_model(samples);
+      if (rank == first) fits[fits.size() - 2] = link.latency_ms, fits[fits.size() - 1] = link.bytes_per_ms;
+    }
+  }
   world_->all_reduce_sum(fits);
   links_.clear();
   for (int b = 0; b + 1 < S; ++b)
     links_.push_back({fits[2 * static_cast<size_t>(b)], fits[2 * static_cast<size_t>(b) + 1]});
+  if (layout_->replicas > 1) replica_link_ = LinkModel{fits[fits.size() - 2], fits[fits.size() - 1]};
 }
 
 double PipelineRunner::forward_backward_across_processes(const nn::Batch& batch) {

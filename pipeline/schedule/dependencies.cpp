@@ -91,6 +91,7 @@ std::optional<double> Progress::ready_at(int stage, const Action& a, std::string
       if (!ok && waiting_for) *waiting_for = to_string(send) + " on stage " + std::to_string(tag.from_stage);
       break;
     }
+    case ActionKind::Reduce:  // its gradients are final: the list order says so (validate.h, check 3)
     case ActionKind::OptimizerStep:
       break;
   }

@@ -9,6 +9,8 @@
 //   Bw(i, c), R    need Bi(i, c), respectively F(i, c);
 //   Send           needs the action that produced the tensor (F for activations, B/Bi for gradients);
 //   Recv           needs the matching Send on the peer (its message arrives `latency` after the Send);
+//   Reduce         needs nothing beyond its place after its chunk's last B/Bw (its replicas are not modelled:
+//                  they run the same list);
 //   OptimizerStep  needs nothing beyond its place at the end of the list.
 // Ordering within a stage (F before R before B, Bi before Bw, ...) is the list order itself; the validator
 // checks it separately.

@@ -27,6 +27,8 @@ const char* kind_name(ActionKind kind) {
       return "sendB";
     case ActionKind::RecvGrad:
       return "recvB";
+    case ActionKind::Reduce:
+      return "reduce";
     case ActionKind::OptimizerStep:
       return "step";
   }
@@ -39,7 +41,7 @@ bool is_transfer(ActionKind kind) {
 }
 
 bool is_compute(ActionKind kind) {
-  return !is_transfer(kind);
+  return !is_transfer(kind) && kind != ActionKind::Reduce;
 }
 
 namespace {
@@ -80,6 +82,11 @@ Action send_grad(int microbatch, int chunk, int to_stage) {
 Action recv_grad(int microbatch, int chunk, int from_stage) {
   return make(ActionKind::RecvGrad, microbatch, chunk, from_stage);
 }
+Action reduce(int bucket, int chunk) {
+  Action action = make(ActionKind::Reduce, -1, chunk);
+  action.bucket = bucket;
+  return action;
+}
 Action optimizer_step() {
   return make(ActionKind::OptimizerStep, -1, 0);
 }
@@ -88,6 +95,11 @@ std::string to_string(const Action& action, bool show_chunk) {
   if (action.kind == ActionKind::OptimizerStep) return "step";
   std::ostringstream out;
   const bool chunked = show_chunk || action.chunk != 0;
+  if (action.kind == ActionKind::Reduce) {
+    out << "AR" << action.bucket;
+    if (chunked) out << ".c" << action.chunk;
+    return out.str();
+  }
   auto compute_label = [&](const char* kind) {
     out << kind << action.microbatch;
     if (chunked) out << ".c" << action.chunk;

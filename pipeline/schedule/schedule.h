@@ -1,4 +1,5 @@
-// The schedule IR: one instruction list per pipeline stage, run in order (docs/design.md, the pipeline's spine).
+// The schedule IR: one instruction list per pipeline stage, run in order (docs/design.md, the pipeline's
+// spine).
 //
 // A Schedule is the single source of truth for a pipelined training step. The same lists are validated
 // (validate.h), simulated (plan/simulator.h), drawn (render_schedule.h, plan/render_timeline.h) and executed
@@ -25,8 +26,17 @@
 // Every action's `chunk` is the local chunk of the stage that runs it (for a Recv: the chunk that will
 // consume the tensor; for a Send: the chunk that produced it). transfer_tag() names the message both ends
 // agree on, independent of which end you look from.
+//
+// Data parallel. With D > 1 replicas of the pipeline, each stage's replicas average their gradients. A
+// stage's parameters are cut into gradient buckets (Schedule::buckets: consecutive layers of one local
+// chunk, up to a byte cap; reduce_buckets.h) and the list holds one Reduce per bucket, right after the
+// action that finalises the bucket's gradients (the last B or Bw of its chunk): the stage starts the
+// bucket's all-reduce there without waiting for it, and runs on while it travels; the optimizer step waits
+// for all of them. A Reduce takes no time on the stage's compute lane; the simulator times it on a comm
+// lane of its own.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,13 +53,15 @@ enum class ActionKind {
   RecvActivation,  ///< wait for the input of F(microbatch, chunk) from stage `peer`
   SendGrad,        ///< post the input-gradient of B/Bi(microbatch, chunk) to stage `peer`
   RecvGrad,        ///< wait for the output-gradient of B/Bi(microbatch, chunk) from stage `peer`
-  OptimizerStep,   ///< the stage's single optimizer step after every gradient has accumulated
+  Reduce,         ///< start the all-reduce of gradient bucket `bucket` (of local chunk `chunk`) over replicas
+  OptimizerStep,  ///< the stage's single optimizer step after every gradient has accumulated
 };
 
 /// Short name of a kind as used in labels: "F", "B", "Bi", "Bw", "R", "sendF", "recvF", "sendB", "recvB",
-/// "step".
+/// "reduce", "step".
 const char* kind_name(ActionKind kind);
-/// True for F, B, Bi, Bw, R and OptimizerStep: the actions that occupy a stage's compute stream.
+/// True for F, B, Bi, Bw, R and OptimizerStep: the actions that occupy a stage's compute stream (not the
+/// transfers, not Reduce).
 bool is_compute(ActionKind kind);
 /// True for the four Send/Recv kinds.
 bool is_transfer(ActionKind kind);
@@ -60,6 +72,7 @@ struct Action {
   int microbatch = -1;  ///< 0 .. M-1; -1 for OptimizerStep
   int chunk = 0;        ///< local chunk (virtual stage) on the executing stage, 0 .. v-1
   int peer = -1;        ///< the other stage of a Send/Recv; -1 otherwise
+  int bucket = -1;      ///< Reduce: the gradient bucket (index in Schedule::buckets[stage]); -1 otherwise
 
   bool operator==(const Action&) const = default;
 };
@@ -74,11 +87,14 @@ Action send_activation(int microbatch, int chunk, int to_stage);
 Action recv_activation(int microbatch, int chunk, int from_stage);
 Action send_grad(int microbatch, int chunk, int to_stage);
 Action recv_grad(int microbatch, int chunk, int from_stage);
+/// Reduce of gradient bucket `bucket`, which holds layers of local chunk `chunk` (microbatch -1).
+Action reduce(int bucket, int chunk);
 Action optimizer_step();
 
 /// A compact label: "F3", "B3", "Bi3", "Bw3", "R3", "step"; chunk > 0 or v > 1 adds ".c1" ("F3.c1");
 /// transfers read "send F3 ->s2", "recv F3 <-s0", "send B3 ->s1", "recv B3 <-s3" (F = activation,
-/// B = gradient). Pass show_chunk = true to always print the chunk (interleaved schedules do).
+/// B = gradient); a Reduce reads "AR<bucket>" ("AR0", "AR2.c1": all-reduce of bucket 2, of chunk 1). Pass
+/// show_chunk = true to always print the chunk (interleaved schedules do).
 std::string to_string(const Action& action, bool show_chunk = false);
 
 /// Activation recomputation policy (torchgpipe's checkpoint modes).
@@ -131,6 +147,15 @@ struct ChunkLayout {
   bool operator==(const ChunkLayout&) const = default;
 };
 
+/// A gradient bucket of one stage: consecutive layers of one of its local chunks whose gradients one Reduce
+/// all-reduces over the replicas (reduce_buckets.h builds them).
+struct GradientBucket {
+  int chunk = 0;                       ///< local chunk
+  int first_layer = 0, end_layer = 0;  ///< model layers [first_layer, end_layer)
+  int64_t bytes = 0;                   ///< gradient bytes reduced (each parameter in one bucket)
+  bool operator==(const GradientBucket&) const = default;
+};
+
 /// A pipelined training step: per stage, the list of actions that stage runs in order.
 struct Schedule {
   std::string name;        ///< a generator's name (generators.h), a file's, or anything for hand-written ones
@@ -143,6 +168,9 @@ struct Schedule {
   /// backward, no recomputation, no optimizer step; the validator holds it to exactly that.
   bool forward_only = false;
   std::vector<std::vector<Action>> actions;  ///< actions[stage] in execution order
+  /// Per stage, its gradient buckets (data parallel; see "Data parallel" above): each one is reduced by
+  /// exactly one Reduce of the stage's list. Empty: no Reduce (one replica).
+  std::vector<std::vector<GradientBucket>> buckets;
 
   ChunkLayout layout() const { return ChunkLayout{placement, stages, virtual_chunks}; }
   /// S * v: how many consecutive pieces the model is cut into.

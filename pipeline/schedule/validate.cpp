@@ -7,6 +7,7 @@
 
 #include "pipeline/schedule/dependencies.h"
 #include "pipeline/schedule/pair_order.h"
+#include "pipeline/schedule/reduce_buckets.h"
 #include "pipeline/schedule/render_schedule.h"
 
 namespace brigade::pipeline {
@@ -42,6 +43,25 @@ class Positions {
   std::vector<int> pos_;
 };
 
+// 1 for a Reduce: its bucket exists on the stage and holds layers of the Reduce's chunk.
+std::optional<ScheduleIssue> check_reduce_range(const Schedule& s, int st, int i) {
+  const Action& a = s.actions[st][i];
+  const int buckets = s.buckets.empty() ? 0 : static_cast<int>(s.buckets[st].size());
+  const std::string where = at(st, i) + ": " + to_string(a, s.virtual_chunks > 1) + " ";
+  if (a.bucket < 0 || a.bucket >= buckets) {
+    return issue(where + "reduces bucket " + std::to_string(a.bucket) + ", but the stage has " +
+                     std::to_string(buckets) + (buckets == 1 ? " gradient bucket" : " gradient buckets"),
+                 {{st, i}});
+  }
+  const int chunk = s.buckets[st][a.bucket].chunk;
+  if (a.chunk != chunk) {
+    return issue(where + "names chunk " + std::to_string(a.chunk) + ", but bucket " +
+                     std::to_string(a.bucket) + " holds layers of chunk " + std::to_string(chunk),
+                 {{st, i}});
+  }
+  return std::nullopt;
+}
+
 // 1. sizes and ranges.
 std::optional<ScheduleIssue> check_ranges(const Schedule& s) {
   if (s.stages < 1 || s.microbatches < 1 || s.virtual_chunks < 1) {
@@ -52,10 +72,18 @@ std::optional<ScheduleIssue> check_ranges(const Schedule& s) {
     return issue("has " + std::to_string(s.actions.size()) + " instruction lists for " +
                  std::to_string(s.stages) + " stages");
   }
+  if (!s.buckets.empty() && static_cast<int>(s.buckets.size()) != s.stages) {
+    return issue("has gradient buckets for " + std::to_string(s.buckets.size()) + " stages, and " +
+                 std::to_string(s.stages) + " stages");
+  }
   for (int st = 0; st < s.stages; ++st) {
     for (int i = 0; i < static_cast<int>(s.actions[st].size()); ++i) {
       const Action& a = s.actions[st][i];
       if (a.kind == ActionKind::OptimizerStep) continue;
+      if (a.kind == ActionKind::Reduce) {
+        if (auto found = check_reduce_range(s, st, i)) return found;
+        continue;
+      }
       const std::string where = at(st, i) + ": " + to_string(a) + " ";
       if (a.microbatch < 0 || a.microbatch >= s.microbatches) {
         return issue(where + "has microbatch " + std::to_string(a.microbatch) + ", outside 0.." +
@@ -103,8 +131,16 @@ std::optional<ScheduleIssue> check_positions(const Schedule& s, int st, Position
                        " in a forward-only schedule (it holds F and the activations' Send/Recv only)",
                    {{st, i}});
     }
+    if (a.kind == ActionKind::Reduce) continue;  // placement: check_reduces
     if (a.kind == ActionKind::OptimizerStep) {
       if (++steps > 1) return issue(at(st, i) + ": a second optimizer step", {{st, i}});
+      for (int j = i + 1; j < static_cast<int>(list.size()); ++j) {
+        if (list[j].kind != ActionKind::Reduce) continue;
+        return issue(at(st, j) + ": " + to_string(list[j], s.virtual_chunks > 1) +
+                         " comes after the optimizer step (step " + std::to_string(i) +
+                         "), which must wait for every bucket's all-reduce",
+                     {{st, j}, {st, i}});
+      }
       if (i + 1 != static_cast<int>(list.size())) {
         return issue(at(st, i) + ": the optimizer step must end the list (" +
                          std::to_string(list.size() - i - 1) + " actions follow it)",
@@ -241,9 +277,48 @@ std::optional<ScheduleIssue> check_pair_transfers(const Schedule& s, int st, int
   return std::nullopt;
 }
 
+// 2-3 for the Reduces of one stage: each bucket reduced exactly once, after the last action that writes its
+// chunk's gradients (reduce_buckets.h).
+std::optional<ScheduleIssue> check_reduces(const Schedule& s, int st) {
+  const auto& list = s.actions[st];
+  const int buckets = s.buckets.empty() ? 0 : static_cast<int>(s.buckets[st].size());
+  const bool chunked = s.virtual_chunks > 1;
+  std::vector<int> where(static_cast<size_t>(buckets), -1);
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    const Action& a = list[i];
+    if (a.kind != ActionKind::Reduce) continue;
+    int& p = where[static_cast<size_t>(a.bucket)];
+    if (p >= 0) {
+      return issue(at(st, i) + ": " + to_string(a, chunked) + " reduces bucket " + std::to_string(a.bucket) +
+                       " a second time (steps " + std::to_string(p) + " and " + std::to_string(i) + ")",
+                   {{st, p}, {st, i}});
+    }
+    p = i;
+    const int last = last_gradient_write(list, a.chunk);
+    if (last > i) {
+      const GradientBucket& b = s.buckets[st][a.bucket];
+      return issue(at(st, i) + ": " + to_string(a, chunked) + " reduces bucket " + std::to_string(a.bucket) +
+                       " (layers " + std::to_string(b.first_layer) + ".." + std::to_string(b.end_layer - 1) +
+                       ") before its gradients are final: " + to_string(list[last], chunked) + " (step " +
+                       std::to_string(last) + ") still writes them",
+                   {{st, i}, {st, last}});
+    }
+  }
+  for (int b = 0; b < buckets; ++b) {
+    if (where[static_cast<size_t>(b)] >= 0 || s.forward_only) continue;
+    const GradientBucket& bucket = s.buckets[st][b];
+    return issue("stage " + std::to_string(st) + " never reduces gradient bucket " + std::to_string(b) +
+                 " (layers " + std::to_string(bucket.first_layer) + ".." +
+                 std::to_string(bucket.end_layer - 1) + " of chunk " + std::to_string(bucket.chunk) +
+                 "): no " + to_string(reduce(b, bucket.chunk), chunked) + " in its list");
+  }
+  return std::nullopt;
+}
+
 // 2-4 on one stage: counts, order, required transfers. Fills `pos` for the matching check.
 std::optional<ScheduleIssue> check_stage(const Schedule& s, int st, Positions& pos) {
   if (auto found = check_positions(s, st, pos)) return found;
+  if (auto found = check_reduces(s, st)) return found;
   for (int c = 0; c < s.virtual_chunks; ++c) {
     for (int m = 0; m < s.microbatches; ++m) {
       const PairSteps p = pair_steps(pos, c, m);

@@ -7,7 +7,9 @@
 //      exactly one R where the recompute policy recomputes it and none elsewhere; no duplicates;
 //      exactly one OptimizerStep per stage, at the end of its list;
 //   3. order within a stage: F before its backward, Bi before Bw, R after F and before the backward;
-//      a Recv before the action that consumes it, a Send after the action that produced it;
+//      a Recv before the action that consumes it, a Send after the action that produced it; every gradient
+//      bucket of the stage (Schedule::buckets) reduced by exactly one Reduce, after the last B or Bw of its
+//      chunk (the last action that writes its gradients) and before the optimizer step;
 //   4. matching: every F/B/Bi whose input (output) crosses stages is preceded by its Recv (followed by its
 //      Send), and every Send has exactly one matching Recv on its peer, and vice versa;
 //   5. a deadlock dry run: all lists run round by round, each stage advancing while its next action's

@@ -176,12 +176,12 @@ TEST(TrainOptions, TheTableNamesEverySettingOnceAndSaysWhatResumeInherits) {
   const nlohmann::json json = nlohmann::json::parse(TrainOptions().to_json());
   for (const auto& [key, value] : json.items()) keys.insert(key);
   EXPECT_EQ(keys, names);
-  EXPECT_EQ(names.size(), 41u);  // every member of TrainOptions
+  EXPECT_EQ(names.size(), 42u);  // every member of TrainOptions
   // Where and how this process runs, and what it writes besides the checkpoint.
   EXPECT_EQ(per_invocation,
             (std::set<std::string>{"--device", "--threads", "--resume", "--metrics", "--devices",
                                    "--memory-budget", "--trace", "--timeline", "--data-parallel", "--timeout",
-                                   "--fail-at", "--transport", "--plan", "--plan-devices"}));
+                                   "--bucket-mb", "--fail-at", "--transport", "--plan", "--plan-devices"}));
   // The flag is the name with dashes.
   const auto& min_lr = std::get<TrainOption<double>>(train_option_table()[8]);
   EXPECT_STREQ(min_lr.name, "min_lr");

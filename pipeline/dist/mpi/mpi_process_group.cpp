@@ -2,7 +2,9 @@
 #include "pipeline/dist/mpi/mpi_process_group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "pipeline/dist/mpi/mpi_transport.h"
 #if BRIGADE_WITH_NCCL
@@ -26,6 +28,50 @@ MPI_Datatype mpi_type_of(const Tensor& tensor, const char* what) {
                     dtype_name(tensor.dtype()));
   }
 }
+
+// An MPI_Iallreduce in flight. MPI moves a non-blocking collective only inside MPI calls, and the stage
+// that started it goes on computing: a thread of its own tests the request every 50 us (as MpiTransport's
+// does for its sends), so the all-reduce runs while the stage computes and its end is known.
+class MpiPendingAllReduce : public PendingAllReduce {
+ public:
+  MpiPendingAllReduce(MPI_Request request, double timeout_seconds, std::string what)
+      : request_(request), timeout_seconds_(timeout_seconds), what_(std::move(what)) {
+    poller_ = std::thread([this] { poll(); });
+  }
+  ~MpiPendingAllReduce() override {
+    stopping_ = true;
+    poller_.join();  // an unfinished request (after a failure) is left to the exit, like the others
+  }
+  void wait() override {
+    wait_for([&] { return done_.load() || broken_.load(); }, timeout_seconds_, what_);
+    BRIGADE_CHECK(!broken_.load(), what_, ": MPI_Test failed");
+  }
+  std::chrono::steady_clock::time_point completed_at() const override { return completed_; }
+
+ private:
+  void poll() {
+    while (!stopping_.load()) {
+      int done = 0;
+      if (MPI_Test(&request_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        broken_ = true;
+        return;
+      }
+      if (done) {
+        completed_ = std::chrono::steady_clock::now();
+        done_ = true;  // after completed_: wait() reads it once done_ is seen
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  MPI_Request request_;
+  double timeout_seconds_;
+  std::string what_;
+  std::chrono::steady_clock::time_point completed_{};
+  std::atomic<bool> done_{false}, broken_{false}, stopping_{false};
+  std::thread poller_;
+};
 
 }  // namespace
 
@@ -72,6 +118,17 @@ void MpiProcessGroup::all_reduce_sum(const Tensor& tensor) {
             "MPI_Iallreduce");
   complete(request, "all-reduce of a tensor " + shape_str(tensor.shape()) + " over " + std::to_string(size_) +
                         " ranks");
+}
+
+std::unique_ptr<PendingAllReduce> MpiProcessGroup::start_all_reduce_sum(const Tensor& tensor) {
+  const MPI_Datatype type = mpi_type_of(tensor, "start_all_reduce_sum");
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()), type, MPI_SUM,
+                           comms_.collectives, &request),
+            "MPI_Iallreduce");
+  return std::make_unique<MpiPendingAllReduce>(
+      request, timeout_seconds_,
+      "all-reduce of a tensor " + shape_str(tensor.shape()) + " over " + std::to_string(size_) + " ranks");
 }
 
 void MpiProcessGroup::broadcast(const Tensor& tensor, int root) {

@@ -22,6 +22,7 @@ class MpiProcessGroup : public ProcessGroup {
   int size() const override { return size_; }
   void all_reduce_sum(std::vector<double>& values) override;
   void all_reduce_sum(const Tensor& tensor) override;
+  std::unique_ptr<PendingAllReduce> start_all_reduce_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
   double ping_pong(int peer, int64_t bytes, int repeats) override;
   double clock_offset(int peer, int repeats) override;
