@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "pipeline/plan/simulator.h"
+#include "pipeline/run/trace.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline/schedule/reduce_buckets.h"
 #include "pipeline/schedule/render_schedule.h"
@@ -175,6 +177,36 @@ TEST(Reduce, TheGridShowsTheReduces) {
   EXPECT_EQ(to_string(reduce(0, 0), true), "AR0.c0");
   EXPECT_FALSE(is_compute(ActionKind::Reduce));
   EXPECT_FALSE(is_transfer(ActionKind::Reduce));
+}
+
+TEST(Reduce, TracesDrawTheAllReduceOnACommTrackOfItsStage) {
+  ExecutionTrace trace;
+  trace.schedule = with_reduces(one_f_one_b(2, 2), 2, 1000);
+  trace.devices = {Device::cpu(), Device::cpu()};
+  for (int st = 0; st < 2; ++st) {
+    TraceEvent b{0, B(1), 1.0, 2.0};
+    TraceEvent ar{1, reduce(0, 0), 2.0, 5.0};  // the all-reduce runs on past the backward
+    ar.bytes = 400;
+    trace.stages.push_back({b, ar});
+  }
+  const nlohmann::json json = nlohmann::json::parse(chrome_trace_json(trace));
+  int slices = 0;
+  bool named = false;
+  for (const auto& e : json["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 1001)
+      named = e["args"]["name"].get<std::string>().find("stage 1 comm") == 0;
+    if (e["ph"] != "X" || e["cat"] != "reduce") continue;
+    ++slices;
+    EXPECT_EQ(e["name"], "AR0");
+    EXPECT_GE(e["tid"].get<int>(), 1000);  // the stage's comm track, not its compute track
+    EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 3000.0);
+    EXPECT_EQ(e["args"]["bucket"], 0);
+  }
+  EXPECT_EQ(slices, 2);
+  EXPECT_TRUE(named);
+  const std::string svg = render_measured_svg(trace);
+  EXPECT_NE(svg.find("AR0 (all-reduce over the replicas): 3.000 ms"), std::string::npos);
+  EXPECT_NE(svg.find(">all-reduce<"), std::string::npos) << "the legend";
 }
 
 }  // namespace
