@@ -56,12 +56,7 @@ std::vector<std::vector<int64_t>> bucket_layer_bytes(const Setting& s, const Sch
   std::vector<std::vector<int64_t>> bytes(static_cast<size_t>(schedule.stages),
                                           std::vector<int64_t>(static_cast<size_t>(layers), 0));
   for (int st = 0; st < schedule.stages; ++st) {
-    const auto& list = schedule.actions[static_cast<size_t>(st)];
-    std::vector<int> chunks;
-    for (int c = 0; c < schedule.virtual_chunks; ++c) chunks.push_back(c);
-    std::stable_sort(chunks.begin(), chunks.end(), [&](int a, int b) {
-      return last_gradient_write(list, a) > last_gradient_write(list, b);
-    });
+    const std::vector<int> chunks = chunks_by_last_gradient_write(schedule, st);
     std::vector<std::string> seen;
     for (const SharedParameter& shared : s.partition.shared)
       if (shared.stages.size() > 1) seen.push_back(shared.name);

@@ -148,12 +148,7 @@ struct Pipeline::Impl {
   /// chunks of the stage goes with the chunk whose gradients become final last, at its last layer there.
   std::vector<std::pair<Tensor, int>> reduced_parameters(nn::Sequential& model, const Schedule& schedule,
                                                          int stage) const {
-    const auto& list = schedule.actions[static_cast<size_t>(stage)];
-    std::vector<int> chunks;
-    for (int c = 0; c < schedule.virtual_chunks; ++c) chunks.push_back(c);
-    std::stable_sort(chunks.begin(), chunks.end(), [&](int a, int b) {
-      return last_gradient_write(list, a) > last_gradient_write(list, b);
-    });
+    const std::vector<int> chunks = chunks_by_last_gradient_write(schedule, stage);
     std::vector<TensorId> seen;
     for (const Shared& t : shared) seen.push_back(id_of(t.param));
     std::vector<std::pair<Tensor, int>> out;

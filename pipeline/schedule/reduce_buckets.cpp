@@ -16,6 +16,15 @@ int last_gradient_write(const std::vector<Action>& list, int chunk) {
   return -1;
 }
 
+std::vector<int> chunks_by_last_gradient_write(const Schedule& schedule, int stage) {
+  const auto& list = schedule.actions[static_cast<size_t>(stage)];
+  std::vector<int> chunks;
+  for (int c = 0; c < schedule.virtual_chunks; ++c) chunks.push_back(c);
+  std::stable_sort(chunks.begin(), chunks.end(),
+                   [&](int a, int b) { return last_gradient_write(list, a) > last_gradient_write(list, b); });
+  return chunks;
+}
+
 namespace {
 
 // The stage's local chunks in the order their gradients become final in its list.

@@ -48,6 +48,11 @@ std::vector<std::vector<GradientBucket>> gradient_buckets(
 /// B or Bw), or -1 when there is none.
 int last_gradient_write(const std::vector<Action>& list, int chunk);
 
+/// The stage's local chunks, the one whose gradients become final last first (a chunk without a gradient
+/// write last): the order in which to hand out a stage's parameters to buckets, so that one used by
+/// several chunks goes with the chunk that writes its gradient last.
+std::vector<int> chunks_by_last_gradient_write(const Schedule& schedule, int stage);
+
 /// Sets schedule.buckets and puts one Reduce per bucket into each stage's list, as "Placement" above says
 /// (replacing any Reduce already there). ValueError when `buckets` does not have one entry per stage or a
 /// bucket's chunk has no gradient-writing action on its stage.
