@@ -7,6 +7,11 @@
 #
 #   scripts/bench_cpu_vs_torch.sh [BUILD_DIR]           # default build/; needs its bench/train_step_bench
 #   ROUNDS=7 THREADS="1 2" SHAPES="baby" TORCH=pypi scripts/bench_cpu_vs_torch.sh build-cpu
+#   BASELINE=../other/build-cpu scripts/bench_cpu_vs_torch.sh build-cpu   # also an earlier brigade build
+#
+# BASELINE (optional) names a second brigade build directory (another commit's train_step_bench): it runs
+# as one more side, "brigade-baseline", in the same alternation, so that the table gives this build's time
+# over the baseline's beside the ratios to PyTorch. TORCH="" with a BASELINE compares the two builds alone.
 #
 # PyTorch sides (TORCH, default "pypi debian"):
 #   pypi    the current PyTorch from PyPI (MKL, oneDNN), in the virtual environment scripts/torch_venv.sh
@@ -66,7 +71,12 @@ for side in $TORCH; do
     *) echo "usage: TORCH lists pypi and/or debian, found '$side'" >&2; exit 2 ;;
   esac
 done
-[[ ${#sides[@]} -gt 0 ]] || { echo "bench_cpu_vs_torch: no PyTorch to compare against" >&2; exit 1; }
+BASELINE_BENCH=""
+if [[ -n "${BASELINE:-}" ]]; then
+  BASELINE_BENCH="$BASELINE/bench/train_step_bench"
+  [[ -x "$BASELINE_BENCH" ]] || { echo "bench_cpu_vs_torch: BASELINE: $BASELINE_BENCH not found" >&2; exit 1; }
+fi
+[[ ${#sides[@]} -gt 0 || -n "$BASELINE_BENCH" ]] || { echo "bench_cpu_vs_torch: nothing to compare against" >&2; exit 1; }
 
 commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
@@ -86,6 +96,7 @@ for entry in "${sides[@]}"; do
   fi
   printf 'meta\ttorch-%s\t%s\n' "$name" "$info" >>"$raw"
 done
+[[ -z "$BASELINE_BENCH" ]] || printf 'meta\tbaseline\t%s\n' "$(cd "$BASELINE" && pwd)" >>"$raw"
 sed -n 's/^meta\t\([^\t]*\)\t/# \1: /p' "$raw"
 
 # name: layers embd heads block batch vocab
@@ -106,6 +117,11 @@ for shape in $SHAPES; do
       read -r b bc < <(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BRIGADE" --step-median "${args[@]}" --threads "$t" \
                        | awk '{print $4, $NF}')
       printf 'row\t%s\t%s\tbrigade\t%s\t%s\t%s\t%s\n' "$shape" "$t" "$r" "$b" "$bc" "$load" >>"$raw"
+      if [[ -n "$BASELINE_BENCH" ]]; then
+        read -r b bc < <(OMP_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$BASELINE_BENCH" --step-median "${args[@]}" \
+                         --threads "$t" | awk '{print $4, $NF}')
+        printf 'row\t%s\t%s\tbrigade-baseline\t%s\t%s\t%s\t%s\n' "$shape" "$t" "$r" "$b" "$bc" "$load" >>"$raw"
+      fi
       for entry in "${sides[@]}"; do
         name="${entry%%=*}" python="${entry#*=}"
         attention=eager

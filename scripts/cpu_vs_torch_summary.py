@@ -8,7 +8,8 @@ matplotlib is importable, a chart of ms/step per side.
 
 RAW.tsv lines (tab-separated), written by the shell script:
   meta  KEY  VALUE
-  row   SHAPE  THREADS  SIDE  ROUND  WALL_MS  CPU_MS  LOAD1      (SIDE: brigade, torch-pypi, torch-debian)
+  row   SHAPE  THREADS  SIDE  ROUND  WALL_MS  CPU_MS  LOAD1      (SIDE: brigade, torch-pypi, torch-debian,
+                                                            brigade-baseline)
 Only the standard library is needed, matplotlib for the chart.
 """
 
@@ -33,7 +34,8 @@ def parse(path):
 
 
 def summarise(rows):
-    """One entry per (shape, threads, torch side): medians of both sides and the ratios brigade / torch."""
+    """One entry per (shape, threads, other side: a PyTorch or brigade-baseline): medians of both sides and the
+    ratios brigade / other."""
     out = []
     keys = sorted({(r["shape"], r["threads"]) for r in rows}, key=lambda k: (k[0], k[1]))
     for shape, threads in keys:
@@ -84,7 +86,7 @@ def chart(summary, meta, path):
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(list(y))
     ax.set_yticklabels(labels)
-    ax.set_xlabel("brigade time / PyTorch time per training step (below 1: brigade faster)")
+    ax.set_xlabel("brigade time / the other side's time per training step (below 1: brigade faster)")
     ax.set_title(f"brigade vs PyTorch, CPU training step\n{meta.get('date', '')} {meta.get('commit', '')} "
                  f"{meta.get('cpu', '')}", fontsize=9)
     ax.legend(fontsize=8)
