@@ -12,7 +12,7 @@ namespace brigade::kernels {
 
 enum class CrossEntropyKernel {
   /// CPU v1 (kernels/cpu/loss.cpp): one row per OpenMP iteration, the row's logsumexp in double (float32
-  /// through the 4-lane exp of kernels/cpu/vector_math.h).
+  /// through the vector loops of kernels/cpu/exp_rows.h: AVX-512, AVX2 or SSE2, the same bits).
   CpuRowLoop,
   /// CUDA v1 (kernels/cuda/loss.cu): one block per row, an online (max, sum) pass and a gradient pass,
   /// scalar loads; the default. v2 improves: 16-byte accesses.

@@ -11,8 +11,8 @@
 namespace brigade::kernels {
 
 enum class SoftmaxKernel {
-  /// CPU v1 (kernels/cpu/softmax.cpp): one row per OpenMP iteration, sums in double (float32 forward rows
-  /// through the 4-lane exp of kernels/cpu/vector_math.h).
+  /// CPU v1 (kernels/cpu/softmax.cpp): one row per OpenMP iteration, sums in double (float32 rows
+  /// through the vector loops of kernels/cpu/exp_rows.h: AVX-512, AVX2 or SSE2, the same bits).
   CpuRowLoop,
   /// CUDA v1 (kernels/cuda/softmax.cu): one block per row, block_reduce, the row read again for each pass;
   /// any C; the default. v2 improves: the row read once into registers, shuffles only.

@@ -1,7 +1,8 @@
 // CPU backend: cross-entropy fused with log-softmax over the rows of logits [N, V]. Each row's loss is
 // logsumexp(x) - x[target] (computed in double with the row max subtracted); its gradient row is
 // (softmax(x) - onehot(target)) / count, where count is the number of rows not equal to ignore_index.
-// float32 logits take the 4-lane exp of vector_math.h (~2 ulp) instead of exp in double.
+// float32 logits run the vector loops of exp_rows.h (the polynomial exp, within 2 ulp, instead of exp in
+// double).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -9,7 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/exp_rows.h"
 
 namespace brigade::kernels::cpu {
 
@@ -34,7 +35,7 @@ int64_t count_targets(const I* tp, int64_t N, int64_t V, int64_t ignore_index, i
   return -1;
 }
 
-// float32 logits: exp four lanes at a time (vector_math.h), sums and the gradient's arithmetic in double.
+// float32 logits: the vector loops of exp_rows.h, sums and the gradient's arithmetic in double.
 // The exps go into the gradient row (or a per-thread scratch row without one), so the loss is the same
 // bits whether or not the gradient is asked for.
 template <typename I>
@@ -45,6 +46,7 @@ void loss_rows_float32(const Tensor& logits, const I* tp, int64_t ignore_index, 
   auto* lp = row_loss.data<float>();
   float* gp = grad.defined() ? grad.data<float>() : nullptr;
   const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+  const detail::ExpRowKernels& k = detail::exp_row_kernels();
 #pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* x = xp + n * V;
@@ -61,15 +63,13 @@ void loss_rows_float32(const Tensor& logits, const I* tp, int64_t ignore_index, 
       if (scratch.size() < static_cast<size_t>(V)) scratch.resize(static_cast<size_t>(V));
       e = scratch.data();
     }
-    const float row_max = detail::max_of(x, V);
-    const double total = detail::exp_shifted_sum(x, row_max, e, V);
+    const float row_max = k.max(x, V);
+    const double total = k.exp_shifted_sum(x, row_max, e, V);
     const double lse = static_cast<double>(row_max) + std::log(total);
     lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
     if (g) {  // e is g's row: read e[t] before the loop overwrites it
       const double inv_total = 1.0 / total, p_target = static_cast<double>(e[t]) * inv_total;
-      for (int64_t j = 0; j < V; ++j) {
-        g[j] = static_cast<float>(static_cast<double>(e[j]) * inv_total * inv_count);
-      }
+      k.scale_twice(e, g, V, inv_total, inv_count);
       g[t] = static_cast<float>((p_target - 1.0) * inv_count);
     }
   }

@@ -1,12 +1,13 @@
 // CPU backend: softmax / log_softmax of each row of x [R, C] and their backward, one row per OpenMP
 // iteration. The row max is subtracted before exp (so exp never overflows); sums accumulate in double.
-// float32 forward rows use the 4-lane exp of vector_math.h (~2 ulp) instead of exp in double.
+// float32 rows run the vector loops of exp_rows.h (the polynomial exp, within 2 ulp, instead of exp in
+// double; AVX-512, AVX2 or SSE2, the same bits on each).
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
-#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/exp_rows.h"
 
 namespace brigade::kernels::cpu {
 
@@ -14,24 +15,42 @@ using detail::kParallelGrain;
 
 namespace {
 
-// float32 rows: the max, exp and scaling four lanes at a time (vector_math.h), the sum still in double.
+// float32 rows: every pass through the vector loops of exp_rows.h, the sums in double.
 void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const float*>(x.data_ptr());
   auto* yp = out.data<float>();
+  const detail::ExpRowKernels& k = detail::exp_row_kernels();
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = xp + r * cols;
     float* y = yp + r * cols;
-    const float row_max = detail::max_of(in, cols);
-    const double total = detail::exp_shifted_sum(in, row_max, y, cols);
+    const float row_max = k.max(in, cols);
+    const double total = k.exp_shifted_sum(in, row_max, y, cols);
     if (log) {
-      const double max_d = row_max, log_total = std::log(total);
-      for (int64_t j = 0; j < cols; ++j)
-        y[j] = static_cast<float>(static_cast<double>(in[j]) - max_d - log_total);
+      k.log_softmax(in, y, cols, row_max, std::log(total));
     } else {
-      const auto inv_total = static_cast<float>(1.0 / total);
-      for (int64_t j = 0; j < cols; ++j) y[j] *= inv_total;
+      k.scale(y, cols, static_cast<float>(1.0 / total));
+    }
+  }
+}
+
+// float32 backward rows: as above.
+void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
+  const int64_t rows = y.size(0), cols = y.size(1);
+  const auto* dyp = static_cast<const float*>(dy.data_ptr());
+  const auto* yp = static_cast<const float*>(y.data_ptr());
+  auto* dxp = dx.data<float>();
+  const detail::ExpRowKernels& k = detail::exp_row_kernels();
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = dyp + r * cols;
+    const float* yr = yp + r * cols;
+    float* out = dxp + r * cols;
+    if (log) {
+      k.log_softmax_backward(g, yr, out, cols, k.sum(g, cols));
+    } else {
+      k.softmax_backward(g, yr, out, cols, k.dot(g, yr, cols));
     }
   }
 }
@@ -67,6 +86,9 @@ void softmax_impl(const Tensor& x, const Tensor& out, bool log) {
 
 template <typename T>
 void softmax_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
+  if constexpr (std::is_same_v<T, float>) {
+    return softmax_backward_float32(dy, y, dx, log);
+  }
   const int64_t rows = y.size(0), cols = y.size(1);
   const auto* dyp = static_cast<const T*>(dy.data_ptr());
   const auto* yp = static_cast<const T*>(y.data_ptr());

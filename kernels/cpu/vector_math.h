@@ -172,37 +172,4 @@ BRIGADE_VECTOR_INLINE void gelu_grad_array(float* out, const float* g, const flo
   }
 }
 
-/// e[j] = exp(x[j] - shift) for j in [0, n) (x[j] - shift in float), and returns the sum of the e[j] in
-/// double (four lane sums, added at the end: a fixed order).
-inline double exp_shifted_sum(const float* x, float shift, float* e, int64_t n) {
-  double lanes[4] = {0.0, 0.0, 0.0, 0.0};
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    const f32x4 v = exp4(load4(x + k) - shift);
-    store4(e + k, v);
-    for (int l = 0; l < 4; ++l) lanes[l] += static_cast<double>(v[l]);
-  }
-  for (; k < n; ++k) {
-    const float v = exp4(splat(x[k] - shift))[0];
-    e[k] = v;
-    lanes[0] += static_cast<double>(v);
-  }
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-}
-
-/// The largest of x[0..n) (n >= 1). NaN elements are skipped unless x[0] is NaN; the callers' sums turn a
-/// row with a NaN into NaN either way.
-inline float max_of(const float* x, int64_t n) {
-  f32x4 best = splat(x[0]);
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    const f32x4 v = load4(x + k);
-    best = v > best ? v : best;
-  }
-  float m = best[0];
-  for (int l = 1; l < 4; ++l) m = best[l] > m ? best[l] : m;
-  for (; k < n; ++k) m = x[k] > m ? x[k] : m;
-  return m;
-}
-
 }  // namespace brigade::kernels::cpu::detail
