@@ -46,13 +46,22 @@ struct Avx512Kernel {
                                                                 bool first) {
     detail::Avx512Tile acc;
     detail::zero_tile(acc);
-    for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
-      const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    // Two runs of the same k loop, with the C tile prefetched between them (detail::prefetch_tile).
+    const int64_t tail = kc < detail::kPrefetchCAhead ? kc : detail::kPrefetchCAhead;
+    for (int phase = 0; phase < 2; ++phase) {
+      if (phase == 1) detail::prefetch_tile(c, ldc);
+      const int64_t count = phase == 0 ? kc - tail : tail;
+      for (int64_t p = 0; p < count; ++p, a += MR, b += NR) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        // The B micro-panel streams from L2: ask for its lines 8 k steps (1 KiB) ahead.
+        __builtin_prefetch(b + 8 * NR, 0, 3);
+        __builtin_prefetch(b + 8 * NR + 16, 0, 3);
 #pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i) {
-        const __m512 ai = _mm512_set1_ps(a[i]);
-        acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        for (int i = 0; i < MR; ++i) {
+          const __m512 ai = _mm512_set1_ps(a[i]);
+          acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
       }
     }
     detail::store_tile(acc, c, ldc, first);
