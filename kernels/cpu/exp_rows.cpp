@@ -21,187 +21,234 @@ namespace brigade::kernels::cpu::detail {
 
 namespace {
 
-using f32x16 = float __attribute__((vector_size(64)));
-using f64x16 = double __attribute__((vector_size(128)));
-constexpr int64_t kLanes = 16;
+// A lambda's body is a function of its own, compiled for the file's default target (SSE2) unless it is
+// inlined into the target-attributed wrapper; always_inline makes sure it is.
+#define BRIGADE_LAMBDA_INLINE __attribute__((always_inline))
 
-BRIGADE_VECTOR_INLINE f32x16 load16(const float* p) {
-  return load_v<f32x16>(p);
+using f32x16 = float __attribute__((vector_size(64)));  // only ever inside AVX-512 functions
+constexpr int64_t kSumLanes = 16;  // element k of a sum goes into double lane k mod 16, on every ISA
+
+template <typename V>
+constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+
+/// The double vector with V's lane count.
+template <typename V>
+struct Wide;
+template <>
+struct Wide<f32x4> {
+  using type = double __attribute__((vector_size(32)));
+};
+template <>
+struct Wide<f32x8> {
+  using type = double __attribute__((vector_size(64)));
+};
+template <>
+struct Wide<f32x16> {
+  using type = double __attribute__((vector_size(128)));
+};
+template <typename V>
+using wide_t = typename Wide<V>::type;
+
+template <typename V>
+BRIGADE_VECTOR_INLINE wide_t<V> widen(const V& v) {
+  return __builtin_convertvector(v, wide_t<V>);
 }
 
-/// The first `count` (< 16) elements of p, the other lanes `fill`.
-BRIGADE_VECTOR_INLINE f32x16 load_part(const float* p, int64_t count, float fill) {
-  float lanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) lanes[l] = l < count ? p[l] : fill;
-  return load16(lanes);
+template <typename V>
+BRIGADE_VECTOR_INLINE V narrow(const wide_t<V>& v) {
+  return __builtin_convertvector(v, V);
+}
+
+/// The first `count` (< lanes) elements of p, the other lanes `fill`.
+template <typename V>
+BRIGADE_VECTOR_INLINE V load_part(const float* p, int64_t count, float fill) {
+  float lanes[kLanes<V>];
+  for (int64_t l = 0; l < kLanes<V>; ++l) lanes[l] = l < count ? p[l] : fill;
+  return load_v<V>(lanes);
 }
 
 /// Stores the first `count` lanes of v.
-BRIGADE_VECTOR_INLINE void store_part(float* p, const f32x16& v, int64_t count) {
-  float lanes[kLanes];
+template <typename V>
+BRIGADE_VECTOR_INLINE void store_part(float* p, const V& v, int64_t count) {
+  float lanes[kLanes<V>];
   store_v(lanes, v);
   std::memcpy(p, lanes, static_cast<size_t>(count) * sizeof(float));
 }
 
-BRIGADE_VECTOR_INLINE f64x16 widen(const f32x16& v) {
-  return __builtin_convertvector(v, f64x16);
+/// out[k] = f(a[k]) (and b[k]) for k in [0, n), V's lanes at a time; the tail through a padded vector.
+template <typename V, typename F>
+BRIGADE_VECTOR_INLINE void map_row(const float* a, float* out, int64_t n, F f) {
+  int64_t k = 0;
+  for (; k + kLanes<V> <= n; k += kLanes<V>) store_v(out + k, f(load_v<V>(a + k)));
+  if (k < n) store_part(out + k, f(load_part<V>(a + k, n - k, 0.0f)), n - k);
 }
 
-BRIGADE_VECTOR_INLINE f32x16 narrow(const f64x16& v) {
-  return __builtin_convertvector(v, f32x16);
+template <typename V, typename F>
+BRIGADE_VECTOR_INLINE void map_rows(const float* a, const float* b, float* out, int64_t n, F f) {
+  int64_t k = 0;
+  for (; k + kLanes<V> <= n; k += kLanes<V>) store_v(out + k, f(load_v<V>(a + k), load_v<V>(b + k)));
+  if (k < n)
+    store_part(out + k, f(load_part<V>(a + k, n - k, 0.0f), load_part<V>(b + k, n - k, 0.0f)), n - k);
 }
 
-/// The lanes of a 16-lane double sum, added in lane order.
-BRIGADE_VECTOR_INLINE double lane_total(const f64x16& acc) {
-  double total = 0.0;
-  for (int l = 0; l < kLanes; ++l) total += acc[l];
-  return total;
+/// A double sum in 16 lanes: kSumLanes / lanes vectors of V's width.
+template <typename V>
+struct Sum16 {
+  static constexpr int64_t kParts = kSumLanes / kLanes<V>;
+  wide_t<V> part[kParts] = {};
+
+  /// Adds term(offset of a vector) for the 16 elements at `base` (offsets base, base + lanes, ...).
+  template <typename F>
+  BRIGADE_VECTOR_INLINE void add_block(int64_t base, F term) {
+    for (int64_t p = 0; p < kParts; ++p) part[p] += term(base + p * kLanes<V>);
+  }
+
+  /// The 16 lanes added in lane order.
+  BRIGADE_VECTOR_INLINE double total() const {
+    double t = 0.0;
+    for (int64_t p = 0; p < kParts; ++p) {
+      for (int64_t l = 0; l < kLanes<V>; ++l) t += part[p][l];
+    }
+    return t;
+  }
+};
+
+/// The sum of term over [0, n) in Sum16's lanes; term(k) gives the double lanes of elements k .. k + lanes
+/// from rows padded with zeros past n (pad copies the last < 16 elements of each row into buffers).
+template <typename V, typename F>
+BRIGADE_VECTOR_INLINE double sum_row(int64_t n, F term) {
+  Sum16<V> acc;
+  int64_t k = 0;
+  for (; k + kSumLanes <= n; k += kSumLanes) acc.add_block(k, term);
+  if (k < n) acc.add_block(k, term);  // term pads past n itself
+  return acc.total();
 }
 
-/// Calls f(offset, count) for each block of 16 elements of [0, n), count < 16 only for the last.
-template <typename F>
-BRIGADE_VECTOR_INLINE void for_blocks(int64_t n, F&& f) {
-  for (int64_t k = 0; k < n; k += kLanes) f(k, n - k < kLanes ? n - k : kLanes);
+template <typename V>
+BRIGADE_VECTOR_INLINE V load_padded(const float* p, int64_t k, int64_t n) {
+  return k + kLanes<V> <= n ? load_v<V>(p + k) : load_part<V>(p + k, n > k ? n - k : 0, 0.0f);
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void exp_body(const float* x, float* y, int64_t n) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    if (count == kLanes) return store_v(y + k, exp_v(load16(x + k)));
-    store_part(y + k, exp_v(load_part(x + k, count, 0.0f)), count);
-  });
+  map_row<V>(x, y, n, [](const V& v) BRIGADE_LAMBDA_INLINE { return exp_v(v); });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE float max_body(const float* x, int64_t n) {
-  f32x16 best = f32x16{} + x[0];
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 v = count == kLanes ? load16(x + k) : load_part(x + k, count, x[0]);
+  V best = V{} + x[0];
+  int64_t k = 0;
+  for (; k + kLanes<V> <= n; k += kLanes<V>) {
+    const V v = load_v<V>(x + k);
     best = v > best ? v : best;
-  });
+  }
+  if (k < n) {
+    const V v = load_part<V>(x + k, n - k, x[0]);
+    best = v > best ? v : best;
+  }
   float m = best[0];
-  for (int l = 1; l < kLanes; ++l) m = best[l] > m ? best[l] : m;
+  for (int l = 1; l < kLanes<V>; ++l) m = best[l] > m ? best[l] : m;
   return m;
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE double exp_shifted_sum_body(const float* x, float shift, float* e, int64_t n) {
-  f64x16 acc = {};
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    if (count == kLanes) {
-      const f32x16 v = exp_v(load16(x + k) - shift);
+  return sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
+    if (k + kLanes<V> <= n) {
+      const V v = exp_v(load_v<V>(x + k) - shift);
       store_v(e + k, v);
-      acc += widen(v);
-      return;
+      return widen(v);
     }
-    float lanes[kLanes] = {};  // lanes past the row add 0 to their sums
-    const f32x16 v = exp_v(load_part(x + k, count, shift) - shift);
-    store_part(lanes, v, count);
-    std::memcpy(e + k, lanes, static_cast<size_t>(count) * sizeof(float));
-    acc += widen(load16(lanes));
+    if (k >= n) return wide_t<V>{};
+    V v = exp_v(load_part<V>(x + k, n - k, shift) - shift);
+    store_part(e + k, v, n - k);
+    for (int64_t l = n - k; l < kLanes<V>; ++l) v[l] = 0.0f;  // lanes past the row add 0
+    return widen(v);
   });
-  return lane_total(acc);
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void scale_body(float* y, int64_t n, float scale) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    if (count == kLanes) return store_v(y + k, load16(y + k) * scale);
-    store_part(y + k, load_part(y + k, count, 0.0f) * scale, count);
-  });
+  map_row<V>(y, y, n, [scale](const V& v) BRIGADE_LAMBDA_INLINE { return v * scale; });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void log_softmax_body(const float* x, float* y, int64_t n, double max,
                                             double log_total) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 v = count == kLanes ? load16(x + k) : load_part(x + k, count, 0.0f);
-    const f32x16 out = narrow((widen(v) - max) - log_total);
-    if (count == kLanes) return store_v(y + k, out);
-    store_part(y + k, out, count);
-  });
+  map_row<V>(x, y, n,
+             [=](const V& v) BRIGADE_LAMBDA_INLINE { return narrow<V>((widen(v) - max) - log_total); });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE double sum_body(const float* x, int64_t n) {
-  f64x16 acc = {};
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    acc += widen(count == kLanes ? load16(x + k) : load_part(x + k, count, 0.0f));
-  });
-  return lane_total(acc);
+  return sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE { return widen(load_padded<V>(x, k, n)); });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE double dot_body(const float* a, const float* b, int64_t n) {
-  f64x16 acc = {};
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 va = count == kLanes ? load16(a + k) : load_part(a + k, count, 0.0f);
-    const f32x16 vb = count == kLanes ? load16(b + k) : load_part(b + k, count, 0.0f);
-    acc += widen(va) * widen(vb);
+  return sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
+    return widen(load_padded<V>(a, k, n)) * widen(load_padded<V>(b, k, n));
   });
-  return lane_total(acc);
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void softmax_backward_body(const float* dy, const float* y, float* dx, int64_t n,
                                                  double dot) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 g = count == kLanes ? load16(dy + k) : load_part(dy + k, count, 0.0f);
-    const f32x16 p = count == kLanes ? load16(y + k) : load_part(y + k, count, 0.0f);
-    const f32x16 out = narrow(widen(p) * (widen(g) - dot));
-    if (count == kLanes) return store_v(dx + k, out);
-    store_part(dx + k, out, count);
+  map_rows<V>(dy, y, dx, n, [dot](const V& g, const V& p) BRIGADE_LAMBDA_INLINE {
+    return narrow<V>(widen(p) * (widen(g) - dot));
   });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void log_softmax_backward_body(const float* dy, const float* y, float* dx, int64_t n,
                                                      double dy_total) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 g = count == kLanes ? load16(dy + k) : load_part(dy + k, count, 0.0f);
-    const f32x16 p = exp_v(count == kLanes ? load16(y + k) : load_part(y + k, count, 0.0f));
-    const f32x16 out = narrow(widen(g) - widen(p) * dy_total);
-    if (count == kLanes) return store_v(dx + k, out);
-    store_part(dx + k, out, count);
+  map_rows<V>(dy, y, dx, n, [dy_total](const V& g, const V& p) BRIGADE_LAMBDA_INLINE {
+    return narrow<V>(widen(g) - widen(exp_v(p)) * dy_total);
   });
 }
 
+template <typename V>
 BRIGADE_VECTOR_INLINE void scale_twice_body(const float* e, float* g, int64_t n, double inv_total,
                                             double inv_count) {
-  for_blocks(n, [&](int64_t k, int64_t count) {
-    const f32x16 v = count == kLanes ? load16(e + k) : load_part(e + k, count, 0.0f);
-    const f32x16 out = narrow(widen(v) * inv_total * inv_count);
-    if (count == kLanes) return store_v(g + k, out);
-    store_part(g + k, out, count);
-  });
+  map_row<V>(e, g, n,
+             [=](const V& v) BRIGADE_LAMBDA_INLINE { return narrow<V>(widen(v) * inv_total * inv_count); });
 }
 
 // One set of wrappers per ISA: the same bodies under a target attribute. fp-contract=off keeps g++ from
 // fusing a multiply and an add where the target has FMA (AVX-512 implies it), which would change the bits.
-#define BRIGADE_EXP_ROW_KERNELS(NAME, ATTRIBUTES)                                                         \
+#define BRIGADE_EXP_ROW_KERNELS(NAME, V, ATTRIBUTES)                                                      \
   ATTRIBUTES void NAME##_exp(const float* x, float* y, int64_t n) {                                       \
-    exp_body(x, y, n);                                                                                    \
+    exp_body<V>(x, y, n);                                                                                 \
   }                                                                                                       \
   ATTRIBUTES float NAME##_max(const float* x, int64_t n) {                                                \
-    return max_body(x, n);                                                                                \
+    return max_body<V>(x, n);                                                                             \
   }                                                                                                       \
   ATTRIBUTES double NAME##_exp_shifted_sum(const float* x, float shift, float* e, int64_t n) {            \
-    return exp_shifted_sum_body(x, shift, e, n);                                                          \
+    return exp_shifted_sum_body<V>(x, shift, e, n);                                                       \
   }                                                                                                       \
   ATTRIBUTES void NAME##_scale(float* y, int64_t n, float scale) {                                        \
-    scale_body(y, n, scale);                                                                              \
+    scale_body<V>(y, n, scale);                                                                           \
   }                                                                                                       \
   ATTRIBUTES void NAME##_log_softmax(const float* x, float* y, int64_t n, double max, double log_total) { \
-    log_softmax_body(x, y, n, max, log_total);                                                            \
+    log_softmax_body<V>(x, y, n, max, log_total);                                                         \
   }                                                                                                       \
   ATTRIBUTES double NAME##_sum(const float* x, int64_t n) {                                               \
-    return sum_body(x, n);                                                                                \
+    return sum_body<V>(x, n);                                                                             \
   }                                                                                                       \
   ATTRIBUTES double NAME##_dot(const float* a, const float* b, int64_t n) {                               \
-    return dot_body(a, b, n);                                                                             \
+    return dot_body<V>(a, b, n);                                                                          \
   }                                                                                                       \
   ATTRIBUTES void NAME##_softmax_backward(const float* dy, const float* y, float* dx, int64_t n,          \
                                           double dot) {                                                   \
-    softmax_backward_body(dy, y, dx, n, dot);                                                             \
+    softmax_backward_body<V>(dy, y, dx, n, dot);                                                          \
   }                                                                                                       \
   ATTRIBUTES void NAME##_log_softmax_backward(const float* dy, const float* y, float* dx, int64_t n,      \
                                               double dy_total) {                                          \
-    log_softmax_backward_body(dy, y, dx, n, dy_total);                                                    \
+    log_softmax_backward_body<V>(dy, y, dx, n, dy_total);                                                 \
   }                                                                                                       \
   ATTRIBUTES void NAME##_scale_twice(const float* e, float* g, int64_t n, double inv_total,               \
                                      double inv_count) {                                                  \
-    scale_twice_body(e, g, n, inv_total, inv_count);                                                      \
+    scale_twice_body<V>(e, g, n, inv_total, inv_count);                                                   \
   }                                                                                                       \
   const ExpRowKernels NAME##_kernels = {NAME##_exp,                                                       \
                                         NAME##_max,                                                       \
@@ -214,10 +261,10 @@ BRIGADE_VECTOR_INLINE void scale_twice_body(const float* e, float* g, int64_t n,
                                         NAME##_log_softmax_backward,                                      \
                                         NAME##_scale_twice};
 
-BRIGADE_EXP_ROW_KERNELS(sse2, __attribute__((optimize("fp-contract=off"))))
+BRIGADE_EXP_ROW_KERNELS(sse2, f32x4, __attribute__((optimize("fp-contract=off"))))
 #if BRIGADE_CPU_AVX2
-BRIGADE_EXP_ROW_KERNELS(avx2, __attribute__((target("avx2"), optimize("fp-contract=off"))))
-BRIGADE_EXP_ROW_KERNELS(avx512, __attribute__((target("avx512f"), optimize("fp-contract=off"))))
+BRIGADE_EXP_ROW_KERNELS(avx2, f32x8, __attribute__((target("avx2"), optimize("fp-contract=off"))))
+BRIGADE_EXP_ROW_KERNELS(avx512, f32x16, __attribute__((target("avx512f"), optimize("fp-contract=off"))))
 #endif
 #undef BRIGADE_EXP_ROW_KERNELS
 
