@@ -1,13 +1,13 @@
 // The kernel benchmark: the perf mode of the op table (tests/ops/op_cases_perf.h: the ops of one GPT training
 // step at its shapes, the same op definitions the tests check), on the CPU and (when a GPU is present)
 // CUDA, by the public op ("brigade": the dispatch, its default version, outputs allocated per call) and,
-// on CUDA, by each registered kernel version of the op's family that runs the case itself
-// (tests/ops/op_versions.h over kernels/<op>_versions.h; impl = the version's name; outputs allocated once),
-// beside cuDNN where cuDNN has the op (legacy softmax and log-softmax, forward and backward; cuDNN's
-// layernorm and fused attention live in its graph/frontend API and are not benchmarked here). The versions
-// of softmax, layernorm and attention run at every model; those of the memory-bound families (elementwise,
-// AdamW, cross-entropy, embedding backward) at GPT-2's shapes only, which keeps the GPU check's bench in
-// budget. Matmul has its own suite (bench/matmul_bench.cpp).
+// on CUDA (on the CPU: attention only), by each registered kernel version of the op's family that runs the
+// case itself (tests/ops/op_versions.h over kernels/<op>_versions.h; impl = the version's name; outputs
+// allocated once), beside cuDNN where cuDNN has the op (legacy softmax and log-softmax, forward and backward;
+// cuDNN's layernorm and fused attention live in its graph/frontend API and are not benchmarked here). The
+// versions of softmax, layernorm and attention run at every model; those of the memory-bound families
+// (elementwise, AdamW, cross-entropy, embedding backward) at GPT-2's shapes only, which keeps the GPU check's
+// bench in budget. Matmul has its own suite (bench/matmul_bench.cpp).
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
@@ -177,7 +177,8 @@ std::deque<OpCase>& perf_case_store() {
 
 /// Which perf cases also time their kernel versions (see the top).
 bool times_versions(const OpCase& c, const Where& w) {
-  if (!w.device.is_cuda()) return false;
+  // On the CPU only attention's versions: the others are memory bound and their versions share the bits.
+  if (!w.device.is_cuda()) return table::family_of(c.op) == table::Family::Attention;
   static const std::set<std::string> memory_bound = {"gelu_fwd",      "gelu_bwd",     "residual_add",
                                                      "bias_add",      "add_inplace",  "adamw",
                                                      "cross_entropy", "embedding_bwd"};

@@ -1,6 +1,8 @@
 // The causal attention version registry (kernels/attention_versions.h).
 #include "kernels/attention_versions.h"
 
+#include "kernels/cpu/cpu_features.h"
+
 namespace brigade::kernels {
 
 const char* attention_kernel_name(AttentionKernel kernel) {
@@ -9,6 +11,8 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "v1-baseline";
     case AttentionKernel::CpuAvx2:
       return "v2-avx2";
+    case AttentionKernel::CpuAvx512:
+      return "v3-avx512-fma";
     case AttentionKernel::CudaSimple:
       return "v1-simple";
     case AttentionKernel::CudaFlash:
@@ -22,15 +26,19 @@ const char* attention_kernel_name(AttentionKernel kernel) {
 }
 
 DeviceKind attention_kernel_backend(AttentionKernel kernel) {
-  return kernel == AttentionKernel::CpuBaseline || kernel == AttentionKernel::CpuAvx2 ? DeviceKind::CPU
-                                                                                      : DeviceKind::CUDA;
+  const bool cpu = kernel == AttentionKernel::CpuBaseline || kernel == AttentionKernel::CpuAvx2 ||
+                   kernel == AttentionKernel::CpuAvx512;
+  return cpu ? DeviceKind::CPU : DeviceKind::CUDA;
 }
 
 const std::vector<AttentionKernel>& all_attention_kernels() {
-  static const std::vector<AttentionKernel> kernels = {
-      AttentionKernel::CpuBaseline,         AttentionKernel::CpuAvx2,
-      AttentionKernel::CudaSimple,          AttentionKernel::CudaFlash,
-      AttentionKernel::CudaFlashTensorCore, AttentionKernel::CudaFlashTensorCoreAsync};
+  static const std::vector<AttentionKernel> kernels = {AttentionKernel::CpuBaseline,
+                                                       AttentionKernel::CpuAvx2,
+                                                       AttentionKernel::CpuAvx512,
+                                                       AttentionKernel::CudaSimple,
+                                                       AttentionKernel::CudaFlash,
+                                                       AttentionKernel::CudaFlashTensorCore,
+                                                       AttentionKernel::CudaFlashTensorCoreAsync};
   return kernels;
 }
 
@@ -43,6 +51,8 @@ bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head
       return floating;
     case AttentionKernel::CpuAvx2:
       return floating && detail::cpu_runs_avx2();
+    case AttentionKernel::CpuAvx512:
+      return (dtype == kFloat32 || dtype == kBFloat16) && cpu::cpu_features().avx512f;
     case AttentionKernel::CudaFlash:
       return (dtype == kFloat32 || dtype == kBFloat16) && flash_dim;
     case AttentionKernel::CudaFlashTensorCore:

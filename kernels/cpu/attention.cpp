@@ -26,6 +26,8 @@
 // lane-wise operations only, and every element summed in the same order (d ascending, j ascending, rows
 // ascending), so both give the same bits; row sums are scalar, j ascending.
 // float64 (gradcheck's dtype, accuracy over speed): the same formulas row by row with libm's exp.
+// Version 3 (AVX-512 with FMA, float32 and bfloat16: AttentionKernel::CpuAvx512) is in attention_avx512.cpp;
+// it shares this file's operand views and padded copies (attention_tasks.h) and is picked in pick_forward.
 //
 // Napkin math, per (b, h): forward 2 T(T+1)/2 D multiply-adds (scores + weighted sum), backward 5; the tiles
 // also compute the masked half of each diagonal block (~L/2 columns per row). At the small GPTs' shapes
@@ -44,46 +46,30 @@
 
 #include "kernels/attention_versions.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/attention_tasks.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_math.h"
 #include "tensor/bfloat16.h"
 
 namespace brigade::kernels::cpu {
 namespace {
 
-using detail::acc_t;
+using attention::acc_t;
+using attention::Heads;
+using attention::load_padded;
+using attention::Problem;
+using attention::round_up;
+using attention::scratch;
+using attention::TileSizes;
+template <typename T>
+using ForwardTask = attention::ForwardTask<T>;
+template <typename T>
+using BackwardTask = attention::BackwardTask<T>;
 
 /// Multiply-adds of a call above which the (b, h) tasks are spread over OpenMP threads: ~1 ms of one
 /// thread's work (see cpu_access.h for why small parallel regions are avoided).
 constexpr int64_t kAttentionParallelWork = int64_t{1} << 21;
-
-/// Element (b, h, t, 0) of a [B, H, T, D] tensor with stride 1 on D.
-struct Heads {
-  const void* base;
-  int64_t sb, sh, st;
-  explicit Heads(const Tensor& t) : base(t.data_ptr()), sb(t.stride(0)), sh(t.stride(1)), st(t.stride(2)) {}
-  template <typename T>
-  const T* row(int64_t b, int64_t h, int64_t t) const {
-    return static_cast<const T*>(base) + b * sb + h * sh + t * st;
-  }
-  template <typename T>
-  T* mutable_row(int64_t b, int64_t h, int64_t t) const {
-    return const_cast<T*>(row<T>(b, h, t));
-  }
-};
-
-struct Problem {
-  int64_t B, H, T, D;
-  double scale;
-};
-
-/// The calling thread's scratch, kept between calls (a fresh buffer per task would be a malloc each time).
-template <typename A>
-A* scratch(size_t count) {
-  thread_local std::vector<A> buffer;
-  if (buffer.size() < count) buffer.resize(count);
-  return buffer.data();
-}
 
 /// rows [T, D] of (b, h) into dst [T, D] (transpose false) or [D, T] (true), as A.
 template <typename T, typename A>
@@ -179,11 +165,6 @@ BRIGADE_VECTOR_INLINE void forward_task(const Problem& pr, int64_t b, int64_t h,
   }
 }
 
-/// One (b, h) task; `lse` points at the task's T values.
-template <typename T>
-using ForwardTask = void (*)(const Problem&, int64_t, int64_t, const Heads&, const Heads&, const Heads&,
-                             const Heads&, acc_t<T>*);
-
 template <typename T>
 void forward_all(ForwardTask<T> task_fn, const Problem& pr, const Heads& q, const Heads& k, const Heads& v,
                  const Heads& out, acc_t<T>* lse) {
@@ -249,11 +230,6 @@ BRIGADE_VECTOR_INLINE void backward_task(const Problem& pr, int64_t b, int64_t h
 }
 
 template <typename T>
-using BackwardTask = void (*)(const Problem&, int64_t, int64_t, const Heads&, const Heads&, const Heads&,
-                              const Heads&, const Heads&, const acc_t<T>*, const Heads&, const Heads&,
-                              const Heads&);
-
-template <typename T>
 void backward_all(BackwardTask<T> task_fn, const Problem& pr, const Heads& dout, const Heads& q,
                   const Heads& k, const Heads& v, const Heads& out, const acc_t<T>* lse, const Heads& dq,
                   const Heads& dk, const Heads& dv) {
@@ -270,35 +246,9 @@ void backward_all(BackwardTask<T> task_fn, const Problem& pr, const Heads& dout,
 
 constexpr int64_t kRows = 4;  // query rows per block: 4 accumulators + 1 load + 1 broadcast of 16 registers
 
-inline int64_t round_up(int64_t x, int64_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
-
-/// The padded sizes of one task: Dp, Tp multiples of L (the vector width), Tr of kRows.
-struct TileSizes {
-  int64_t T, D, Dp, Tp, Tr;
-  TileSizes(int64_t t, int64_t d, int64_t lanes)
-      : T(t), D(d), Dp(round_up(d, lanes)), Tp(round_up(t, lanes)), Tr(round_up(t, kRows)) {}
-};
-
-/// Rows [0, T) of (b, h) into dst [rows_padded, Dp] as float (padding is zero: columns D..Dp and rows
-/// T..rows_padded), or transposed into dst [Dp, Tp].
-template <typename T>
-BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, const TileSizes& z,
-                                       int64_t rows_padded, float* dst, bool transpose) {
-  if (transpose) {
-    std::fill(dst, dst + z.Dp * z.Tp, 0.0f);
-    for (int64_t t = 0; t < z.T; ++t) {
-      const T* row = src.row<T>(b, h, t);
-      for (int64_t d = 0; d < z.D; ++d) dst[d * z.Tp + t] = static_cast<float>(row[d]);
-    }
-    return;
-  }
-  std::fill(dst, dst + rows_padded * z.Dp, 0.0f);
-  for (int64_t t = 0; t < z.T; ++t) {
-    const T* row = src.row<T>(b, h, t);
-    for (int64_t d = 0; d < z.D; ++d) dst[t * z.Dp + d] = static_cast<float>(row[d]);
-  }
+/// The padded sizes of one task for L lanes.
+inline TileSizes tile_sizes(int64_t T, int64_t D, int64_t lanes) {
+  return TileSizes(T, D, lanes, kRows);
 }
 
 /// s[r][c] = scale * sum_d x[r][d] yt[d][c] for r < kRows, c < cols (a multiple of L): x [kRows, >= depth]
@@ -369,7 +319,7 @@ template <typename T, typename V>
 BRIGADE_VECTOR_INLINE void forward_tiles(const Problem& pr, int64_t b, int64_t h, const Heads& q,
                                          const Heads& k, const Heads& v, const Heads& out, float* lse) {
   constexpr int64_t L = sizeof(V) / sizeof(float);
-  const TileSizes z(pr.T, pr.D, L);
+  const TileSizes z = tile_sizes(pr.T, pr.D, L);
   float* qs =
       scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + kRows * z.Tp + kRows * z.Dp));
   float* kT = qs + z.Tr * z.Dp;  // [Dp, Tp]
@@ -410,7 +360,7 @@ BRIGADE_VECTOR_INLINE void backward_tiles(const Problem& pr, int64_t b, int64_t 
                                           const float* lse, const Heads& dq, const Heads& dk,
                                           const Heads& dv) {
   constexpr int64_t L = sizeof(V) / sizeof(float);
-  const TileSizes z(pr.T, pr.D, L);
+  const TileSizes z = tile_sizes(pr.T, pr.D, L);
   const int64_t rows_block = z.Tr * z.Dp, t_block = z.Dp * z.Tp;
   float* qs =
       scratch<float>(static_cast<size_t>(2 * rows_block + 5 * t_block + 2 * kRows * z.Tp + kRows * z.Dp));
@@ -530,9 +480,16 @@ __attribute__((target("avx2"), noinline)) void backward_task_avx2(const Problem&
 }
 #endif
 
-/// v2 (AVX2, kernel CpuAvx2) where the CPU runs it, else v1 (baseline x86-64): the same bits either way.
+/// v3 (AVX-512 FMA, kernel CpuAvx512, kernels/cpu/attention_avx512.cpp) for float32 and bfloat16 where the
+/// CPU has AVX-512F; v2 (AVX2, kernel CpuAvx2) where the CPU runs it; else v1 (baseline x86-64). v1 and v2
+/// give the same bits; v3 (FMA, other summation orders) does not.
 template <typename T>
 ForwardTask<T> pick_forward(AttentionKernel kernel) {
+  if constexpr (std::is_same_v<acc_t<T>, float>) {
+    if (kernel == AttentionKernel::CpuAvx512 && cpu_features().avx512f) {
+      if (ForwardTask<T> task = attention::avx512_forward_task<T>()) return task;
+    }
+  }
 #if BRIGADE_CPU_AVX2
   if (kernel == AttentionKernel::CpuAvx2 && detail::cpu_has_avx2()) return &forward_task_avx2<T>;
 #endif
@@ -542,6 +499,11 @@ ForwardTask<T> pick_forward(AttentionKernel kernel) {
 
 template <typename T>
 BackwardTask<T> pick_backward(AttentionKernel kernel) {
+  if constexpr (std::is_same_v<acc_t<T>, float>) {
+    if (kernel == AttentionKernel::CpuAvx512 && cpu_features().avx512f) {
+      if (BackwardTask<T> task = attention::avx512_backward_task<T>()) return task;
+    }
+  }
 #if BRIGADE_CPU_AVX2
   if (kernel == AttentionKernel::CpuAvx2 && detail::cpu_has_avx2()) return &backward_task_avx2<T>;
 #endif

@@ -1,0 +1,361 @@
+// CPU fused causal attention v3 (AttentionKernel::CpuAvx512): AVX-512 with fused multiply-adds, float32
+// and bfloat16 (float math). The formulas, the work split (one (b, h) task per thread, so results do not
+// depend on the thread count) and the zero-padded float copies are v1's (kernels/cpu/attention.cpp); what
+// changes is the tiles and the row work.
+//
+// What v2 leaves on the table: its tiles are 4 rows x 8 lanes with a separate multiply and add (kept so
+// that 4- and 8-lane builds give the same bits). On a core whose FMA has a 4-cycle latency and issues one
+// 512-bit (or two 256-bit) FMAs a cycle, 4 accumulators are one short of hiding the latency even with
+// FMA, and without FMA every multiply-add is two instructions. Its row max, row sum, delta and dS loops
+// are scalar, one element per instruction: at T = 64, D = 32 they cost about as much as the products.
+//
+// v3, per block of R = 8 query rows:
+//   tile_ab     C[r][c] = scale sum_k A[r][k] B[k][c]: 8 rows x 2 zmm (32 columns) = 16 accumulators,
+//               per k 2 vector loads + 8 broadcasts for 16 FMAs (512 flops). S = Q K^T (B = K^T), dP = dO
+//               V^T, O = P V, dQ = dS K.
+//   tile_atb    Acc[j][c] += sum_r A[r][j] X[r][c]: X's 8 rows x 2 zmm held in 16 registers, 4 rows j of
+//               Acc at a time (8 independent chains of 8 FMAs). dK += dS^T Q, dV += P^T dO.
+//   rows        max, exp (vector_math.h's exp_v, ~2 ulp), sum, 1/l, delta = dO.O, dS = P (dP - delta)
+//               scale: 16 lanes at a time, horizontal reductions at the end of a row.
+// Summation orders differ from v1/v2 (lane-partial sums, FMA's single rounding): v3 is checked against
+// kernels/reference/ within the op table's tolerance, not bit for bit against v2.
+//
+// Napkin math, per (b, h), T queries, D = head dim, padded to Dp (16) and the causal block edge:
+//   forward  2 products of sum_i cols(i) * D multiply-adds, cols(i) = i rounded up to 16 within a block of
+//            8 rows: at T = 64 about 1.23 x the exact T(T+1)/2. Baby GPT (T 64, D 32; B 12, H 4 = 48 tasks):
+//            exact 2 T(T+1)/2 D = 133 k multiply-adds = 0.27 MFLOP a task, 12.8 MFLOP a call; the op
+//            table counts 4 B H T^2 D = 25 MFLOP (the full T x T). Bytes: q, k, v, out 4 x 8 KiB a task
+//            (L1-resident): 1.6 MB a call, 16 flops a byte at the exact count, far above this core's ridge
+//            (115.5 GFLOP/s over ~20 GB/s of one core's DRAM stream, ~6), and every operand fits in L1/L2:
+//            FMA bound. At the peak the exact work takes 0.11 ms; the exp (T^2/2 lanes, ~25 instructions a
+//            vector) and the padded 23 % add ~40 %.
+//   backward 5 products (S, dP, dQ, dK, dV): 2.5 x the forward's multiply-adds, plus the exp again.
+//   GPT-2 small at batch 1 (T 1024, D 64, H 12): forward 2 T(T+1)/2 D = 67 M multiply-adds a task (0.8
+//            GFLOP a call), backward 2.5 x; still L2-resident (k, v, kT 3 x 256 KiB), FMA bound.
+// "70 % of the FMA peak" (115.5 GFLOP/s on one core here) is the aim; the small per-row work (masking,
+// reductions, exp) is the limit at T = 64.
+
+// The 16-lane templates of vector_math.h are inlined into this file's AVX-512 functions.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cpu/attention_tasks.h"
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+#include "tensor/bfloat16.h"
+
+#if BRIGADE_CPU_X86
+#include <immintrin.h>
+#endif
+
+namespace brigade::kernels::cpu::attention {
+#if BRIGADE_CPU_X86
+namespace {
+
+#define BRIGADE_AVX512 __attribute__((target("avx512f,fma")))
+#define BRIGADE_AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) inline
+
+constexpr int64_t kRows = 8;    // query rows per block: 8 x 2 accumulators + 2 loads of 32 zmm registers
+constexpr int64_t kLanes = 16;  // floats per zmm
+
+/// C[r][c] = scale * sum_{k < depth} A[r][k] B[k][c] for r < kRows, c < cols (a multiple of 16): A row stride
+/// lda, B [depth, >= cols] row stride ldb, C row stride ldc.
+BRIGADE_AVX512_INLINE void tile_ab(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t depth,
+                                   int64_t cols, float scale, float* c, int64_t ldc) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t col = 0;
+  for (; col + 2 * kLanes <= cols; col += 2 * kLanes) {
+    __m512 acc[kRows][2];
+    for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < depth; ++k) {
+      const __m512 b0 = _mm512_loadu_ps(b + k * ldb + col), b1 = _mm512_loadu_ps(b + k * ldb + col + kLanes);
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < kRows; ++r) {
+        const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
+        acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+      }
+    }
+    for (int64_t r = 0; r < kRows; ++r) {
+      _mm512_storeu_ps(c + r * ldc + col, _mm512_mul_ps(acc[r][0], s));
+      _mm512_storeu_ps(c + r * ldc + col + kLanes, _mm512_mul_ps(acc[r][1], s));
+    }
+  }
+  if (col < cols) {  // one zmm of columns left
+    __m512 acc[kRows];
+    for (int64_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < depth; ++k) {
+      const __m512 b0 = _mm512_loadu_ps(b + k * ldb + col);
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < kRows; ++r)
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), b0, acc[r]);
+    }
+    for (int64_t r = 0; r < kRows; ++r) _mm512_storeu_ps(c + r * ldc + col, _mm512_mul_ps(acc[r], s));
+  }
+}
+
+/// acc[j][c] += sum_{r < kRows} a[r][j] x[r][c] for j < n, c < width (a multiple of 16): a row stride lda,
+/// x [kRows, >= width] row stride ldx, acc [n, >= width] row stride ldacc. NC zmm columns of x stay in
+/// registers while j runs, 4 rows j at a time (4 x NC independent accumulators).
+template <int NC>
+BRIGADE_AVX512_INLINE void tile_atb_columns(const float* a, int64_t lda, int64_t n, const float* x,
+                                            int64_t ldx, float* acc, int64_t ldacc) {
+  __m512 xr[kRows][NC];
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int q = 0; q < NC; ++q) xr[r][q] = _mm512_loadu_ps(x + r * ldx + q * kLanes);
+  }
+  constexpr int64_t J = 4;
+  int64_t j = 0;
+  for (; j + J <= n; j += J) {
+    __m512 t[J][NC];
+    for (int64_t jj = 0; jj < J; ++jj) {
+      for (int q = 0; q < NC; ++q) t[jj][q] = _mm512_loadu_ps(acc + (j + jj) * ldacc + q * kLanes);
+    }
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t jj = 0; jj < J; ++jj) {
+        const __m512 ar = _mm512_set1_ps(a[r * lda + j + jj]);
+        for (int q = 0; q < NC; ++q) t[jj][q] = _mm512_fmadd_ps(ar, xr[r][q], t[jj][q]);
+      }
+    }
+    for (int64_t jj = 0; jj < J; ++jj) {
+      for (int q = 0; q < NC; ++q) _mm512_storeu_ps(acc + (j + jj) * ldacc + q * kLanes, t[jj][q]);
+    }
+  }
+  for (; j < n; ++j) {
+    for (int q = 0; q < NC; ++q) {
+      __m512 t = _mm512_loadu_ps(acc + j * ldacc + q * kLanes);
+      for (int64_t r = 0; r < kRows; ++r) t = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + j]), xr[r][q], t);
+      _mm512_storeu_ps(acc + j * ldacc + q * kLanes, t);
+    }
+  }
+}
+
+BRIGADE_AVX512_INLINE void tile_atb(const float* a, int64_t lda, int64_t n, const float* x, int64_t Dp,
+                                    float* acc) {
+  int64_t c = 0;
+  for (; c + 2 * kLanes <= Dp; c += 2 * kLanes) tile_atb_columns<2>(a, lda, n, x + c, Dp, acc + c, Dp);
+  if (c < Dp) tile_atb_columns<1>(a, lda, n, x + c, Dp, acc + c, Dp);
+}
+
+/// Row r of a block starting at query i0 sees keys j <= i0 + r: s[r][j] = -inf beyond, up to `cols`.
+BRIGADE_AVX512_INLINE void mask_block(float* s, int64_t lds, int64_t i0, int64_t cols) {
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t j = i0 + r + 1; j < cols; ++j) s[r * lds + j] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+// Horizontal reductions by halving shuffles (GCC's _mm512_reduce_* and _mm512_max_ps trip
+// -Wmaybe-uninitialized in g++ 12's headers).
+using Lanes = int __attribute__((vector_size(64)));
+
+BRIGADE_AVX512_INLINE __m512 max_v(__m512 a, __m512 b) {
+  return a > b ? a : b;
+}
+
+template <bool kMax>
+BRIGADE_AVX512_INLINE __m512 combine(__m512 a, __m512 b) {
+  return kMax ? max_v(a, b) : a + b;
+}
+
+/// The sum (kMax false) or the max of v's lanes.
+template <bool kMax>
+BRIGADE_AVX512_INLINE float reduce(__m512 v) {
+  v = combine<kMax>(v, __builtin_shuffle(v, Lanes{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
+  v = combine<kMax>(v, __builtin_shuffle(v, Lanes{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
+  v = combine<kMax>(v, __builtin_shuffle(v, Lanes{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
+  v = combine<kMax>(v, __builtin_shuffle(v, Lanes{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
+  return v[0];
+}
+
+BRIGADE_AVX512_INLINE float sum_lanes(__m512 v) {
+  return reduce<false>(v);
+}
+
+BRIGADE_AVX512_INLINE float row_max(const float* row, int64_t cols) {
+  __m512 m = _mm512_loadu_ps(row);
+  for (int64_t j = kLanes; j < cols; j += kLanes) m = max_v(m, _mm512_loadu_ps(row + j));
+  return reduce<true>(m);
+}
+
+/// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their sum. -inf gives 0.
+BRIGADE_AVX512_INLINE float exp_row_sum(float* row, float shift, int64_t cols) {
+  const __m512 sh = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < cols; j += kLanes) {
+    const __m512 e = detail::exp_v(_mm512_sub_ps(_mm512_loadu_ps(row + j), sh));
+    _mm512_storeu_ps(row + j, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  return sum_lanes(sum);
+}
+
+BRIGADE_AVX512_INLINE float dot(const float* x, const float* y, int64_t width) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t d = 0; d < width; d += kLanes) {
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + d), _mm512_loadu_ps(y + d), acc);
+  }
+  return sum_lanes(acc);
+}
+
+template <typename T>
+BRIGADE_AVX512_INLINE void store_row(T* dst, const float* src, float factor, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<T>(src[d] * factor);
+}
+
+template <typename T>
+BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const Heads& q, const Heads& k,
+                                 const Heads& v, const Heads& out, float* lse) {
+  const TileSizes z(pr.T, pr.D, kLanes, kRows);
+  float* qs =
+      scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + kRows * z.Tp + kRows * z.Dp));
+  float* kT = qs + z.Tr * z.Dp;  // [Dp, Tp]
+  float* vs = kT + z.Dp * z.Tp;  // [Tp, Dp]
+  float* s = vs + z.Tp * z.Dp;   // [kRows, Tp]
+  float* o = s + kRows * z.Tp;   // [kRows, Dp]
+  load_padded<T>(q, b, h, z, z.Tr, qs, false);
+  load_padded<T>(k, b, h, z, 0, kT, true);
+  load_padded<T>(v, b, h, z, z.Tp, vs, false);
+  const auto scale = static_cast<float>(pr.scale);
+  for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
+    const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees
+    const int64_t cols = round_up(keys, kLanes);
+    tile_ab(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
+    mask_block(s, z.Tp, i0, cols);
+    float inv[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* row = s + r * z.Tp;
+      if (i0 + r >= z.T) {  // a padding row: zero weights, nothing stored
+        std::fill(row, row + cols, 0.0f);
+        continue;
+      }
+      // A row whose scores are all -inf (or NaN) gives NaN here, as unfused softmax does.
+      const float m = row_max(row, cols);
+      const float l = exp_row_sum(row, m, cols);
+      inv[r] = 1.0f / l;
+      lse[i0 + r] = m + std::log(l);
+    }
+    tile_ab(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
+    for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
+      store_row(out.mutable_row<T>(b, h, i0 + r), o + r * z.Dp, inv[r], z.D);
+    }
+  }
+}
+
+/// The scratch of one backward task.
+struct BackwardScratch {
+  float *qs, *gs, *os, *ks, *kT, *vT, *dks, *dvs, *p, *ds, *dqb;
+  explicit BackwardScratch(const TileSizes& z) {
+    const int64_t rows_block = z.Tr * z.Dp, t_block = z.Dp * z.Tp;
+    qs = scratch<float>(static_cast<size_t>(3 * rows_block + 5 * t_block + 2 * kRows * z.Tp + kRows * z.Dp));
+    gs = qs + rows_block;     // dout [Tr, Dp]
+    os = gs + rows_block;     // out [Tr, Dp]
+    ks = os + rows_block;     // k [Tp, Dp]
+    kT = ks + t_block;        // k [Dp, Tp]
+    vT = kT + t_block;        // v [Dp, Tp]
+    dks = vT + t_block;       // dk accumulator [Tp, Dp]
+    dvs = dks + t_block;      // dv accumulator [Tp, Dp]
+    p = dvs + t_block;        // [kRows, Tp] probabilities
+    ds = p + kRows * z.Tp;    // [kRows, Tp] dp, then ds
+    dqb = ds + kRows * z.Tp;  // [kRows, Dp]
+  }
+};
+
+/// Rows of a backward block: p = exp(s - lse), ds = p (dp - delta) scale (padding rows: 0).
+BRIGADE_AVX512_INLINE void backward_rows(const TileSizes& z, int64_t i0, int64_t cols, const float* lse,
+                                         float scale, const BackwardScratch& w) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const int64_t i = i0 + r;
+    float* prow = w.p + r * z.Tp;
+    float* srow = w.ds + r * z.Tp;
+    if (i >= z.T) {
+      std::fill(prow, prow + cols, 0.0f);
+      std::fill(srow, srow + cols, 0.0f);
+      continue;
+    }
+    exp_row_sum(prow, lse[i], cols);
+    const __m512 delta = _mm512_set1_ps(dot(w.gs + i * z.Dp, w.os + i * z.Dp, z.Dp));
+    for (int64_t j = 0; j < cols; j += kLanes) {
+      const __m512 dp = _mm512_sub_ps(_mm512_loadu_ps(srow + j), delta);
+      _mm512_storeu_ps(srow + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(prow + j), dp), sc));
+    }
+  }
+}
+
+template <typename T>
+BRIGADE_AVX512 void backward_task(const Problem& pr, int64_t b, int64_t h, const Heads& dout, const Heads& q,
+                                  const Heads& k, const Heads& v, const Heads& out, const float* lse,
+                                  const Heads& dq, const Heads& dk, const Heads& dv) {
+  const TileSizes z(pr.T, pr.D, kLanes, kRows);
+  const BackwardScratch w(z);
+  load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+  load_padded<T>(dout, b, h, z, z.Tr, w.gs, false);
+  load_padded<T>(out, b, h, z, z.Tr, w.os, false);
+  load_padded<T>(k, b, h, z, z.Tp, w.ks, false);
+  load_padded<T>(k, b, h, z, 0, w.kT, true);
+  load_padded<T>(v, b, h, z, 0, w.vT, true);
+  std::fill(w.dks, w.dks + 2 * z.Dp * z.Tp, 0.0f);
+  const auto scale = static_cast<float>(pr.scale);
+  for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
+    const int64_t keys = std::min(i0 + kRows, z.T);
+    const int64_t cols = round_up(keys, kLanes);
+    tile_ab(w.qs + i0 * z.Dp, z.Dp, w.kT, z.Tp, z.D, cols, scale, w.p, z.Tp);
+    mask_block(w.p, z.Tp, i0, cols);
+    tile_ab(w.gs + i0 * z.Dp, z.Dp, w.vT, z.Tp, z.D, cols, 1.0f, w.ds, z.Tp);  // dp
+    backward_rows(z, i0, cols, lse, scale, w);
+    tile_ab(w.ds, z.Tp, w.ks, z.Dp, keys, z.Dp, 1.0f, w.dqb, z.Dp);
+    for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
+      store_row(dq.mutable_row<T>(b, h, i0 + r), w.dqb + r * z.Dp, 1.0f, z.D);
+    }
+    tile_atb(w.ds, z.Tp, keys, w.qs + i0 * z.Dp, z.Dp, w.dks);
+    tile_atb(w.p, z.Tp, keys, w.gs + i0 * z.Dp, z.Dp, w.dvs);
+  }
+  for (int64_t t = 0; t < z.T; ++t) {
+    store_row(dk.mutable_row<T>(b, h, t), w.dks + t * z.Dp, 1.0f, z.D);
+    store_row(dv.mutable_row<T>(b, h, t), w.dvs + t * z.Dp, 1.0f, z.D);
+  }
+}
+
+}  // namespace
+
+template <>
+ForwardTask<float> avx512_forward_task<float>() {
+  return &forward_task<float>;
+}
+template <>
+ForwardTask<bfloat16> avx512_forward_task<bfloat16>() {
+  return &forward_task<bfloat16>;
+}
+template <>
+BackwardTask<float> avx512_backward_task<float>() {
+  return &backward_task<float>;
+}
+template <>
+BackwardTask<bfloat16> avx512_backward_task<bfloat16>() {
+  return &backward_task<bfloat16>;
+}
+
+#else  // not x86: no v3
+
+template <>
+ForwardTask<float> avx512_forward_task<float>() {
+  return nullptr;
+}
+template <>
+ForwardTask<bfloat16> avx512_forward_task<bfloat16>() {
+  return nullptr;
+}
+template <>
+BackwardTask<float> avx512_backward_task<float>() {
+  return nullptr;
+}
+template <>
+BackwardTask<bfloat16> avx512_backward_task<bfloat16>() {
+  return nullptr;
+}
+#endif
+
+}  // namespace brigade::kernels::cpu::attention

@@ -1,0 +1,94 @@
+// What the CPU fused attention versions share (kernels/cpu/attention.cpp: v1 and v2;
+// kernels/cpu/attention_avx512.cpp: v3): the view of a [B, H, T, D] operand, the problem, the per-thread
+// scratch, the zero-padded float copies a task works on, and the signature of one (b, h) task.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/vector_math.h"  // BRIGADE_VECTOR_INLINE
+#include "tensor/tensor.h"
+
+namespace brigade::kernels::cpu::attention {
+
+using detail::acc_t;
+
+/// Element (b, h, t, 0) of a [B, H, T, D] tensor with stride 1 on D.
+struct Heads {
+  const void* base;
+  int64_t sb, sh, st;
+  explicit Heads(const Tensor& t) : base(t.data_ptr()), sb(t.stride(0)), sh(t.stride(1)), st(t.stride(2)) {}
+  template <typename T>
+  const T* row(int64_t b, int64_t h, int64_t t) const {
+    return static_cast<const T*>(base) + b * sb + h * sh + t * st;
+  }
+  template <typename T>
+  T* mutable_row(int64_t b, int64_t h, int64_t t) const {
+    return const_cast<T*>(row<T>(b, h, t));
+  }
+};
+
+struct Problem {
+  int64_t B, H, T, D;
+  double scale;
+};
+
+/// The calling thread's scratch, kept between calls (a fresh buffer per task would be a malloc each time).
+template <typename A>
+A* scratch(size_t count) {
+  thread_local std::vector<A> buffer;
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
+}
+
+inline int64_t round_up(int64_t x, int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+/// The padded sizes of one task: Dp, Tp multiples of `lanes` (the vector width), Tr of `rows` (query rows
+/// per block).
+struct TileSizes {
+  int64_t T, D, Dp, Tp, Tr;
+  TileSizes(int64_t t, int64_t d, int64_t lanes, int64_t rows)
+      : T(t), D(d), Dp(round_up(d, lanes)), Tp(round_up(t, lanes)), Tr(round_up(t, rows)) {}
+};
+
+/// Rows [0, T) of (b, h) into dst [rows_padded, Dp] as float (padding is zero: columns D..Dp and rows
+/// T..rows_padded), or transposed into dst [Dp, Tp].
+template <typename T>
+BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, const TileSizes& z,
+                                       int64_t rows_padded, float* dst, bool transpose) {
+  if (transpose) {
+    std::fill(dst, dst + z.Dp * z.Tp, 0.0f);
+    for (int64_t t = 0; t < z.T; ++t) {
+      const T* row = src.row<T>(b, h, t);
+      for (int64_t d = 0; d < z.D; ++d) dst[d * z.Tp + t] = static_cast<float>(row[d]);
+    }
+    return;
+  }
+  std::fill(dst, dst + rows_padded * z.Dp, 0.0f);
+  for (int64_t t = 0; t < z.T; ++t) {
+    const T* row = src.row<T>(b, h, t);
+    for (int64_t d = 0; d < z.D; ++d) dst[t * z.Dp + d] = static_cast<float>(row[d]);
+  }
+}
+
+/// One (b, h) task; `lse` points at the task's T values.
+template <typename T>
+using ForwardTask = void (*)(const Problem&, int64_t, int64_t, const Heads&, const Heads&, const Heads&,
+                             const Heads&, acc_t<T>*);
+template <typename T>
+using BackwardTask = void (*)(const Problem&, int64_t, int64_t, const Heads&, const Heads&, const Heads&,
+                              const Heads&, const Heads&, const acc_t<T>*, const Heads&, const Heads&,
+                              const Heads&);
+
+/// v3's tasks (kernels/cpu/attention_avx512.cpp) for T = float or bfloat16; nullptr where the build has
+/// no x86 code. Call them only where the CPU has AVX-512F.
+template <typename T>
+ForwardTask<T> avx512_forward_task();
+template <typename T>
+BackwardTask<T> avx512_backward_task();
+
+}  // namespace brigade::kernels::cpu::attention
