@@ -7,7 +7,9 @@
 // (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
 // vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
 // kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2: ElementwiseKernel::CpuAvx2, v2)
-// instead of libm's tanhf.
+// instead of libm's tanhf. bfloat16 runs with unit steps are widened to float a chunk at a time
+// (tensor/bf16_arrays.h: 16 lanes), computed by the same float loop (or GELU's arrays) and narrowed once:
+// the bits of the element-by-element path, which also computes in float and rounds once.
 
 // The 8-lane templates of vector_math.h are always inlined into this file's AVX2 functions, so the ABI
 // g++ warns about (a 32-byte vector returned without AVX) is never used. Before the includes: the warning
@@ -25,6 +27,7 @@
 #include "kernels/cpu/vector_math.h"
 #include "kernels/elementwise_formulas.h"
 #include "kernels/elementwise_versions.h"
+#include "tensor/bf16_arrays.h"
 #include "tensor/strided_loop.h"
 
 namespace brigade::kernels::cpu {
@@ -114,10 +117,55 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
+// ---- bfloat16 runs through float arrays -------------------------------------------------------------------
+
+/// Elements a bfloat16 run is widened in: a few KiB of float buffers on the stack, in L1 with the run.
+constexpr int64_t kBf16Chunk = 256;
+
+/// o[k] = narrow(array_f over the widened inputs)[k] for k in [0, n): array_f(float* out, const float*
+/// in_0, ..., int64_t m) fills out[0, m) from the inputs' float copies, chunk by chunk.
+template <typename ArrayF, typename... In>
+void bf16_run(bfloat16* o, int64_t n, const ArrayF& array_f, const In*... in) {
+  float wide[sizeof...(In)][kBf16Chunk];
+  float result[kBf16Chunk];
+  for (int64_t start = 0; start < n; start += kBf16Chunk) {
+    const int64_t m = std::min(kBf16Chunk, n - start);
+    int input = 0;
+    (float_from_bf16_array(wide[input++], in + start, m), ...);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      array_f(result, static_cast<const float*>(wide[I])..., m);
+    }
+    (std::index_sequence_for<In...>{});
+    bf16_from_float_array(o + start, result, m);
+  }
+}
+
+/// The float-array forms of an element function f of 1, 2, 3 inputs: out[k] = f(a[k], ...).
+template <typename F>
+auto loop_arrays1(F f) {
+  return [f](float* out, const float* a, int64_t m) {
+    for (int64_t k = 0; k < m; ++k) out[k] = f(a[k]);
+  };
+}
+template <typename F>
+auto loop_arrays2(F f) {
+  return [f](float* out, const float* a, const float* b, int64_t m) {
+    for (int64_t k = 0; k < m; ++k) out[k] = f(a[k], b[k]);
+  };
+}
+template <typename F>
+auto loop_arrays3(F f) {
+  return [f](float* out, const float* a, const float* b, const float* c, int64_t m) {
+    for (int64_t k = 0; k < m; ++k) out[k] = f(a[k], b[k], c[k]);
+  };
+}
+
 // ---- loops: out[i] = f(inputs[i]...) over runs; unit steps take a loop g++ vectorises -------------------
 
-template <typename T, typename F>
-void map1(const Tensor& x, const Tensor& out, int64_t grain, F f) {
+/// array_f: the float-array form used for bfloat16 runs with unit steps (loop_arrays1(f) unless a
+/// vectorised one, GELU's, gives the same bits).
+template <typename T, typename F, typename ArrayF>
+void map1(const Tensor& x, const Tensor& out, int64_t grain, F f, ArrayF array_f) {
   using A = acc_t<T>;
   const T* xp = ptr<const T>(x);
   T* op = ptr<T>(out);
@@ -125,6 +173,9 @@ void map1(const Tensor& x, const Tensor& out, int64_t grain, F f) {
                   [=](int64_t, int64_t n, const Offsets<2>& off, const Offsets<2>& st) {
                     T* o = op + off[0];
                     const T* a = xp + off[1];
+                    if constexpr (std::is_same_v<T, bfloat16>) {
+                      if (st[0] == 1 && st[1] == 1) return bf16_run(o, n, array_f, a);
+                    }
                     if (st[0] == 1 && st[1] == 1) {
                       for (int64_t k = 0; k < n; ++k) o[k] = static_cast<T>(f(static_cast<A>(a[k])));
                     } else {
@@ -133,6 +184,11 @@ void map1(const Tensor& x, const Tensor& out, int64_t grain, F f) {
                       }
                     }
                   });
+}
+
+template <typename T, typename F>
+void map1(const Tensor& x, const Tensor& out, int64_t grain, F f) {
+  map1<T>(x, out, grain, f, loop_arrays1(f));
 }
 
 template <typename T, typename F>
@@ -146,6 +202,10 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, int64_t grain, F 
                     T* o = op + off[0];
                     const T* x = ap + off[1];
                     const T* y = bp + off[2];
+                    if constexpr (std::is_same_v<T, bfloat16>) {
+                      if (st[0] == 1 && st[1] == 1 && st[2] == 1)
+                        return bf16_run(o, n, loop_arrays2(f), x, y);
+                    }
                     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {  // contiguous, or a row broadcast's rows
                       for (int64_t k = 0; k < n; ++k) {
                         o[k] = static_cast<T>(f(static_cast<A>(x[k]), static_cast<A>(y[k])));
@@ -165,8 +225,9 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, int64_t grain, F 
                   });
 }
 
-template <typename T, typename F>
-void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, int64_t grain, F f) {
+template <typename T, typename F, typename ArrayF>
+void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, int64_t grain, F f,
+          ArrayF array_f) {
   using A = acc_t<T>;
   const T* ap = ptr<const T>(a);
   const T* bp = ptr<const T>(b);
@@ -179,6 +240,9 @@ void map3(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& out, 
         const T* x = ap + off[1];
         const T* y = bp + off[2];
         const T* z = cp + off[3];
+        if constexpr (std::is_same_v<T, bfloat16>) {
+          if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) return bf16_run(o, n, array_f, x, y, z);
+        }
         if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
           for (int64_t k = 0; k < n; ++k) {
             o[k] = static_cast<T>(f(static_cast<A>(x[k]), static_cast<A>(y[k]), static_cast<A>(z[k])));
@@ -278,8 +342,15 @@ void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, bool avx2) {
     if (op == UnaryOp::Gelu) return gelu_float32(x, out, avx2);
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
-  with_unary_op(
-      op, [&](auto k) { map1<T>(x, out, grain, [](A v) { return unary_value<decltype(k)::value, A>(v); }); });
+  with_unary_op(op, [&](auto k) {
+    constexpr UnaryOp kOp = decltype(k)::value;
+    const auto f = [](A v) { return unary_value<kOp, A>(v); };
+    if constexpr (kOp == UnaryOp::Gelu) {  // bfloat16 runs: gelu_array's lanes, the bits of gelu_float
+      map1<T>(x, out, grain, f, [avx2](float* o, const float* a, int64_t m) { gelu_array(o, a, m, avx2); });
+    } else {
+      map1<T>(x, out, grain, f);
+    }
+  });
 }
 
 template <typename T>
@@ -291,8 +362,16 @@ void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, cons
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(op, [&](auto k) {
-    map3<T>(grad_y, x, y, out, grain,
-            [](A g, A xv, A yv) { return unary_grad<decltype(k)::value, A>(g, xv, yv); });
+    constexpr UnaryOp kOp = decltype(k)::value;
+    const auto f = [](A g, A xv, A yv) { return unary_grad<kOp, A>(g, xv, yv); };
+    if constexpr (kOp == UnaryOp::Gelu) {  // gelu_grad_float reads g and x only
+      map3<T>(grad_y, x, y, out, grain, f,
+              [avx2](float* o, const float* g, const float* a, const float*, int64_t m) {
+                gelu_grad_array(o, g, a, m, avx2);
+              });
+    } else {
+      map3<T>(grad_y, x, y, out, grain, f, loop_arrays3(f));
+    }
   });
 }
 

@@ -39,9 +39,10 @@ inline bool cpu_has_avx2() {
 }
 #endif
 
-/// Every lane x.
+/// Every lane x, bit for bit (0 + x would turn -0 into +0, and a scalar GELU of -0 would then differ from
+/// the arrays' lane).
 inline f32x4 splat(float x) {
-  return f32x4{} + x;
+  return f32x4{x, x, x, x};
 }
 
 template <typename V>
