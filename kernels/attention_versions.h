@@ -17,12 +17,14 @@ enum class AttentionKernel {
   /// vectors (plain x86-64); float64 row by row with libm's exp. v2 improves: 8 lanes.
   CpuBaseline,
   /// CPU v2 (kernels/cpu/attention.cpp): v1's code compiled for AVX2 (8-lane tiles for float32 and bfloat16,
-  /// the same bits; float64's row loop compiled for AVX2), on CPUs with AVX2 (others run v1). v3 improves:
+  /// the same bits; float64's row loop compiled for AVX2), on CPUs with AVX2 (others run v1); the default
+  /// for float64, and without AVX-512. v3 improves:
   /// 16 lanes, FMA, 8-row tiles, vector row reductions.
   CpuAvx2,
   /// CPU v3 (kernels/cpu/attention_avx512.cpp): 8 query rows x 32 columns of zmm accumulators per step,
   /// fused multiply-adds, vector row max / sum and dS; float32 and bfloat16 on CPUs with AVX-512F (float64
-  /// and other CPUs run v1). Not the same bits as v1/v2 (FMA rounds once): checked within tolerance.
+  /// and other CPUs run v1); the CPU default where it runs. Not the same bits as v1/v2 (FMA rounds once):
+  /// checked within tolerance.
   CpuAvx512,
   /// CUDA v1 (kernels/cuda/attention.cu): one block per query (or key) row, a row of T scores in shared
   /// memory; every dtype and head dim; the default. v2 improves: K/V tiles shared by 64 queries.
@@ -54,8 +56,9 @@ const std::vector<AttentionKernel>& all_attention_kernels();
 /// AVX2, AVX-512F).
 bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim);
 
-/// What kernels::causal_attention (and its backward) runs on `backend`: CpuAvx2 where it runs, else
-/// CpuBaseline; CUDA v1 (the flash versions stay opt-in until a GPU has measured them).
+/// What kernels::causal_attention (and its backward) runs on `backend`: CpuAvx512 where it runs (float32,
+/// bfloat16 with AVX-512F), else CpuAvx2 where it runs, else CpuBaseline; CUDA v1 (the flash versions stay
+/// opt-in until a GPU has measured them).
 AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_t head_dim);
 
 /// causal_attention_forward / causal_attention_backward of kernels/backend.h (tensors on the version's

@@ -56,6 +56,7 @@ namespace brigade::kernels::cpu {
 namespace {
 
 using attention::acc_t;
+using attention::ForwardScratch;
 using attention::Heads;
 using attention::load_padded;
 using attention::Problem;
@@ -320,15 +321,8 @@ BRIGADE_VECTOR_INLINE void forward_tiles(const Problem& pr, int64_t b, int64_t h
                                          const Heads& k, const Heads& v, const Heads& out, float* lse) {
   constexpr int64_t L = sizeof(V) / sizeof(float);
   const TileSizes z = tile_sizes(pr.T, pr.D, L);
-  float* qs =
-      scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + kRows * z.Tp + kRows * z.Dp));
-  float* kT = qs + z.Tr * z.Dp;  // [Dp, Tp]
-  float* vs = kT + z.Dp * z.Tp;  // [Tp, Dp]
-  float* s = vs + z.Tp * z.Dp;   // [kRows, Tp]
-  float* o = s + kRows * z.Tp;   // [kRows, Dp]
-  load_padded<T>(q, b, h, z, z.Tr, qs, false);
-  load_padded<T>(k, b, h, z, 0, kT, true);
-  load_padded<T>(v, b, h, z, z.Tp, vs, false);
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, kRows);
+  float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
   const auto scale = static_cast<float>(pr.scale);
   for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
     const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees

@@ -209,15 +209,8 @@ template <typename T>
 BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const Heads& q, const Heads& k,
                                  const Heads& v, const Heads& out, float* lse) {
   const TileSizes z(pr.T, pr.D, kLanes, kRows);
-  float* qs =
-      scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + kRows * z.Tp + kRows * z.Dp));
-  float* kT = qs + z.Tr * z.Dp;  // [Dp, Tp]
-  float* vs = kT + z.Dp * z.Tp;  // [Tp, Dp]
-  float* s = vs + z.Tp * z.Dp;   // [kRows, Tp]
-  float* o = s + kRows * z.Tp;   // [kRows, Dp]
-  load_padded<T>(q, b, h, z, z.Tr, qs, false);
-  load_padded<T>(k, b, h, z, 0, kT, true);
-  load_padded<T>(v, b, h, z, z.Tp, vs, false);
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, kRows);
+  float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
   const auto scale = static_cast<float>(pr.scale);
   for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
     const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees

@@ -75,6 +75,27 @@ BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, c
   }
 }
 
+/// A forward task's scratch, with q, k, v of (b, h) loaded: q [Tr, Dp], k^T [Dp, Tp], v [Tp, Dp], then
+/// room for a block's scores s [rows, Tp] and outputs o [rows, Dp].
+struct ForwardScratch {
+  float *qs, *kT, *vs, *s, *o;
+};
+
+template <typename T>
+BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k, const Heads& v, int64_t b,
+                                                  int64_t h, const TileSizes& z, int64_t rows) {
+  ForwardScratch w;
+  w.qs = scratch<float>(static_cast<size_t>(z.Tr * z.Dp + 2 * z.Dp * z.Tp + rows * z.Tp + rows * z.Dp));
+  w.kT = w.qs + z.Tr * z.Dp;
+  w.vs = w.kT + z.Dp * z.Tp;
+  w.s = w.vs + z.Tp * z.Dp;
+  w.o = w.s + rows * z.Tp;
+  load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+  load_padded<T>(k, b, h, z, 0, w.kT, true);
+  load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
+  return w;
+}
+
 /// One (b, h) task; `lse` points at the task's T values.
 template <typename T>
 using ForwardTask = void (*)(const Problem&, int64_t, int64_t, const Heads&, const Heads&, const Heads&,
