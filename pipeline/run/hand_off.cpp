@@ -27,22 +27,6 @@ bool pin_to(int cpu, cpu_set_t* previous = nullptr) {
   return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
-TransferTag tag_of(int round, bool back) {
-  TransferTag tag;
-  tag.gradient = back;
-  tag.microbatch = round;
-  tag.from_stage = back ? 1 : 0;
-  tag.to_stage = back ? 0 : 1;
-  tag.from_chunk = tag.to_chunk = 0;
-  return tag;
-}
-
-Event ready_now() {
-  Event e;
-  e.record(Stream(Device::cpu()));
-  return e;
-}
-
 }  // namespace
 
 double measure_hand_off_ms(int rounds) {
@@ -55,16 +39,16 @@ double measure_hand_off_ms(int rounds) {
   std::thread peer([&] {
     if (pinned) pin_to(1);
     for (int i = 0; i < rounds; ++i) {
-      const Message m = transport.recv(tag_of(i, false));
-      transport.send(tag_of(i, true), m.tensor, ready_now());
+      const Message m = transport.recv(first_boundary_tag(i, false));
+      transport.send(first_boundary_tag(i, true), m.tensor, recorded_cpu_event());
     }
   });
   std::vector<double> round_trip;
   for (int i = 0; i < rounds; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
     const auto start = std::chrono::steady_clock::now();
-    transport.send(tag_of(i, false), t, ready_now());
-    transport.recv(tag_of(i, true));
+    transport.send(first_boundary_tag(i, false), t, recorded_cpu_event());
+    transport.recv(first_boundary_tag(i, true));
     round_trip.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }

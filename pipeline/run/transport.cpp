@@ -13,6 +13,22 @@ std::string to_string(const TransferTag& tag) {
   return out.str();
 }
 
+TransferTag first_boundary_tag(int microbatch, bool gradient) {
+  TransferTag tag;
+  tag.gradient = gradient;
+  tag.microbatch = microbatch;
+  tag.from_stage = gradient ? 1 : 0;
+  tag.to_stage = gradient ? 0 : 1;
+  tag.from_chunk = tag.to_chunk = 0;
+  return tag;
+}
+
+Event recorded_cpu_event() {
+  Event event;
+  event.record(Stream(Device::cpu()));
+  return event;
+}
+
 void Traffic::count(const TransferTag& tag, int64_t bytes) {
   if (tag.gradient) {
     gradient_bytes += bytes;

@@ -60,6 +60,13 @@ struct Traffic {
 /// "activation mb3 s0.c0->s1.c0" / "gradient mb3 s2.c0->s1.c0".
 std::string to_string(const TransferTag& tag);
 
+/// Microbatch `microbatch`'s hand-off between stage 0 and stage 1 (chunk 0 each): its activation going
+/// forward, or its gradient coming back. The link measurement's round trips and the tests use it.
+TransferTag first_boundary_tag(int microbatch, bool gradient);
+
+/// An event recorded now on the CPU stream: what a CPU tensor that is complete when sent carries.
+Event recorded_cpu_event();
+
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -25,27 +25,15 @@ using testing::relative_error;
 using testing::Watchdog;
 
 TransferTag tag(int microbatch, bool gradient = false) {
-  TransferTag t;
-  t.gradient = gradient;
-  t.microbatch = microbatch;
-  t.from_stage = gradient ? 1 : 0;
-  t.to_stage = gradient ? 0 : 1;
-  t.from_chunk = t.to_chunk = 0;
-  return t;
-}
-
-Event recorded() {
-  Event e;
-  e.record(Stream(Device::cpu()));
-  return e;
+  return first_boundary_tag(microbatch, gradient);
 }
 
 TEST(InProcessTransport, DeliversByTagAndCountsTraffic) {
   InProcessTransport transport;
   const Tensor a = full({2, 3}, 1.0), g = full({4}, 2.0);
-  transport.send(tag(0), a, recorded());
-  transport.send(tag(1), full({2, 3}, 3.0), recorded());
-  transport.send(tag(0, true), g, recorded());
+  transport.send(tag(0), a, recorded_cpu_event());
+  transport.send(tag(1), full({2, 3}, 3.0), recorded_cpu_event());
+  transport.send(tag(0, true), g, recorded_cpu_event());
   EXPECT_EQ(transport.pending(), 3u);
   const Message m1 = transport.recv(tag(1));
   EXPECT_EQ(m1.tensor.to_vector<float>(), std::vector<float>(6, 3.0f));
@@ -67,9 +55,9 @@ TEST(InProcessTransport, DeliversByTagAndCountsTraffic) {
 
 TEST(InProcessTransport, RejectsDuplicatesAndUnrecordedEvents) {
   InProcessTransport transport;
-  transport.send(tag(0), full({1}, 1.0), recorded());
+  transport.send(tag(0), full({1}, 1.0), recorded_cpu_event());
   try {
-    transport.send(tag(0), full({1}, 1.0), recorded());
+    transport.send(tag(0), full({1}, 1.0), recorded_cpu_event());
     ADD_FAILURE() << "a second message with one tag was accepted";
   } catch (const ValueError& e) {
     EXPECT_THAT(e.what(), HasSubstr("already waiting"));
@@ -84,7 +72,7 @@ TEST(InProcessTransport, RecvBlocksUntilTheMessageIsSent) {
   std::thread producer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     sent = true;
-    transport.send(tag(0), full({1}, 7.0), recorded());
+    transport.send(tag(0), full({1}, 7.0), recorded_cpu_event());
   });
   const Message m = transport.recv(tag(0));
   EXPECT_TRUE(sent.load());
@@ -113,7 +101,7 @@ TEST(InProcessTransport, AbortWakesEveryBlockedReceiverWithTheReason) {
   EXPECT_EQ(woken.load(), 3);
   EXPECT_TRUE(transport.aborted());
   EXPECT_EQ(transport.abort_reason(), "stage 2, action 7 (B3): boom");
-  EXPECT_THROW(transport.send(tag(5), full({1}, 1.0), recorded()), TransportAborted);
+  EXPECT_THROW(transport.send(tag(5), full({1}, 1.0), recorded_cpu_event()), TransportAborted);
   transport.reset();
   EXPECT_FALSE(transport.aborted());
 }
