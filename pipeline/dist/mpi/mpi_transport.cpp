@@ -167,28 +167,19 @@ Message MpiTransport::recv(const TransferTag& tag) {
 void MpiTransport::abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (aborted_) return;
-    aborted_ = true;
-    reason_ = reason;
+    if (!failure_.record(reason)) return;
   }
   MpiWorld::get().announce_failure(reason);
 }
 
 bool MpiTransport::aborted() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_) {
-    std::string reason;
-    if (MpiWorld::get().failed(&reason)) {
-      aborted_ = true;
-      reason_ = reason;
-    }
-  }
-  return aborted_;
+  return failure_.failed();
 }
 
 std::string MpiTransport::abort_reason() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return reason_;
+  return failure_.reason();
 }
 
 Traffic MpiTransport::traffic() const {

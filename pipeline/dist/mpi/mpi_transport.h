@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline/dist/job_failure.h"
 #include "pipeline/run/transport.h"
 
 namespace brigade::pipeline::dist {
@@ -71,8 +72,7 @@ class MpiTransport : public Transport {
   double recv_timeout_seconds_;
   mutable std::mutex mutex_;
   std::list<Outgoing> outgoing_;
-  mutable bool aborted_ = false;
-  mutable std::string reason_;
+  JobFailure failure_;  // this rank's abort, or another rank's failure
   Traffic traffic_;
   std::condition_variable sends_posted_;
   bool stopping_ = false;

@@ -60,7 +60,7 @@ NcclTransport::NcclTransport(MPI_Comm headers, std::vector<int> rank_of_stage, d
 NcclTransport::~NcclTransport() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (comm_ == nullptr) return;
-  if (aborted_ || MpiWorld::get().failed()) {
+  if (failure_.failed()) {
     (void)ncclCommAbort(comm_);
     return;
   }
@@ -148,9 +148,7 @@ Message NcclTransport::recv(const TransferTag& tag) {
 void NcclTransport::abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (aborted_) return;
-    aborted_ = true;
-    reason_ = reason;
+    if (!failure_.record(reason)) return;
     if (comm_ != nullptr) (void)ncclCommAbort(comm_);
     comm_ = nullptr;
   }
@@ -159,19 +157,12 @@ void NcclTransport::abort(const std::string& reason) {
 
 bool NcclTransport::aborted() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_) {
-    std::string reason;
-    if (MpiWorld::get().failed(&reason)) {
-      aborted_ = true;
-      reason_ = reason;
-    }
-  }
-  return aborted_;
+  return failure_.failed();
 }
 
 std::string NcclTransport::abort_reason() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return reason_;
+  return failure_.reason();
 }
 
 Traffic NcclTransport::traffic() const {

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/dist/job_failure.h"
 #include "pipeline/run/transport.h"
 #include "tensor/stream.h"
 
@@ -71,8 +72,7 @@ class NcclTransport : public Transport {
   ncclComm_t comm_ = nullptr;
   mutable std::mutex mutex_;
   std::list<Outgoing> outgoing_;
-  mutable bool aborted_ = false;
-  mutable std::string reason_;
+  JobFailure failure_;  // this rank's abort, or another rank's failure
   Traffic traffic_;
 };
 
