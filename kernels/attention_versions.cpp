@@ -64,7 +64,7 @@ bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head
 
 AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_t head_dim) {
   if (backend == DeviceKind::CUDA) return AttentionKernel::CudaSimple;
-  // v3 measured 1.4-2.7x faster than v2 at the small GPTs' and GPT-2's shapes (docs/kernels.md).
+  // v3 measured at 0.27-0.58 of v2's time at the small GPTs' and GPT-2's shapes (docs/kernels.md).
   if (attention_kernel_supports(AttentionKernel::CpuAvx512, dtype, head_dim))
     return AttentionKernel::CpuAvx512;
   return attention_kernel_supports(AttentionKernel::CpuAvx2, dtype, head_dim) ? AttentionKernel::CpuAvx2

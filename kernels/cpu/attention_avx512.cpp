@@ -32,8 +32,9 @@
 //   backward 5 products (S, dP, dQ, dK, dV): 2.5 x the forward's multiply-adds, plus the exp again.
 //   GPT-2 small at batch 1 (T 1024, D 64, H 12): forward 2 T(T+1)/2 D = 67 M multiply-adds a task (0.8
 //            GFLOP a call), backward 2.5 x; still L2-resident (k, v, kT 3 x 256 KiB), FMA bound.
-// "70 % of the FMA peak" (115.5 GFLOP/s on one core here) is the aim; the small per-row work (masking,
-// reductions, exp) is the limit at T = 64.
+// "70 % of the FMA peak" (115.5 GFLOP/s on one core here) is the aim. Measured (1 thread, loaded machine,
+// docs/kernels.md): 69-71 % at GPT-2's T = 1024, 30-43 % at T = 64, where the per-row work (masking,
+// reductions, exp, log) and the padded copies are the limit.
 
 // The 16-lane templates of vector_math.h are inlined into this file's AVX-512 functions.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -140,6 +141,41 @@ BRIGADE_AVX512_INLINE void tile_atb(const float* a, int64_t lda, int64_t n, cons
   if (c < Dp) tile_atb_columns<1>(a, lda, n, x + c, Dp, acc + c, Dp);
 }
 
+/// dst [16 rows, ldd] = the transpose of src [16 rows, lds] (16 x 16 floats): four butterfly stages, each
+/// swapping the off-diagonal s x s blocks (s = 8, 4, 2, 1) of row pairs (i, i + s) with two-source permutes.
+/// 64 permutes per 256 floats, instead of v1's strided scalar stores (~15 % of the backward at T = 64).
+BRIGADE_AVX512_INLINE void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 m[kLanes];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < kLanes; ++r) m[r] = _mm512_loadu_ps(src + r * lds);
+#pragma GCC unroll 4
+  for (int s = 8; s >= 1; s /= 2) {
+    alignas(64) int lo[kLanes], hi[kLanes];
+    for (int c = 0; c < kLanes; ++c) {
+      lo[c] = (c & s) != 0 ? kLanes + c - s : c;  // row i: its own low block, then row i + s's low block
+      hi[c] = (c & s) != 0 ? kLanes + c : c + s;  // row i + s: row i's high block, then its own high block
+    }
+    const __m512i ilo = _mm512_load_si512(lo), ihi = _mm512_load_si512(hi);
+#pragma GCC unroll 16
+    for (int i = 0; i < kLanes; ++i) {
+      if ((i & s) != 0) continue;
+      const __m512 a = m[i], b = m[i + s];
+      m[i] = _mm512_permutex2var_ps(a, ilo, b);
+      m[i + s] = _mm512_permutex2var_ps(a, ihi, b);
+    }
+  }
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < kLanes; ++r) _mm512_storeu_ps(dst + r * ldd, m[r]);
+}
+
+/// dst [Dp, Tp] = the transpose of src [Tp, Dp] (both multiples of 16).
+BRIGADE_AVX512_INLINE void transpose(const float* src, const TileSizes& z, float* dst) {
+  for (int64_t t = 0; t < z.Tp; t += kLanes) {
+    for (int64_t d = 0; d < z.Dp; d += kLanes)
+      transpose16(src + t * z.Dp + d, z.Dp, dst + d * z.Tp + t, z.Tp);
+  }
+}
+
 /// Row r of a block starting at query i0 sees keys j <= i0 + r: s[r][j] = -inf beyond, up to `cols`.
 BRIGADE_AVX512_INLINE void mask_block(float* s, int64_t lds, int64_t i0, int64_t cols) {
   for (int64_t r = 0; r < kRows; ++r) {
@@ -209,8 +245,9 @@ template <typename T>
 BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const Heads& q, const Heads& k,
                                  const Heads& v, const Heads& out, float* lse) {
   const TileSizes z(pr.T, pr.D, kLanes, kRows);
-  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, kRows);
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, kRows, /*k_rows=*/true);
   float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
+  transpose(w.k, z, kT);
   const auto scale = static_cast<float>(pr.scale);
   for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
     const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees
@@ -288,8 +325,9 @@ BRIGADE_AVX512 void backward_task(const Problem& pr, int64_t b, int64_t h, const
   load_padded<T>(dout, b, h, z, z.Tr, w.gs, false);
   load_padded<T>(out, b, h, z, z.Tr, w.os, false);
   load_padded<T>(k, b, h, z, z.Tp, w.ks, false);
-  load_padded<T>(k, b, h, z, 0, w.kT, true);
-  load_padded<T>(v, b, h, z, 0, w.vT, true);
+  transpose(w.ks, z, w.kT);
+  load_padded<T>(v, b, h, z, z.Tp, w.dvs, false);  // v [Tp, Dp] in the dv accumulator's room, for now
+  transpose(w.dvs, z, w.vT);
   std::fill(w.dks, w.dks + 2 * z.Dp * z.Tp, 0.0f);
   const auto scale = static_cast<float>(pr.scale);
   for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
