@@ -1,5 +1,6 @@
 #include "nn/block.h"
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 
 namespace brigade::nn {
@@ -12,10 +13,11 @@ MLP::MLP(int64_t embd, double dropout, bool bias, Generator* generator) : Module
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  // fc's bias and the GELU stay two ops here, not bias_gelu: with the fused node the pipeline's memory model
-  // over-predicts split-backward schedules' stage peaks (zb-h2, stage 0: by 17-50 %)
-  // (pipeline_memory_model_test), which is not yet explained.
-  return (*drop_)((*proj_)((*act_)((*fc_)(x))));
+  // fc's bias and the GELU as one op (bias_gelu: one pass forward, one backward, the bits of the two ops);
+  // under autocast the bias joins the bf16 product in bf16, as Linear::forward adds it.
+  Tensor h = fc_->has_bias() ? bias_gelu(fc_->forward_without_bias(x), autograd::autocast_low(fc_->bias()))
+                             : (*act_)((*fc_)(x));
+  return (*drop_)((*proj_)(h));
 }
 
 Block::Block(int64_t embd, int64_t heads, double dropout, bool bias, Generator* generator) : Module("Block") {

@@ -29,20 +29,24 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
   if (bias) bias_ = &register_parameter("bias", uniform({out_features}));
 }
 
-Tensor Linear::forward(const Tensor& x) {
+Tensor Linear::forward_without_bias(const Tensor& x) {
   BRIGADE_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == in_, "Linear: expected input [..., ", in_, "], found ",
                       shape_str(x.shape()));
   // One GEMM over every leading position: [N, in] @ W^T (W stays [out, in]; the flag avoids a transpose).
   const bool flat = x.dim() == 2;
   Tensor x2 = flat ? x : x.reshape({-1, in_});
   Tensor y = matmul(x2, *weight_, false, true);
-  // Under autocast the bias joins the bf16 product in bf16 (as PyTorch's autocast linear); its gradient
-  // comes back through the cast in fp32.
-  if (bias_) y = y + autograd::autocast_low(*bias_);
   if (flat) return y;
   Shape out_shape = x.shape();
   out_shape.back() = out_;
   return y.view(out_shape);
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  Tensor y = forward_without_bias(x);
+  // Under autocast the bias joins the bf16 product in bf16 (as PyTorch's autocast linear); its gradient
+  // comes back through the cast in fp32.
+  return bias_ ? y + autograd::autocast_low(*bias_) : y;
 }
 
 // ---- Embedding ------------------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* generator = nullptr);
   Tensor forward(const Tensor& x) override;
+  /// x W^T alone, without the bias: for a caller that fuses the bias into the op that follows
+  /// (MLP: bias_gelu).
+  Tensor forward_without_bias(const Tensor& x);
 
   Tensor& weight() { return *weight_; }
   /// An undefined tensor when built without bias.

@@ -49,12 +49,14 @@ void ActivationLedger::end(const Action& a) {
   if (!tracks(a.kind)) return;
   Held& h = slot(a);
   const ActivationSizes size = sizes_.chunk(schedule_.layout(), stage_, a.chunk);
-  if (a.kind == ActionKind::BackwardInput && h == Held::Full) {
-    live_ += size.kept_for_weights() - full_bytes(a);
+  // A negative `pending` is a Bi that frees nothing: the slot stays Full, with what F (or R) left.
+  if (a.kind == ActionKind::BackwardInput && h == Held::Full && size.pending >= 0.0) {
+    live_ += size.pending - full_bytes(a);
+    full_bytes(a) = size.pending;
     h = Held::Pending;
   }
   if ((a.kind == ActionKind::Backward || a.kind == ActionKind::BackwardWeight) && h != Held::None) {
-    live_ -= h == Held::Full ? full_bytes(a) : h == Held::Pending ? size.kept_for_weights() : size.boundary;
+    live_ -= h == Held::Boundary ? size.boundary : full_bytes(a);
     --in_flight_;
     if (h == Held::Full || h == Held::Pending) --full_;
     h = Held::None;

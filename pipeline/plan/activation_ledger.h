@@ -9,7 +9,8 @@
 //   None ──F──> Boundary   ... or only the chunk's input when the policy recomputes that microbatch;
 //   Boundary ──R──> Full   R recreates the full activations when it starts (ActivationSizes::after_replay:
 //                          with per-layer recomputation, plus second copies of the checkpoints' outputs);
-//   Full ──Bi──> Pending   Bi, when it ends, frees all but what the weight gradients still need;
+//   Full ──Bi──> Pending   Bi, when it ends, frees all but what the weight gradients still need (with a
+//                          negative ActivationSizes::pending it frees nothing and the slot stays Full);
 //   any ──B, Bw──> None    B (or Bw after Bi) frees the rest when it ends.
 //
 // Transfers and the optimizer step hold no activations. A walk calls begin(action) and end(action) for
@@ -39,7 +40,7 @@ enum class Held {
   None,      ///< nothing: before its F, or after its last backward
   Boundary,  ///< the chunk's input only: F ran without keeping activations, R has not run yet
   Full,      ///< everything its backward needs
-  Pending,   ///< after Bi, before Bw: what the weight gradients need (ActivationSizes::kept_for_weights)
+  Pending,   ///< after Bi, before Bw: what the weight gradients need (ActivationSizes::pending)
 };
 
 class ActivationLedger {
@@ -71,7 +72,8 @@ class ActivationLedger {
   int stage_;
   const MemoryModel& sizes_;
   std::vector<Held> held_;          // per (chunk, microbatch): chunk * M + microbatch
-  std::vector<double> full_bytes_;  // per (chunk, microbatch): what Full holds (full, or after_replay)
+  std::vector<double> full_bytes_;  // per (chunk, microbatch): what Full (full, or after_replay) or
+                                    // Pending (pending) holds
   double live_ = 0.0;
   int in_flight_ = 0, full_ = 0;
 };

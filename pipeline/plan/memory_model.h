@@ -27,7 +27,9 @@
 //                F adds full_c (boundary_c when the policy recomputes that microbatch), R adds
 //                full_c - boundary_c, B or Bw frees the (chunk, microbatch)'s bytes when it ends; Bi frees
 //                all but pending_c, what the chunk's layers keep for Bw (LayerProfile::split_pending_bytes,
-//                measured with SplitBackward). Its maximum is the "activations" column, and one recompute
+//                measured with SplitBackward), except on the first chunk: its input, the token ids, has
+//                no gradient, so its Bi runs nothing and frees nothing, and its Bw is a whole B.
+//                Its maximum is the "activations" column, and one recompute
 //                buffer is counted exactly where the schedule holds it.
 //   gradients G       the bytes of the gradients that exist when the action starts: a chunk's parameter
 //                gradients are created by its first B (or Bw) of the step and live to the end.
@@ -38,7 +40,7 @@
 //            (a recomputed F runs without grad: max over i of fwd_ws_i on top of its boundary)
 //     B, Bi, Bw   max over i, from the last layer down, of  bwd_ws_i - (activations of the layers after i,
 //            already freed) + (gradients of the layers from i on that this B creates, if it is the
-//            chunk's first backward; never for Bi)
+//            chunk's first backward; never for Bi; a Bi of the first chunk: 0)
 //   candidate(action) = live + G + in transit + max(0, the action's term); step peak = max over actions.
 // The prediction reports the action at the peak and the three parts of its candidate. (fwd_ws, bwd_ws:
 // the per-layer workspaces of profile.h; they are net figures, so the walk above adds them to the level
@@ -79,13 +81,13 @@ struct ActivationSizes {
   double full = 1.0;      ///< everything the backward needs
   double boundary = 0.0;  ///< the chunk's input, all that is kept between F and R when recomputing
   /// What is kept between Bi and Bw of a split backward (the weight gradients' inputs and the output
-  /// gradients of the weight-side nodes; may exceed `full`). Negative: `full` (Bi frees nothing).
+  /// gradients of the weight-side nodes; may exceed `full`). Negative: Bi frees nothing and allocates
+  /// nothing (the chunk keeps what F or R left until Bw), as on the first chunk, whose input has no gradient.
   double pending = -1.0;
   /// What a recomputed microbatch holds after its R, when more than `full`: per-layer recomputation
   /// recomputes checkpoints inside the chunk, and each recomputed checkpoint holds a second copy of its
   /// output beside the first (which the next layer saved at F). Negative: `full`.
   double replayed = -1.0;
-  double kept_for_weights() const { return pending < 0.0 ? full : pending; }
   double after_replay() const { return replayed < 0.0 ? full : replayed; }
 };
 

@@ -1,7 +1,7 @@
-// The nn modules on the fused ops: Block (the residual add and ln2 as add_layer_norm) and AdamW (every
-// parameter in one adamw_update_all) give the bits of the unfused ops they replace: the output, every
-// parameter's gradient and the input's, in float32 and under bf16 autocast, and the parameters after
-// optimizer steps.
+// The nn modules on the fused ops: Block (the residual add and ln2 as add_layer_norm), MLP (fc's bias and
+// the GELU as bias_gelu) and AdamW (every parameter in one adamw_update_all) give the bits of the unfused
+// ops they replace: the output, every parameter's gradient and the input's, in float32 and under bf16
+// autocast, and the parameters after optimizer steps.
 #include <gtest/gtest.h>
 
 #include <map>

@@ -116,6 +116,17 @@ TEST(MemoryModel, OneFOneBAndGPipeByHand) {
   EXPECT_THAT(f.table({6850, 7000}), HasSubstr("+11.7%"));  // (7821 - 7000) / 7000
 }
 
+// A split backward: the layers' measured Bi-to-Bw holdings (here twice their activations: the output
+// gradients Bi keeps) apply to every chunk but the first, whose input (the token ids) has no gradient: its
+// Bi runs nothing, so it keeps just what F left until Bw.
+TEST(MemoryModel, TheFirstChunksBiKeepsWhatItsForwardLeft) {
+  ModelProfile profile = hand_profile();
+  for (LayerProfile& l : profile.layers) l.split_pending_bytes = 2 * l.activation_bytes;
+  const MemoryPrediction zb = predict_memory(profile, plan("zb-h1", 2, 2));
+  EXPECT_EQ(zb.stages[0].activation_bytes, 2 * 3000);   // not 2 * 6000
+  EXPECT_EQ(zb.stages[1].activation_bytes, 2 * 14000);  // both between Bi and Bw, 2 x 7000 each
+}
+
 TEST(MemoryModel, RecomputeKeepsOnlyTheBoundaryPlusOneBuffer) {
   const ModelProfile profile = hand_profile();
   // GPipe, recompute always: stage 0's F keep its output (20 bytes) each; R(3) brings one microbatch's
