@@ -15,8 +15,9 @@ enum class ElementwiseKernel {
   /// vectorises; float32 GELU and its gradient through the 4-lane code of kernels/cpu/vector_math.h
   /// (plain x86-64). v2 improves: 8 lanes for GELU.
   CpuBaseline,
-  /// CPU v2 (kernels/cpu/elementwise.cpp): v1 with float32 GELU and its gradient on 8 AVX2 lanes (the same
-  /// bits; the other ops are v1's loops); on CPUs with AVX2 (others run v1); the CPU default where it runs.
+  /// CPU v2 (kernels/cpu/elementwise.cpp): v1 with float32 GELU and its gradient on 8 AVX2 lanes, 16 where the
+  /// CPU has AVX-512 (the same bits; the other ops are v1's loops); on CPUs with AVX2 (others run v1); the
+  /// CPU default where it runs.
   CpuAvx2,
   /// CUDA v1 (kernels/cuda/elementwise.cu): one element per thread, any strides. v2 improves: 16-byte loads
   /// and stores.

@@ -25,7 +25,6 @@ namespace {
 // inlined into the target-attributed wrapper; always_inline makes sure it is.
 #define BRIGADE_LAMBDA_INLINE __attribute__((always_inline))
 
-using f32x16 = float __attribute__((vector_size(64)));  // only ever inside AVX-512 functions
 constexpr int64_t kSumLanes = 16;  // element k of a sum goes into double lane k mod 16, on every ISA
 
 template <typename V>

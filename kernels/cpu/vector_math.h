@@ -29,7 +29,8 @@
 namespace brigade::kernels::cpu::detail {
 
 using f32x4 = float __attribute__((vector_size(16)));
-using f32x8 = float __attribute__((vector_size(32)));  // only ever inside AVX2 functions
+using f32x8 = float __attribute__((vector_size(32)));   // only ever inside AVX2 functions
+using f32x16 = float __attribute__((vector_size(64)));  // only ever inside AVX-512 functions
 
 #if BRIGADE_CPU_AVX2
 /// Whether this CPU (and OS: ymm registers saved on context switches) runs AVX2 code.

@@ -3,7 +3,9 @@
 //    whole range it claims, [-87.3, 88], sampled every 251st float (8.9 M values), and its values outside;
 //  - every ISA this CPU runs (AVX-512, AVX2, SSE2) gives the same bits for every loop, on rows of 1..40
 //    elements (every tail length) and a few long ones;
-//  - the sums against a sum in long double.
+//  - the sums against a sum in long double;
+//  - float GELU and its gradient over arrays (kernels/cpu/elementwise.cpp, the same polynomial exp): the
+//    widest vectors this CPU has (16 or 8 lanes) give the bits of the 4-lane baseline.
 // The ops themselves are checked against kernels/reference/ by the op table (tests/ops/).
 #include "kernels/cpu/exp_rows.h"
 
@@ -15,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/elementwise.h"
 #include "tensor/philox.h"
 
 namespace brigade::testing {
@@ -165,6 +168,19 @@ TEST(ExpRows, EveryIsaGivesTheSameBitsAndTheSumsAreRight) {
     const double total = k.exp_shifted_sum(x.data(), max, e.data(), n);
     EXPECT_NEAR(total, static_cast<double>(exps), 3e-7 * static_cast<double>(exps)) << "n " << n;
   }
+}
+
+TEST(ExpRows, GeluArraysGiveTheBaselineBitsOnTheWidestVectors) {
+  const int64_t n = 100003;  // a tail on every width
+  std::vector<float> x(static_cast<size_t>(n)), g = normal_row(n, 400, 1.0);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -12.0f + 24.0f * static_cast<float>(i) / static_cast<float>(n);
+  std::vector<float> base(x.size()), wide(x.size());
+  kernels::cpu::gelu_array(base.data(), x.data(), n, /*avx2=*/false);
+  kernels::cpu::gelu_array(wide.data(), x.data(), n, /*avx2=*/true);
+  EXPECT_EQ(0, std::memcmp(base.data(), wide.data(), x.size() * sizeof(float)));
+  kernels::cpu::gelu_grad_array(base.data(), g.data(), x.data(), n, false);
+  kernels::cpu::gelu_grad_array(wide.data(), g.data(), x.data(), n, true);
+  EXPECT_EQ(0, std::memcmp(base.data(), wide.data(), x.size() * sizeof(float)));
 }
 
 }  // namespace
