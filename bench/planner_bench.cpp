@@ -3,7 +3,7 @@
 // here), and the bench runs its top --top distinct programs and `brigade train`'s default configuration (2
 // stages, 4 microbatches, 1f1b, no recomputation, cut by parameters) with the executor.
 //
-//   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 10 steps
+//   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 20 steps
 //   ./planner_bench --shapes wide --rounds 9 --steps 20 --devices 2 --top 6 --tie 0.01
 //
 // What is predicted is what runs (pipeline/run/plan_model.h: model_profiler, price_executor): per layer
@@ -16,17 +16,21 @@
 // in thread CPU time put back through the simulator (simulate_measured), i.e. the pipeline had every stage
 // had its core. Rounds: every round runs every candidate once, in an order rotated by one each round, so
 // that a slow minute of a shared machine falls on all of them; the figure kept is the median over rounds,
-// and the spread (max - min over rounds, over the median) says how much a candidate's figure moved.
+// and the lowest, the highest and the spread (max - min over rounds, over the median) say how much a
+// candidate's figure moved. Stage s's thread runs pinned to core s and this thread to core 0 (--pin off:
+// left to the scheduler). Each profiled size prints the executor's factors over the layers timed alone
+// (model_profiler: measure_action_factors), which the prediction includes (--action-cost off: not).
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
 // predictions within --tie (relative) of their group's fastest are one tie group (plan/rank_agreement.h).
 // Reported per shape: Kendall's tau-b between predicted and measured step times over every candidate
 // (tied predictions count for neither order; with its ceiling, what a perfect measurement would give), and
-// over the distinct predictions (one point per tie group); the pick's measured step over the best measured
-// one, and over the default configuration's. The load average is printed at the start, after each shape and
-// at the end: on a loaded machine the stages wait for cores and the wall-clock figures say more about the
-// load than about the schedules.
+// over the distinct predictions (one point per tie group), and beyond the noise (candidates whose ranges
+// over the rounds overlap count as measured ties: plan/rank_agreement.h); the pick's measured step over the
+// best measured one, and over the default configuration's. The load average is printed at the start, after
+// each shape and at the end: on a loaded machine the stages wait for cores and the wall-clock figures say
+// more about the load than about the schedules.
 #include <omp.h>
 
 #include <algorithm>
@@ -47,6 +51,7 @@
 #include "pipeline/plan/rank_agreement.h"
 #include "pipeline/run/executor.h"
 #include "pipeline/run/plan_model.h"
+#include "pipeline/run/stage_thread.h"
 #include "pipeline/run/trace.h"
 #include "tensor/generator.h"
 
@@ -57,8 +62,10 @@ namespace pl = brigade::pipeline;
 
 struct Flags {
   std::vector<std::string> shapes = {"small", "wide", "deep"};
-  int devices = 2, top = 6, rounds = 5, steps = 10;
+  int devices = 2, top = 6, rounds = 5, steps = 20;
   double tie = 0.01;
+  bool pin = true;          // stage threads (and this thread) pinned to cores
+  bool action_cost = true;  // price the executor's actions over the layers timed alone
 };
 
 struct Shape {
@@ -90,15 +97,16 @@ void print_load(const char* when) {
                 std::thread::hardware_concurrency());
 }
 
-pl::PipelineConfig config_of(const pl::PlanCandidate& c) {
+pl::PipelineConfig config_of(const pl::PlanCandidate& c, bool pin) {
   pl::PipelineConfig pc = pl::pipeline_config_of(c);
   pc.threads_per_stage = 1;
   pc.check_finite = false;
+  pc.pin_stage_threads = pin;
   return pc;
 }
 
 // brigade train's default pipeline: 2 stages x 4 microbatches, 1f1b, no recomputation, cut by parameters.
-pl::PipelineConfig default_config(const nn::GPT& model) {
+pl::PipelineConfig default_config(const nn::GPT& model, bool pin) {
   pl::PartitionOptions o;
   o.method = pl::PartitionMethod::Parameters;
   o.stages = 2;
@@ -108,6 +116,7 @@ pl::PipelineConfig default_config(const nn::GPT& model) {
   pc.balance = pl::make_partition(pl::count_parameters(model), o).layer_counts();
   pc.threads_per_stage = 1;
   pc.check_finite = false;
+  pc.pin_stage_threads = pin;
   return pc;
 }
 
@@ -146,7 +155,19 @@ std::vector<int64_t> random_tokens(int64_t n, int64_t vocab) {
 // run), then the default configuration.
 std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, const nn::Batch& sample) {
   pl::PlanRequest request;
-  request.profile = pl::model_profiler(model, sample, 1);
+  // Each profiled size says how much longer the executor's actions take than the layers timed alone
+  // (model_profiler: measure_action_factors).
+  request.profile = [profiler = pl::model_profiler(model, sample, 1), &f](int64_t samples) {
+    pl::ModelProfile p = profiler(samples);
+    double layers_f = 0, layers_b = 0;
+    for (const pl::LayerProfile& l : p.layers) layers_f += l.forward_ms, layers_b += l.backward_ms;
+    std::printf(
+        "profile at %lld samples: layers F %.3f ms, B %.3f ms; executor's actions x%.3f (F), x%.3f (B)%s\n",
+        static_cast<long long>(samples), layers_f, layers_b, p.action_forward_factor,
+        p.action_backward_factor, f.action_cost ? "" : " (not priced: --action-cost off)");
+    if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = 1.0;
+    return p;
+  };
   pl::price_executor(request, model, 1);
   request.devices = f.devices;
   request.batch = shape.batch;
@@ -160,12 +181,13 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
       return c.same_program(plan.ranked[static_cast<size_t>(std::stoi(r.label) - 1)]);
     });
     if (same != runs.end()) continue;  // the table says "the same program as rank k"
-    runs.push_back({std::to_string(i + 1), config_of(c), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}});
+    runs.push_back(
+        {std::to_string(i + 1), config_of(c, f.pin), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}});
   }
   plan.ranked.resize(shown);  // the table up to the last candidate run
   std::printf("%s", plan.table().c_str());
   runs.push_back({"default",
-                  default_config(model),
+                  default_config(model, f.pin),
                   "--stages 2 --microbatches 4 --schedule 1f1b",
                   -1.0,
                   -1.0,
@@ -187,17 +209,25 @@ double median_error(const std::vector<double>& predicted, const std::vector<doub
   return nn::median(e);
 }
 
+double lowest(const std::vector<double>& v) {
+  return *std::min_element(v.begin(), v.end());
+}
+double highest(const std::vector<double>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
+
 void report(const std::vector<Run>& runs, double tie) {
-  std::vector<double> predicted, measured, pipe_predicted, pipe_measured, replay;
+  std::vector<double> predicted, measured, low, high, pipe_predicted, pipe_measured, replay;
   for (const Run& r : runs) {
     if (r.label == "default") continue;
     predicted.push_back(r.predicted_ms), measured.push_back(nn::median(r.step));
+    low.push_back(lowest(r.step)), high.push_back(highest(r.step));
     pipe_predicted.push_back(r.predicted_pipeline_ms), pipe_measured.push_back(nn::median(r.pipeline));
     replay.push_back(nn::median(r.replay));
   }
-  const pl::RankAgreement a = pl::rank_agreement(predicted, measured, tie);
-  std::printf("%-8s %10s %10s %7s %6s %10s %10s %10s  %s\n", "rank", "predicted", "measured", "spread", "tie",
-              "pipe pred", "pipe meas", "replay", "configuration");
+  const pl::RankAgreement a = pl::rank_agreement(predicted, measured, low, high, tie);
+  std::printf("%-8s %10s %9s %10s %9s %7s %6s %10s %10s %10s  %s\n", "rank", "predicted", "min", "measured",
+              "max", "spread", "tie", "pipe pred", "pipe meas", "replay", "configuration");
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     char pred[32] = "-", pipe[32] = "-", group[16] = "-";
@@ -206,9 +236,9 @@ void report(const std::vector<Run>& runs, double tie) {
       std::snprintf(pipe, sizeof pipe, "%.3f", r.predicted_pipeline_ms);
       std::snprintf(group, sizeof group, "%d", a.groups[i] + 1);
     }
-    std::printf("%-8s %10s %10.3f %6.1f%% %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
-                nn::median(r.step), 100 * spread_of(r.step), group, pipe, nn::median(r.pipeline),
-                nn::median(r.replay), r.flags.c_str());
+    std::printf("%-8s %10s %9.3f %10.3f %9.3f %6.1f%% %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
+                lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), group, pipe,
+                nn::median(r.pipeline), nn::median(r.replay), r.flags.c_str());
   }
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured.front(), fallback = nn::median(runs.back().step);
@@ -217,6 +247,10 @@ void report(const std::vector<Run>& runs, double tie) {
       "kendall tau-b, predicted vs measured step: %.2f over all %zu (ceiling %.2f with %d tie groups at "
       "%.1f%%), %.2f over the %d distinct predictions\n",
       a.tau_all, measured.size(), a.tau_all_ceiling, a.group_count, 100 * tie, a.tau_distinct, a.group_count);
+  std::printf(
+      "kendall tau-b beyond the noise (measured pairs whose min-max ranges over the rounds overlap count as "
+      "ties): %.2f over the %d pairs both orders resolve\n",
+      a.tau_resolved, a.resolved_pairs);
   std::printf("kendall tau-b, predicted pipeline vs replay: %.2f over all, %.2f over distinct predictions\n",
               replayed.tau_all, replayed.tau_distinct);
   std::printf(
@@ -225,9 +259,10 @@ void report(const std::vector<Run>& runs, double tie) {
       pick / best, pick / fallback, 100 * median_error(predicted, measured),
       100 * median_error(pipe_predicted, pipe_measured), 100 * median_error(pipe_predicted, replay));
   std::printf(
-      "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, pick %s\n",
+      "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, beyond the "
+      "noise %s, pick %s\n",
       a.tau_all >= 0.8 ? "met" : "missed", a.tau_distinct >= 0.8 ? "met" : "missed",
-      pick / best <= 1.05 ? "met" : "missed");
+      a.tau_resolved >= 0.8 ? "met" : "missed", pick / best <= 1.05 ? "met" : "missed");
 }
 
 void bench_shape(const Shape& shape, const Flags& f) {
@@ -272,10 +307,12 @@ Flags parse(int argc, char** argv) {
       f.steps = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--tie") {
       f.tie = std::max(0.0, std::atof(v.c_str()));
+    } else if ((a == "--pin" || a == "--action-cost") && (v == "on" || v == "off")) {
+      (a == "--pin" ? f.pin : f.action_cost) = v == "on";
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
-                   "[--tie FRACTION]\n",
+                   "[--tie FRACTION] [--pin on|off] [--action-cost on|off]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -288,10 +325,16 @@ Flags parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const Flags f = parse(argc, argv);
   omp_set_num_threads(1);  // the optimizer step on this thread, as measured (price_executor with 1 thread)
+  // This thread profiles, and runs the optimizer step while the stage threads wait: core 0, beside stage 0
+  // (idle then). Stage threads it creates inherit it until the Pipeline pins them.
+  const bool pinned = f.pin && pl::pin_thread_to_core(0);
   print_load("at start");
   std::printf(
-      "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), ties within %.1f%%\n",
-      f.devices, f.top, f.rounds, f.steps, 100 * f.tie);
+      "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), ties within %.1f%%, threads "
+      "%s, executor's action factors %s\n",
+      f.devices, f.top, f.rounds, f.steps, 100 * f.tie,
+      pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
+      f.action_cost ? "priced" : "not priced");
   for (const std::string& name : f.shapes) {
     const auto& shapes = all_shapes();
     const auto it =

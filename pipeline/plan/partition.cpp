@@ -414,6 +414,10 @@ Costs profile_costs(const ModelProfile& profile, const Partition& partition,
       if (choice == LayerRecompute::Full) c.recompute += layer.forward_ms;
       if (choice == LayerRecompute::AttentionCore) c.recompute += layer.attention_core_ms;
     }
+    // The executor's actions against the layers timed alone (ModelProfile::action_forward_factor): F and
+    // R the forward's factor, B, Bi and Bw the backward's.
+    const double ff = profile.action_forward_factor, fb = profile.action_backward_factor;
+    c.forward *= ff, c.recompute *= ff, c.backward *= fb, input *= fb, weight *= fb;
     // Bi and Bw as measured; without them the split is priced at B, half each.
     c.weight = split ? weight : 0.5 * c.backward;
     c.input = split ? input : -1.0;

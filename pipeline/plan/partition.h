@@ -150,6 +150,8 @@ std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod met
 /// a layer's were not measured). per_chunk is indexed by model chunk, as the simulator wants.
 /// With a per-layer recomputation plan (schedule/layer_recompute.h) R costs the F of its full layers plus
 /// the attention-core recompute of its 'a' layers (LayerProfile::attention_core_ms).
+/// Each action's time is then scaled by the executor's factor over the layers timed alone, when the profile
+/// has it (ModelProfile::action_forward_factor for F and R, action_backward_factor for B, Bi and Bw).
 Costs profile_costs(const ModelProfile& profile, const Partition& partition,
                     const std::vector<LayerRecompute>& layer_recompute = {});
 

@@ -116,6 +116,17 @@ struct ModelProfile {
   int64_t microbatch_size = 0;  ///< samples in the profiled input (0 when only counted)
   int repeats = 0;              ///< timed repetitions behind each median (0 when only counted)
   bool measured = false;        ///< times and activation sizes were measured (profile_layers)
+  /// How much longer the executor's actions take than their layers' profiled times, at this microbatch
+  /// size (>= 1; 1: not measured): an F (or R) action costs its layers' forward_ms times
+  /// action_forward_factor, a B, Bi or Bw action its layers' figures times action_backward_factor. The
+  /// layers are timed one at a time, each repeated back to back (its weights and code warm); an action runs
+  /// a chunk's layers once, between other chunks' and microbatches' actions, with the executor's own work
+  /// around them. On a CPU the difference is largest where the actions are small (about a tenth at one
+  /// sample per microbatch in a GPT of width 128, nothing measurable from four samples on), which is where
+  /// it decides between many small microbatches and fewer larger ones. Measured by running the executor
+  /// (measure_action_factors, run/plan_model.h); profile_costs (partition.h) applies it.
+  double action_forward_factor = 1.0;
+  double action_backward_factor = 1.0;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   /// Elements of all distinct parameters of the model (a tied tensor once).

@@ -30,21 +30,35 @@ std::vector<int> tie_groups(const std::vector<double>& predicted, double toleran
   return groups;
 }
 
-double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y) {
-  BRIGADE_CHECK_VALUE(x.size() == y.size(), "kendall_tau_b: lists of ", x.size(), " and ", y.size(),
-                      " values");
+namespace {
+
+// tau_b of x and y where a pair (i, j) with y_tied(i, j) counts as tied in y (equal values always do);
+// `resolved` gets the pairs tied in neither.
+template <typename YTied>
+double tau_b_with(const std::vector<double>& x, const std::vector<double>& y, YTied y_tied, int* resolved) {
   double concordant = 0, discordant = 0, pairs = 0, ties_x = 0, ties_y = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     for (size_t j = i + 1; j < x.size(); ++j) {
-      const double a = x[i] - x[j], b = y[i] - y[j];
+      const double a = x[i] - x[j];
+      const double b = y_tied(i, j) ? 0.0 : y[i] - y[j];
       ++pairs;
       if (a == 0) ++ties_x;
       if (b == 0) ++ties_y;
       if (a != 0 && b != 0) (a * b > 0 ? concordant : discordant) += 1;
     }
   }
+  if (resolved) *resolved = static_cast<int>(concordant + discordant);
   const double denominator = std::sqrt((pairs - ties_x) * (pairs - ties_y));
   return denominator > 0 ? (concordant - discordant) / denominator : 0.0;
+}
+
+}  // namespace
+
+double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y) {
+  BRIGADE_CHECK_VALUE(x.size() == y.size(), "kendall_tau_b: lists of ", x.size(), " and ", y.size(),
+                      " values");
+  return tau_b_with(
+      x, y, [](size_t, size_t) { return false; }, nullptr);
 }
 
 namespace {
@@ -79,6 +93,22 @@ RankAgreement rank_agreement(const std::vector<double>& predicted, const std::ve
   std::vector<double> index(sum.size()), mean(sum.size());
   for (size_t g = 0; g < sum.size(); ++g) index[g] = static_cast<double>(g), mean[g] = sum[g] / count[g];
   a.tau_distinct = kendall_tau_b(index, mean);
+  return a;
+}
+
+RankAgreement rank_agreement(const std::vector<double>& predicted, const std::vector<double>& measured,
+                             const std::vector<double>& low, const std::vector<double>& high,
+                             double tolerance) {
+  BRIGADE_CHECK_VALUE(low.size() == measured.size() && high.size() == measured.size(),
+                      "rank_agreement: ", measured.size(), " measurements with ", low.size(), " lows and ",
+                      high.size(), " highs");
+  for (size_t i = 0; i < measured.size(); ++i)
+    BRIGADE_CHECK_VALUE(low[i] <= measured[i] && measured[i] <= high[i], "rank_agreement: candidate ", i,
+                        "'s range [", low[i], ", ", high[i], "] does not hold its median ", measured[i]);
+  RankAgreement a = rank_agreement(predicted, measured, tolerance);
+  const std::vector<double> rank(a.groups.begin(), a.groups.end());
+  const auto overlap = [&](size_t i, size_t j) { return low[i] <= high[j] && low[j] <= high[i]; };
+  a.tau_resolved = tau_b_with(rank, measured, overlap, &a.resolved_pairs);
   return a;
 }
 

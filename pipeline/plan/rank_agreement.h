@@ -23,6 +23,12 @@
 //   distinct    one point per tie group, its measured value the mean of its members': does the order of
 //               the predictions that differ hold? (undefined with fewer than two groups: 0 is returned).
 //
+// Beyond the noise. A measured difference smaller than the measurement's own spread says nothing about
+// the order. Given each candidate's lowest and highest measurement (over a benchmark's rounds), a pair
+// whose two ranges overlap counts as tied in the measurement, and tau_resolved is tau_b over the group
+// indices and the medians with those ties: only the pairs that both the prediction and the measurement
+// order count (resolved_pairs of them), so it tests the model where the measurement can.
+//
 // \code
 //   brigade::pipeline::RankAgreement a =
 //       brigade::pipeline::rank_agreement({10.0, 10.05, 11.0}, {30.1, 29.8, 33.0}, 0.01);
@@ -49,10 +55,21 @@ struct RankAgreement {
   double tau_all = 0.0;          ///< over every candidate, tied predictions as ties
   double tau_all_ceiling = 0.0;  ///< what tau_all would be with the measured order perfect and untied
   double tau_distinct = 0.0;     ///< over the groups (their members' mean measured value)
+  /// With measured ranges (the overload below): tau_b with overlapping ranges as measured ties, and how
+  /// many pairs both orders resolve (neither tied); 0 and 0 without ranges.
+  double tau_resolved = 0.0;
+  int resolved_pairs = 0;
 };
 
 /// Both figures above. ValueError when the lists differ in length.
 RankAgreement rank_agreement(const std::vector<double>& predicted, const std::vector<double>& measured,
+                             double tolerance);
+
+/// The same with each candidate's measured range [low, high] (e.g. the lowest and highest of its rounds,
+/// around `measured`, its median): also tau_resolved and resolved_pairs. ValueError when the lists differ in
+/// length or a range does not hold its median.
+RankAgreement rank_agreement(const std::vector<double>& predicted, const std::vector<double>& measured,
+                             const std::vector<double>& low, const std::vector<double>& high,
                              double tolerance);
 
 }  // namespace brigade::pipeline

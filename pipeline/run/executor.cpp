@@ -402,6 +402,11 @@ void Pipeline::Impl::create_stages(nn::Sequential& model, const Schedule& schedu
         config.scope_prefix + std::to_string(s), config.seed + static_cast<uint64_t>(s), omp_threads,
         config.layer_recompute));
     threads.push_back(std::make_unique<detail::StageThread>());
+    if (config.pin_stage_threads) {
+      const int core = s % std::max(1, omp_get_num_procs());
+      threads.back()->start([core] { (void)pin_thread_to_core(core); });
+      threads.back()->wait();
+    }
   }
 }
 

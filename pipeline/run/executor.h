@@ -192,6 +192,10 @@ struct PipelineConfig {
   /// stages on the CPU run at the same time, so each gets cores / (CPU stages), at least 1, and S stage
   /// threads x their OpenMP teams never oversubscribe the cores. Pipeline::threads(stage) reports it.
   int threads_per_stage = 0;
+  /// Pin stage s's thread to core s mod (the cores OpenMP sees) for the Pipeline's life (where the machine
+  /// allows; pin_thread_to_core, stage_thread.h). Off by default: a benchmark that compares schedules
+  /// turns it on so that the scheduler does not move a stage between cores or put two stages on one.
+  bool pin_stage_threads = false;
 
   /// ValueError naming the field for counts < 1 (replicas and bucket_bytes too), a negative clip, timeout
   /// or thread count, a devices

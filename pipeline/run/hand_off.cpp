@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/statistics.h"
+#include "pipeline/run/stage_thread.h"
 #include "pipeline/run/transport.h"
 #include "tensor/error.h"
 #include "tensor/stream.h"
@@ -15,29 +16,15 @@
 
 namespace brigade::pipeline {
 
-namespace {
-
-// Pins the calling thread to CPU `cpu` (false where that is not possible); with `previous`, stores the
-// affinity it had.
-bool pin_to(int cpu, cpu_set_t* previous = nullptr) {
-  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(0, sizeof(set), &set) == 0;
-}
-
-}  // namespace
-
 double measure_hand_off_ms(int rounds) {
   BRIGADE_CHECK_VALUE(rounds >= 1, "measure_hand_off_ms: rounds must be >= 1, got ", rounds);
   InProcessTransport transport;
   const Tensor t = full({16}, 1.0);
   const bool two_cores = std::thread::hardware_concurrency() >= 2;
   cpu_set_t previous;
-  const bool pinned = two_cores && pin_to(0, &previous);
+  const bool pinned = two_cores && pin_thread_to_core(0, &previous);
   std::thread peer([&] {
-    if (pinned) pin_to(1);
+    if (pinned) pin_thread_to_core(1);
     for (int i = 0; i < rounds; ++i) {
       const Message m = transport.recv(first_boundary_tag(i, false));
       transport.send(first_boundary_tag(i, true), m.tensor, recorded_cpu_event());

@@ -19,23 +19,76 @@
 
 namespace brigade::pipeline {
 
+namespace {
+
+// The layers of `model` at `samples` sequences per microbatch (model_profiler).
+ModelProfile profile_at(nn::GPT& model, const nn::Batch& sample, int threads, int64_t samples) {
+  BRIGADE_CHECK_VALUE(samples >= 1 && samples <= sample.x.size(0), "plan: a microbatch of ", samples,
+                      " samples from a sample batch of ", sample.x.size(0));
+  const Tensor ids = sample.x.narrow(0, 0, samples), targets = sample.y.narrow(0, 0, samples);
+  ProfileOptions po;
+  po.repeats = 3;
+  po.warmup = 1;
+  po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
+  po.thread_cpu_time = ids.device().is_cpu() && threads == 1;
+  po.attention_core = true;
+  const int before = omp_get_max_threads();
+  if (threads > 0) omp_set_num_threads(threads);
+  ModelProfile profile = profile_layers(model, ids, po);
+  omp_set_num_threads(before);
+  return profile;
+}
+
+}  // namespace
+
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
   return [&model, sample, threads](int64_t samples) {
-    BRIGADE_CHECK_VALUE(samples >= 1 && samples <= sample.x.size(0), "plan: a microbatch of ", samples,
-                        " samples from a sample batch of ", sample.x.size(0));
-    const Tensor ids = sample.x.narrow(0, 0, samples), targets = sample.y.narrow(0, 0, samples);
-    ProfileOptions po;
-    po.repeats = 3;
-    po.warmup = 1;
-    po.loss = [targets](const Tensor& logits) { return nn::GPT::loss(logits, targets); };
-    po.thread_cpu_time = ids.device().is_cpu() && threads == 1;
-    po.attention_core = true;
-    const int before = omp_get_max_threads();
-    if (threads > 0) omp_set_num_threads(threads);
-    ModelProfile profile = profile_layers(model, ids, po);
-    omp_set_num_threads(before);
+    ModelProfile profile = profile_at(model, sample, threads, samples);
+    const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
+    profile.action_forward_factor = factors.forward;
+    profile.action_backward_factor = factors.backward;
     return profile;
   };
+}
+
+ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, const ModelProfile& profile,
+                                     int threads, int steps) {
+  const int64_t b = profile.microbatch_size;
+  BRIGADE_CHECK_VALUE(b >= 1 && b <= sample.x.size(0) && steps >= 1,
+                      "measure_action_factors: a microbatch of ", b, " samples from a sample batch of ",
+                      sample.x.size(0), ", ", steps, " steps");
+  const int microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / b));
+  PipelineConfig config;
+  config.stages = 1;
+  config.microbatches = microbatches;
+  config.threads_per_stage = std::max(1, threads);
+  config.check_finite = false;
+  const bool cpu_time = sample.x.device().is_cpu() && threads == 1;
+  double layers_f = 0.0, layers_b = 0.0;
+  for (const LayerProfile& layer : profile.layers)
+    layers_f += layer.forward_ms, layers_b += layer.backward_ms;
+  std::vector<Tensor> params = model.parameters(), grads;  // set aside and put back, as profile_layers does
+  for (Tensor& p : params) grads.push_back(p.grad()), p.set_grad(Tensor());
+  std::vector<double> ratio_f, ratio_b;
+  {
+    Pipeline pipeline(model, config);
+    const Tensor ids = sample.x.narrow(0, 0, b * microbatches);
+    const Tensor targets = sample.y.narrow(0, 0, b * microbatches);
+    for (int i = 0; i <= steps; ++i) {
+      const StepResult r = pipeline.forward_backward(ids, targets);
+      if (i == 0) continue;  // warm-up
+      for (const TraceEvent& e : r.trace.stages.front()) {
+        const double ms = cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms;
+        if (e.action.kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
+        if (e.action.kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);
+      }
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
+  ActionFactors factors;
+  factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
+  factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));
+  return factors;
 }
 
 double measure_optimizer_ms(const nn::GPT& model, int threads, int repeats) {

@@ -24,8 +24,27 @@ namespace brigade::pipeline {
 
 /// Profiles `model` at `samples` sequences per microbatch, the first rows of `sample` (which needs at
 /// least as many), timed like PipelineRunner's profile: the thread's CPU clock on a CPU with one thread per
-/// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs.
+/// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs. Each
+/// profile also carries the executor's factors over the layers at its size (measure_action_factors).
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads);
+
+/// How much longer the executor's actions take than the profiled layers (plan/profile.h:
+/// ModelProfile::action_forward_factor and action_backward_factor).
+struct ActionFactors {
+  double forward = 1.0;
+  double backward = 1.0;
+};
+
+/// Measures the factors against `profile` (the layers of `model` profiled on the first rows of `sample`):
+/// the executor runs the whole model as one stage on microbatches of the profile's size (up to 16 of
+/// them) for one warm-up and `steps` forward-backward passes; each F (B) action's time over the sum of the
+/// profiled layers' forward (backward) times is one sample, and the median over the actions is kept (1
+/// when below: the executor cannot run a chunk faster than its layers, so that is noise). Timed like the
+/// profile (the thread's CPU clock on a CPU with `threads` == 1, the actions' wall-clock times otherwise).
+/// The model's gradients are left as they were. Costs (steps + 1) forward-backward passes over up to 16
+/// microbatches.
+ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, const ModelProfile& profile,
+                                     int threads, int steps = 3);
 
 /// What train_step runs after the pipeline, in ms: the gradient norm over every parameter and one AdamW
 /// step (the optimizer brigade train uses), on one thread after every stage's backward. Measured on clones of

@@ -3,6 +3,19 @@
 
 #include <utility>
 
+namespace brigade::pipeline {
+
+bool pin_thread_to_core(int core, cpu_set_t* previous) {
+  if (core < 0 || core >= CPU_SETSIZE) return false;
+  if (previous && sched_getaffinity(0, sizeof(cpu_set_t), previous) != 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+}  // namespace brigade::pipeline
+
 namespace brigade::pipeline::detail {
 
 StageThread::StageThread() : thread_([this] { loop(); }) {}

@@ -3,10 +3,22 @@
 // the kernels' per-thread workspaces warm, which a fresh std::thread per step would throw away.
 #pragma once
 
+#include <sched.h>
+
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
+
+namespace brigade::pipeline {
+
+/// Pins the calling thread to CPU `core` (sched_setaffinity); false where that is not possible (no such
+/// core, or not allowed). With `previous`, stores the affinity it had first, to restore it with
+/// sched_setaffinity. A measurement pins its threads so that the scheduler cannot move them between cores
+/// (cold caches) or put two on one core while another is free.
+bool pin_thread_to_core(int core, cpu_set_t* previous = nullptr);
+
+}  // namespace brigade::pipeline
 
 namespace brigade::pipeline::detail {
 

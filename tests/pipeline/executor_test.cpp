@@ -18,6 +18,7 @@
 #include "autograd/ops.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "pipeline/run/stage_thread.h"
 #include "pipeline/run/trace.h"
 #include "pipeline/schedule/generators.h"
 #include "pipeline_fixtures.h"
@@ -440,6 +441,15 @@ TEST(PipelineThreads, StagesShareTheCoresWithoutOversubscription) {
   Pipeline fixed(other, set);
   EXPECT_EQ(fixed.threads(1), 3);
   EXPECT_THAT(fixed.thread_budget(), HasSubstr("x 3 OpenMP threads (set)"));
+}
+
+// Pinned stage threads (PipelineConfig::pin_stage_threads) run stage s on core s mod the cores and train
+// as unpinned ones do; pinning the calling thread to a core that does not exist is refused, not fatal.
+TEST(PipelineThreads, PinnedStagesMatchTheUnpipelinedStep) {
+  PipelineConfig config = make_config("1f1b", 2, 4, Recompute::Never);
+  config.pin_stage_threads = true;
+  testing::expect_matches_unpipelined(config, 4, kTolerance);
+  EXPECT_FALSE(pin_thread_to_core(-1));
 }
 
 // ---- traces, bubble, traffic ----------------------------------------------------------------------------

@@ -230,6 +230,28 @@ TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
   EXPECT_NEAR(c.per_chunk[1].weight, 2.0, 1e-12);
 }
 
+// The executor's factors over the layers timed alone scale a chunk's F and R (forward factor) and its B,
+// Bi and Bw (backward factor), measured halves or not.
+TEST(ProfileCosts, TheExecutorsFactorsScaleEveryAction) {
+  ModelProfile p = hand_profile({1, 1, 1, 1}, {3, 3, 3, 3});  // F 1, B 2 per layer
+  for (LayerProfile& l : p.layers) l.backward_input_ms = 1.25, l.backward_weight_ms = 1.05;
+  p.layers[3].backward_input_ms = p.layers[3].backward_weight_ms = -1.0;
+  p.action_forward_factor = 1.5;
+  p.action_backward_factor = 1.2;
+  PartitionOptions o;
+  o.method = PartitionMethod::Time;
+  o.stages = 2;
+  const Costs c = profile_costs(p, make_partition(p, o));
+  ASSERT_EQ(c.per_chunk.size(), 2u);
+  EXPECT_NEAR(c.per_chunk[0].forward, 3.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].recompute, 3.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].backward, 4.8, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].backward_input(), 3.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].weight, 2.52, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].backward_input(), 2.4, 1e-12);  // no halves: half of B each
+  EXPECT_NEAR(c.per_chunk[1].weight, 2.4, 1e-12);
+}
+
 TEST(MakePartition, ExplicitBalanceAndItsErrors) {
   const ModelProfile p = hand_profile({1, 2, 3, 4, 5, 6, 7, 8});
   PartitionOptions o;

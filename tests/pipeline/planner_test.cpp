@@ -210,6 +210,35 @@ TEST(Planner, TheSplitBackwardIsPricedAsMeasured) {
   EXPECT_NEAR(pick.step_ms, (8 + 1) * 6.0, 1e-9);  // 1F1B's (M + S - 1)(f + b), two layers a stage
 }
 
+// The executor's actions against the layers timed alone (ModelProfile::action_forward_factor): with
+// times linear in the samples, the most microbatches have the smallest bubble and win; when one-sample
+// actions run 30 % over their layers (as small actions do on a CPU), two samples per microbatch win, and
+// the pick's step is priced with the factor of its own size only.
+TEST(Planner, SmallActionsPayTheExecutorsFactor) {
+  const ModelProfile base = hand_profile({1, 1, 1, 1});
+  PlanRequest r = request_for(base, 2, 16);
+  r.schedules = {"1f1b"};
+  r.max_replicas = 1;
+  const PlanCandidate linear = plan_pipeline(r).best();
+  EXPECT_EQ(linear.stages, 2);
+  EXPECT_EQ(linear.microbatches, 16);
+  r.profile = [base](int64_t samples) {
+    ModelProfile p = scale_profile(base, samples);
+    if (samples == 1) p.action_forward_factor = p.action_backward_factor = 1.3;
+    return p;
+  };
+  const Plan plan = plan_pipeline(r);
+  EXPECT_EQ(plan.best().microbatches, 8);
+  // 1F1B on 2 stages of 2 layers: (M + S - 1)(f + b) with f + b = 6 ms a sample per stage.
+  EXPECT_NEAR(plan.best().step_ms, (8 + 1) * 2 * 6.0, 1e-9);
+  for (const PlanCandidate& c : plan.ranked) {
+    if (c.stages == 2 && c.microbatches == 16) {
+      EXPECT_NEAR(c.step_ms, (16 + 1) * 6.0 * 1.3, 1e-9);
+    }
+  }
+  EXPECT_EQ(plan_pipeline(r).table(), plan.table());  // deterministic
+}
+
 // The optimizer step follows the pipeline: the whole model's in one process (D = 1), the largest stage's
 // share when each replica's ranks step their own stage (D > 1). The bound still prunes nothing.
 TEST(Planner, TheOptimizerStepIsAddedAfterThePipeline) {

@@ -59,5 +59,25 @@ TEST(RankAgreement, OverAllAndOverDistinctPredictions) {
   EXPECT_THROW((void)rank_agreement({1.0}, {1.0, 2.0}, 0.01), ValueError);
 }
 
+TEST(RankAgreement, TauResolvedCountsOnlyPairsWhoseMeasuredRangesDoNotOverlap) {
+  // Predicted 1 < 2 < 3 < 4. Medians 10, 12, 11, 20 with ranges [9, 11], [11.5, 13], [10.5, 14], [19, 21]:
+  // (0,1) disjoint and concordant, (0,2) overlap, (1,2) overlap (the discordant pair is noise), every pair
+  // with 3 disjoint and concordant. 6 pairs, 2 tied in the measurement, 4 concordant: 4 / sqrt(6 * 4).
+  const std::vector<double> predicted = {1, 2, 3, 4}, median = {10, 12, 11, 20};
+  const RankAgreement a = rank_agreement(predicted, median, {9, 11.5, 10.5, 19}, {11, 13, 14, 21}, 0.0);
+  EXPECT_NEAR(a.tau_resolved, 4.0 / std::sqrt(24.0), 1e-12);
+  EXPECT_EQ(a.resolved_pairs, 4);
+  EXPECT_NEAR(a.tau_all, 4.0 / 6.0, 1e-12);  // the plain tau-b counts the noisy pair as discordant
+  // Ranges that never overlap give the plain tau-b; ranges that all overlap resolve nothing.
+  const RankAgreement b = rank_agreement(predicted, median, median, median, 0.0);
+  EXPECT_DOUBLE_EQ(b.tau_resolved, b.tau_all);
+  EXPECT_EQ(b.resolved_pairs, 6);
+  const RankAgreement c = rank_agreement(predicted, median, {0, 0, 0, 0}, {30, 30, 30, 30}, 0.0);
+  EXPECT_DOUBLE_EQ(c.tau_resolved, 0.0);
+  EXPECT_EQ(c.resolved_pairs, 0);
+  EXPECT_THROW((void)rank_agreement(predicted, median, {11, 0, 0, 0}, {30, 30, 30, 30}, 0.0), ValueError);
+  EXPECT_THROW((void)rank_agreement(predicted, median, {0}, {30}, 0.0), ValueError);
+}
+
 }  // namespace
 }  // namespace brigade::pipeline
