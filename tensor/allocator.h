@@ -14,8 +14,8 @@ struct Allocation {
   void* ptr = nullptr;
   size_t nbytes = 0;
   Device device;
-  int scope_id = 0;        ///< memory scope the bytes are attributed to
-  void* block = nullptr;   ///< allocator-private bookkeeping (the CUDA block); null on CPU
+  int scope_id = 0;       ///< memory scope the bytes are attributed to
+  void* block = nullptr;  ///< allocator-private bookkeeping (the CUDA block); null on CPU
 };
 
 class Allocator {
@@ -29,7 +29,8 @@ class Allocator {
 /// The allocator for `device` (throws DeviceError for a CUDA device in a CPU-only build).
 Allocator& allocator_for(const Device& device);
 
-/// Releases cached, unused CUDA blocks back to the driver (no-op on CPU).
+/// Releases cached, unused blocks: CUDA blocks back to the driver, the CPU allocator's cached large blocks
+/// (32 MiB and more) back to the system.
 void empty_cache(const Device& device);
 
 }  // namespace brigade
