@@ -211,16 +211,27 @@ TEST(MakePartition, CutsOnTheChosenCost) {
   EXPECT_EQ(part.chunks[1].end, 4);
 }
 
-// A chunk's Bi and Bw are its layers' measured halves; one layer without them prices the chunk's split at
-// its B, half each, as before the halves were measured.
-TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
+// Four layers of F 1 and B 2 whose split halves were measured (Bi 1.25, Bw 1.05), except the last's.
+ModelProfile profile_with_measured_halves() {
   ModelProfile p = hand_profile({1, 1, 1, 1}, {3, 3, 3, 3});  // F 1, B 2 per layer
   for (LayerProfile& l : p.layers) l.backward_input_ms = 1.25, l.backward_weight_ms = 1.05;
   p.layers[3].backward_input_ms = p.layers[3].backward_weight_ms = -1.0;
+  return p;
+}
+
+// The per-chunk costs of `p` cut into two stages by time.
+Costs two_stage_costs_by_time(const ModelProfile& p) {
   PartitionOptions o;
   o.method = PartitionMethod::Time;
   o.stages = 2;
-  const Costs c = profile_costs(p, make_partition(p, o));
+  return profile_costs(p, make_partition(p, o));
+}
+
+// A chunk's Bi and Bw are its layers' measured halves; one layer without them prices the chunk's split at
+// its B, half each, as before the halves were measured.
+TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
+  ModelProfile p = profile_with_measured_halves();
+  const Costs c = two_stage_costs_by_time(p);
   ASSERT_EQ(c.per_chunk.size(), 2u);
   EXPECT_NEAR(c.per_chunk[0].backward, 4.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].backward_input(), 2.5, 1e-12);
@@ -233,15 +244,10 @@ TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
 // The executor's factors over the layers timed alone scale a chunk's F and R (forward factor) and its B,
 // Bi and Bw (backward factor), measured halves or not.
 TEST(ProfileCosts, TheExecutorsFactorsScaleEveryAction) {
-  ModelProfile p = hand_profile({1, 1, 1, 1}, {3, 3, 3, 3});  // F 1, B 2 per layer
-  for (LayerProfile& l : p.layers) l.backward_input_ms = 1.25, l.backward_weight_ms = 1.05;
-  p.layers[3].backward_input_ms = p.layers[3].backward_weight_ms = -1.0;
+  ModelProfile p = profile_with_measured_halves();
   p.action_forward_factor = 1.5;
   p.action_backward_factor = 1.2;
-  PartitionOptions o;
-  o.method = PartitionMethod::Time;
-  o.stages = 2;
-  const Costs c = profile_costs(p, make_partition(p, o));
+  const Costs c = two_stage_costs_by_time(p);
   ASSERT_EQ(c.per_chunk.size(), 2u);
   EXPECT_NEAR(c.per_chunk[0].forward, 3.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].recompute, 3.0, 1e-12);
