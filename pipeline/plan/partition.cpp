@@ -418,9 +418,12 @@ Costs profile_costs(const ModelProfile& profile, const Partition& partition,
     // R the forward's factor, B, Bi and Bw the backward's.
     const double ff = profile.action_forward_factor, fb = profile.action_backward_factor;
     c.forward *= ff, c.recompute *= ff, c.backward *= fb, input *= fb, weight *= fb;
-    // Bi and Bw as measured; without them the split is priced at B, half each.
+    // Bi and Bw as measured; without them the split is priced at B, half each. The first chunk's input is
+    // the token ids, which have no gradient: its Bi computes nothing and its Bw runs the whole backward
+    // (split_backward.h), so it is priced as Bi 0 and Bw B.
     c.weight = split ? weight : 0.5 * c.backward;
     c.input = split ? input : -1.0;
+    if (chunk.begin == 0) c.weight = c.backward, c.input = 0.0;
     c.output_bytes = chunk.output_bytes;
     c.input_bytes = chunk.input_bytes;
     costs.per_chunk.push_back(c);

@@ -213,32 +213,38 @@ TEST(MakePartition, CutsOnTheChosenCost) {
 
 // Four layers of F 1 and B 2 whose split halves were measured (Bi 1.25, Bw 1.05), except the last's.
 ModelProfile profile_with_measured_halves() {
-  ModelProfile p = hand_profile({1, 1, 1, 1}, {3, 3, 3, 3});  // F 1, B 2 per layer
+  ModelProfile p = hand_profile({1, 1, 1, 1, 1, 1}, {3, 3, 3, 3, 3, 3});  // F 1, B 2 per layer
   for (LayerProfile& l : p.layers) l.backward_input_ms = 1.25, l.backward_weight_ms = 1.05;
-  p.layers[3].backward_input_ms = p.layers[3].backward_weight_ms = -1.0;
+  p.layers[5].backward_input_ms = p.layers[5].backward_weight_ms = -1.0;
   return p;
 }
 
-// The per-chunk costs of `p` cut into two stages by time.
-Costs two_stage_costs_by_time(const ModelProfile& p) {
+// The per-chunk costs of `p` cut into three stages by time (two layers each).
+Costs three_stage_costs_by_time(const ModelProfile& p) {
   PartitionOptions o;
   o.method = PartitionMethod::Time;
-  o.stages = 2;
-  return profile_costs(p, make_partition(p, o));
+  o.stages = 3;
+  const Partition part = make_partition(p, o);
+  EXPECT_EQ(part.balance(), "2,2,2");
+  return profile_costs(p, part);
 }
 
 // A chunk's Bi and Bw are its layers' measured halves; one layer without them prices the chunk's split at
-// its B, half each, as before the halves were measured.
+// its B, half each, as before the halves were measured. The first chunk, whose input is the token ids, has
+// a Bi that computes nothing and a Bw that runs its whole backward, halves measured or not.
 TEST(ProfileCosts, TheSplitBackwardCostsWhatItsHalvesMeasured) {
   ModelProfile p = profile_with_measured_halves();
-  const Costs c = two_stage_costs_by_time(p);
-  ASSERT_EQ(c.per_chunk.size(), 2u);
+  const Costs c = three_stage_costs_by_time(p);
+  ASSERT_EQ(c.per_chunk.size(), 3u);
   EXPECT_NEAR(c.per_chunk[0].backward, 4.0, 1e-12);
-  EXPECT_NEAR(c.per_chunk[0].backward_input(), 2.5, 1e-12);
-  EXPECT_NEAR(c.per_chunk[0].weight, 2.1, 1e-12);
-  EXPECT_LT(c.per_chunk[1].input, 0.0);
-  EXPECT_NEAR(c.per_chunk[1].backward_input(), 2.0, 1e-12);
-  EXPECT_NEAR(c.per_chunk[1].weight, 2.0, 1e-12);
+  EXPECT_EQ(c.per_chunk[0].backward_input(), 0.0);
+  EXPECT_NEAR(c.per_chunk[0].weight, 4.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].backward, 4.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].backward_input(), 2.5, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].weight, 2.1, 1e-12);
+  EXPECT_LT(c.per_chunk[2].input, 0.0);
+  EXPECT_NEAR(c.per_chunk[2].backward_input(), 2.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[2].weight, 2.0, 1e-12);
 }
 
 // The executor's factors over the layers timed alone scale a chunk's F and R (forward factor) and its B,
@@ -247,15 +253,16 @@ TEST(ProfileCosts, TheExecutorsFactorsScaleEveryAction) {
   ModelProfile p = profile_with_measured_halves();
   p.action_forward_factor = 1.5;
   p.action_backward_factor = 1.2;
-  const Costs c = two_stage_costs_by_time(p);
-  ASSERT_EQ(c.per_chunk.size(), 2u);
+  const Costs c = three_stage_costs_by_time(p);
+  ASSERT_EQ(c.per_chunk.size(), 3u);
   EXPECT_NEAR(c.per_chunk[0].forward, 3.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].recompute, 3.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].backward, 4.8, 1e-12);
-  EXPECT_NEAR(c.per_chunk[0].backward_input(), 3.0, 1e-12);
-  EXPECT_NEAR(c.per_chunk[0].weight, 2.52, 1e-12);
-  EXPECT_NEAR(c.per_chunk[1].backward_input(), 2.4, 1e-12);  // no halves: half of B each
-  EXPECT_NEAR(c.per_chunk[1].weight, 2.4, 1e-12);
+  EXPECT_NEAR(c.per_chunk[0].weight, 4.8, 1e-12);  // the first chunk: Bw is the whole backward
+  EXPECT_NEAR(c.per_chunk[1].backward_input(), 3.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].weight, 2.52, 1e-12);
+  EXPECT_NEAR(c.per_chunk[2].backward_input(), 2.4, 1e-12);  // no halves: half of B each
+  EXPECT_NEAR(c.per_chunk[2].weight, 2.4, 1e-12);
 }
 
 TEST(MakePartition, ExplicitBalanceAndItsErrors) {
