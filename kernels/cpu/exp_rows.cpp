@@ -14,119 +14,12 @@
 
 #include <cstring>
 
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/row_vectors.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace brigade::kernels::cpu::detail {
 
 namespace {
-
-// A lambda's body is a function of its own, compiled for the file's default target (SSE2) unless it is
-// inlined into the target-attributed wrapper; always_inline makes sure it is.
-#define BRIGADE_LAMBDA_INLINE __attribute__((always_inline))
-
-constexpr int64_t kSumLanes = 16;  // element k of a sum goes into double lane k mod 16, on every ISA
-
-template <typename V>
-constexpr int64_t kLanes = sizeof(V) / sizeof(float);
-
-/// The double vector with V's lane count.
-template <typename V>
-struct Wide;
-template <>
-struct Wide<f32x4> {
-  using type = double __attribute__((vector_size(32)));
-};
-template <>
-struct Wide<f32x8> {
-  using type = double __attribute__((vector_size(64)));
-};
-template <>
-struct Wide<f32x16> {
-  using type = double __attribute__((vector_size(128)));
-};
-template <typename V>
-using wide_t = typename Wide<V>::type;
-
-template <typename V>
-BRIGADE_VECTOR_INLINE wide_t<V> widen(const V& v) {
-  return __builtin_convertvector(v, wide_t<V>);
-}
-
-template <typename V>
-BRIGADE_VECTOR_INLINE V narrow(const wide_t<V>& v) {
-  return __builtin_convertvector(v, V);
-}
-
-/// The first `count` (< lanes) elements of p, the other lanes `fill`.
-template <typename V>
-BRIGADE_VECTOR_INLINE V load_part(const float* p, int64_t count, float fill) {
-  float lanes[kLanes<V>];
-  for (int64_t l = 0; l < kLanes<V>; ++l) lanes[l] = l < count ? p[l] : fill;
-  return load_v<V>(lanes);
-}
-
-/// Stores the first `count` lanes of v.
-template <typename V>
-BRIGADE_VECTOR_INLINE void store_part(float* p, const V& v, int64_t count) {
-  float lanes[kLanes<V>];
-  store_v(lanes, v);
-  std::memcpy(p, lanes, static_cast<size_t>(count) * sizeof(float));
-}
-
-/// out[k] = f(a[k]) (and b[k]) for k in [0, n), V's lanes at a time; the tail through a padded vector.
-template <typename V, typename F>
-BRIGADE_VECTOR_INLINE void map_row(const float* a, float* out, int64_t n, F f) {
-  int64_t k = 0;
-  for (; k + kLanes<V> <= n; k += kLanes<V>) store_v(out + k, f(load_v<V>(a + k)));
-  if (k < n) store_part(out + k, f(load_part<V>(a + k, n - k, 0.0f)), n - k);
-}
-
-template <typename V, typename F>
-BRIGADE_VECTOR_INLINE void map_rows(const float* a, const float* b, float* out, int64_t n, F f) {
-  int64_t k = 0;
-  for (; k + kLanes<V> <= n; k += kLanes<V>) store_v(out + k, f(load_v<V>(a + k), load_v<V>(b + k)));
-  if (k < n)
-    store_part(out + k, f(load_part<V>(a + k, n - k, 0.0f), load_part<V>(b + k, n - k, 0.0f)), n - k);
-}
-
-/// A double sum in 16 lanes: kSumLanes / lanes vectors of V's width.
-template <typename V>
-struct Sum16 {
-  static constexpr int64_t kParts = kSumLanes / kLanes<V>;
-  wide_t<V> part[kParts] = {};
-
-  /// Adds term(offset of a vector) for the 16 elements at `base` (offsets base, base + lanes, ...).
-  template <typename F>
-  BRIGADE_VECTOR_INLINE void add_block(int64_t base, F term) {
-    for (int64_t p = 0; p < kParts; ++p) part[p] += term(base + p * kLanes<V>);
-  }
-
-  /// The 16 lanes added in lane order.
-  BRIGADE_VECTOR_INLINE double total() const {
-    double t = 0.0;
-    for (int64_t p = 0; p < kParts; ++p) {
-      for (int64_t l = 0; l < kLanes<V>; ++l) t += part[p][l];
-    }
-    return t;
-  }
-};
-
-/// The sum of term over [0, n) in Sum16's lanes; term(k) gives the double lanes of elements k .. k + lanes
-/// from rows padded with zeros past n (pad copies the last < 16 elements of each row into buffers).
-template <typename V, typename F>
-BRIGADE_VECTOR_INLINE double sum_row(int64_t n, F term) {
-  Sum16<V> acc;
-  int64_t k = 0;
-  for (; k + kSumLanes <= n; k += kSumLanes) acc.add_block(k, term);
-  if (k < n) acc.add_block(k, term);  // term pads past n itself
-  return acc.total();
-}
-
-template <typename V>
-BRIGADE_VECTOR_INLINE V load_padded(const float* p, int64_t k, int64_t n) {
-  return k + kLanes<V> <= n ? load_v<V>(p + k) : load_part<V>(p + k, n > k ? n - k : 0, 0.0f);
-}
 
 template <typename V>
 BRIGADE_VECTOR_INLINE void exp_body(const float* x, float* y, int64_t n) {
@@ -158,7 +51,7 @@ BRIGADE_VECTOR_INLINE double exp_shifted_sum_body(const float* x, float shift, f
       store_v(e + k, v);
       return widen(v);
     }
-    if (k >= n) return wide_t<V>{};
+    if (k >= n) return wide_t<V>::splat(0.0);
     V v = exp_v(load_part<V>(x + k, n - k, shift) - shift);
     store_part(e + k, v, n - k);
     for (int64_t l = n - k; l < kLanes<V>; ++l) v[l] = 0.0f;  // lanes past the row add 0
@@ -268,21 +161,6 @@ BRIGADE_EXP_ROW_KERNELS(avx512, f32x16, __attribute__((target("avx512f"), optimi
 #undef BRIGADE_EXP_ROW_KERNELS
 
 }  // namespace
-
-bool vector_isa_runs(VectorIsa isa) {
-#if BRIGADE_CPU_AVX2
-  if (isa == VectorIsa::Avx512) return cpu_features().avx512f;
-  if (isa == VectorIsa::Avx2) return cpu_has_avx2();
-#endif
-  return isa == VectorIsa::Sse2;
-}
-
-VectorIsa widest_vector_isa() {
-  static const VectorIsa widest = vector_isa_runs(VectorIsa::Avx512) ? VectorIsa::Avx512
-                                  : vector_isa_runs(VectorIsa::Avx2) ? VectorIsa::Avx2
-                                                                     : VectorIsa::Sse2;
-  return widest;
-}
 
 const ExpRowKernels& exp_row_kernels(VectorIsa isa) {
 #if BRIGADE_CPU_AVX2

@@ -12,15 +12,9 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/vector_isa.h"
+
 namespace brigade::kernels::cpu::detail {
-
-enum class VectorIsa { Sse2, Avx2, Avx512 };
-
-/// Whether this CPU (and OS) runs `isa`'s code.
-bool vector_isa_runs(VectorIsa isa);
-
-/// The widest VectorIsa this CPU runs.
-VectorIsa widest_vector_isa();
 
 /// One ISA's row loops; every row is n >= 1 contiguous floats.
 struct ExpRowKernels {

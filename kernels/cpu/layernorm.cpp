@@ -1,17 +1,18 @@
 // CPU backend: layernorm over the rows of x [R, C], forward and backward, and the residual add fused into
 // the forward (add_layernorm: each row of the sum is normalised while it is in L1: one pass, not two).
-// Statistics in double, stored as float32 (float64 for float64 x); the row sums are vectorised (`omp simd`
-// reductions: a fixed lane order, the same for every thread count). The parameter gradients sum over rows in
-// fixed blocks of kRowBlock rows and then over the blocks in order, so they are parallel and still
-// independent of the thread count.
+// Statistics in double, stored as float32 (float64 for float64 x). float32 rows go through the vector row
+// loops of layernorm_rows.h (16 double lanes in a fixed order: the same bits on every ISA and for every
+// thread count); the other dtypes through the scalar loops here, with `omp simd` sums. The parameter
+// gradients sum over rows in fixed blocks of kRowBlock rows and then over the blocks in order, so they are
+// parallel and still independent of the thread count.
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/fused.h"
+#include "kernels/cpu/layernorm_rows.h"
 
 namespace brigade::kernels::cpu {
 
@@ -32,6 +33,7 @@ double param_at(const T* p, int64_t j, double identity) {
 
 /// One row: y = (x - mu) * inv_std * w + b, with mu and inv_std returned. Not inlined, so that layernorm
 /// and the fused add_layernorm run the very same machine code (the `omp simd` sums' lane order) on a row.
+/// float32 rows take the vector loop instead.
 template <typename T>
 __attribute__((noinline)) void normalise_row(const T* in, T* out, int64_t cols, const T* wp, const T* bp,
                                              double eps, double* mu_out, double* inv_std_out) {
@@ -45,13 +47,19 @@ __attribute__((noinline)) void normalise_row(const T* in, T* out, int64_t cols, 
     const double d = static_cast<double>(in[j]) - mu;
     squares += d * d;
   }
-  const double inv_std = 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);  // biased variance
+  const double inv_std = detail::layernorm_inv_std(squares, cols, eps);
   for (int64_t j = 0; j < cols; ++j) {
     const double xhat = (static_cast<double>(in[j]) - mu) * inv_std;
     out[j] = static_cast<T>(xhat * param_at(wp, j, 1.0) + param_at(bp, j, 0.0));
   }
   *mu_out = mu;
   *inv_std_out = inv_std;
+}
+
+template <>
+void normalise_row<float>(const float* in, float* out, int64_t cols, const float* wp, const float* bp,
+                          double eps, double* mu_out, double* inv_std_out) {
+  detail::layernorm_row_kernels().forward(in, out, cols, wp, bp, eps, mu_out, inv_std_out);
 }
 
 /// layernorm of x's rows; with `residual` defined, of the rows of sum = x + residual (each sum row written,
@@ -106,6 +114,10 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
     const T* in = xp + r * cols;
     T* out = dxp + r * cols;
     const double mu = static_cast<double>(mp[r]), inv_std = static_cast<double>(rp[r]);
+    if constexpr (std::is_same_v<T, float>) {
+      detail::layernorm_row_kernels().backward(g, in, wp, mu, inv_std, out, cols);
+      continue;
+    }
     double mean_dxhat = 0.0, mean_dxhat_xhat = 0.0;
 #pragma omp simd reduction(+ : mean_dxhat, mean_dxhat_xhat)
     for (int64_t j = 0; j < cols; ++j) {
@@ -135,6 +147,10 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
     const int64_t end = std::min(rows, (blk + 1) * kRowBlock);
     for (int64_t r = blk * kRowBlock; r < end; ++r) {
       const double mu = static_cast<double>(mp[r]), inv_std = static_cast<double>(rp[r]);
+      if constexpr (std::is_same_v<T, float>) {
+        detail::layernorm_row_kernels().param_grads(dyp + r * cols, xp + r * cols, mu, inv_std, pw, pb, cols);
+        continue;
+      }
       for (int64_t j = 0; j < cols; ++j) {
         const double g = static_cast<double>(dyp[r * cols + j]);
         pw[j] += g * (static_cast<double>(xp[r * cols + j]) - mu) * inv_std;
