@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/fused.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/elementwise_formulas.h"
 
 namespace brigade::kernels::cpu {
@@ -112,7 +113,7 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
         const int64_t at = i * cols + c0;
         bias_gelu_grad_span(dxp + at, gp + at, xp + at, bp + c0, width, avx2);
         double* sum = sums[i < whole ? (i - start) % 8 : 0];
-        for (int64_t c = 0; c < width; ++c) sum[c] += static_cast<double>(dxp[at + c]);
+        detail::add_row_to_sums(sum, dxp + at, width);
       }
       for (int64_t c = 0; c < width; ++c) {
         total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace brigade::kernels::cpu {
 
@@ -87,12 +88,12 @@ void sum_columns_typed(const T* x, T* out, int64_t rows, int64_t cols) {
       for (; i + 8 <= end; i += 8) {
         for (int l = 0; l < 8; ++l) {
           const T* row = x + (i + l) * cols + c0;
-          for (int64_t c = 0; c < width; ++c) sums[l][c] += static_cast<double>(row[c]);
+          detail::add_row_to_sums(sums[l], row, width);
         }
       }
       for (; i < end; ++i) {
         const T* row = x + i * cols + c0;
-        for (int64_t c = 0; c < width; ++c) sums[0][c] += static_cast<double>(row[c]);
+        detail::add_row_to_sums(sums[0], row, width);
       }
       for (int64_t c = 0; c < width; ++c) {
         total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +
@@ -104,6 +105,27 @@ void sum_columns_typed(const T* x, T* out, int64_t rows, int64_t cols) {
 }
 
 }  // namespace
+
+namespace detail {
+
+namespace {
+
+__attribute__((target("avx512f"))) void add_float_row_to_sums_avx512(double* sums, const float* row,
+                                                                     int64_t n) {
+  for (int64_t c = 0; c < n; ++c) sums[c] += static_cast<double>(row[c]);
+}
+
+}  // namespace
+
+void add_float_row_to_sums(double* sums, const float* row, int64_t n) {
+#if BRIGADE_CPU_X86
+  static const bool avx512 = cpu_features().avx512f;
+  if (avx512) return add_float_row_to_sums_avx512(sums, row, n);
+#endif
+  for (int64_t c = 0; c < n; ++c) sums[c] += static_cast<double>(row[c]);
+}
+
+}  // namespace detail
 
 void sum_columns(const Tensor& x, const Tensor& out) {
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "sum_columns", [&] {

@@ -2,6 +2,9 @@
 // they serve.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
 #include "tensor/tensor.h"
 
 namespace brigade::kernels::cpu {
@@ -11,5 +14,23 @@ namespace brigade::kernels::cpu {
 /// chunked_sum: double, chunks of kSumChunk rows, eight running sums per chunk), so the bits are those of
 /// the transposed copy followed by row sums, without the copy: the bias gradients of every Linear.
 void sum_columns(const Tensor& x, const Tensor& out);
+
+namespace detail {
+
+/// sums[c] += row[c] in double for c in [0, n), over AVX-512 where the CPU has it (8 columns an add, against
+/// 2 in the SSE2 baseline). Each column is its own sum, so every vector width gives the same bits.
+void add_float_row_to_sums(double* sums, const float* row, int64_t n);
+
+/// The same for any dtype: the float path above, the others a plain loop.
+template <typename T>
+void add_row_to_sums(double* sums, const T* row, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    add_float_row_to_sums(sums, row, n);
+  } else {
+    for (int64_t c = 0; c < n; ++c) sums[c] += static_cast<double>(row[c]);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace brigade::kernels::cpu
