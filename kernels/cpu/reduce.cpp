@@ -88,12 +88,12 @@ void sum_columns_typed(const T* x, T* out, int64_t rows, int64_t cols) {
       for (; i + 8 <= end; i += 8) {
         for (int l = 0; l < 8; ++l) {
           const T* row = x + (i + l) * cols + c0;
-          detail::add_row_to_sums(sums[l], row, width);
+          for (int64_t c = 0; c < width; ++c) sums[l][c] += static_cast<double>(row[c]);
         }
       }
       for (; i < end; ++i) {
         const T* row = x + i * cols + c0;
-        detail::add_row_to_sums(sums[0], row, width);
+        for (int64_t c = 0; c < width; ++c) sums[0][c] += static_cast<double>(row[c]);
       }
       for (int64_t c = 0; c < width; ++c) {
         total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +
