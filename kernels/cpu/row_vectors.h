@@ -54,12 +54,6 @@ struct WideV {
 
   BRIGADE_VECTOR_INLINE static WideV splat(double x) { return {D{} + x, D{} + x}; }
   BRIGADE_VECTOR_INLINE double lane(int64_t l) const { return l < kHalf ? lo[l] : hi[l - kHalf]; }
-  BRIGADE_VECTOR_INLINE void set_lane(int64_t l, double x) {
-    if (l < kHalf)
-      lo[l] = x;
-    else
-      hi[l - kHalf] = x;
-  }
   BRIGADE_VECTOR_INLINE WideV& operator+=(const WideV& b) {
     lo += b.lo, hi += b.hi;
     return *this;

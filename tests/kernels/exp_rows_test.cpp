@@ -19,22 +19,14 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "tensor/philox.h"
+#include "tests/kernels/vector_isas.h"
 
 namespace brigade::testing {
 namespace {
 
 using kernels::cpu::detail::exp_row_kernels;
 using kernels::cpu::detail::ExpRowKernels;
-using kernels::cpu::detail::vector_isa_runs;
 using kernels::cpu::detail::VectorIsa;
-
-std::vector<VectorIsa> isas_here() {
-  std::vector<VectorIsa> out;
-  for (VectorIsa isa : {VectorIsa::Sse2, VectorIsa::Avx2, VectorIsa::Avx512}) {
-    if (vector_isa_runs(isa)) out.push_back(isa);
-  }
-  return out;
-}
 
 uint32_t bits_of(float x) {
   uint32_t b;
@@ -62,7 +54,7 @@ TEST(ExpRows, ExpIsWithinTwoUlpOverItsRangeOnEveryIsa) {
   for (uint32_t b = bits_of(-0.0f); b <= bits_of(-87.3f); b += 251) x.push_back(float_of(b));
   x.push_back(88.0f);
   x.push_back(-87.3f);
-  const std::vector<VectorIsa> isas = isas_here();
+  const std::vector<VectorIsa> isas = vector_isas_here();
   std::vector<float> first(x.size()), y(x.size());
   exp_row_kernels(isas[0]).exp(x.data(), first.data(), static_cast<int64_t>(x.size()));
   double worst = 0;
@@ -82,7 +74,7 @@ TEST(ExpRows, ExpIsWithinTwoUlpOverItsRangeOnEveryIsa) {
 TEST(ExpRows, ExpOutsideItsRange) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> x = {-87.4f, -100.0f, -inf, 88.1f, 1000.0f, inf, nan, 0.0f, -0.0f};
-  for (VectorIsa isa : isas_here()) {
+  for (VectorIsa isa : vector_isas_here()) {
     std::vector<float> y(x.size());
     exp_row_kernels(isa).exp(x.data(), y.data(), static_cast<int64_t>(x.size()));
     EXPECT_EQ(y[0], 0.0f);
@@ -139,7 +131,7 @@ std::vector<float> normal_row(int64_t n, uint64_t seed, double scale) {
 }
 
 TEST(ExpRows, EveryIsaGivesTheSameBitsAndTheSumsAreRight) {
-  const std::vector<VectorIsa> isas = isas_here();
+  const std::vector<VectorIsa> isas = vector_isas_here();
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
   for (int64_t n : {1000, 1027, 50257}) lengths.push_back(n);

@@ -15,22 +15,14 @@
 #include <vector>
 
 #include "tensor/philox.h"
+#include "tests/kernels/vector_isas.h"
 
 namespace brigade::testing {
 namespace {
 
 using kernels::cpu::detail::layernorm_row_kernels;
 using kernels::cpu::detail::LayernormRowKernels;
-using kernels::cpu::detail::vector_isa_runs;
 using kernels::cpu::detail::VectorIsa;
-
-std::vector<VectorIsa> isas_here() {
-  std::vector<VectorIsa> out;
-  for (VectorIsa isa : {VectorIsa::Sse2, VectorIsa::Avx2, VectorIsa::Avx512}) {
-    if (vector_isa_runs(isa)) out.push_back(isa);
-  }
-  return out;
-}
 
 std::vector<float> normal_row(int64_t n, uint64_t seed, double scale, double shift) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -72,7 +64,7 @@ std::vector<uint64_t> run_all(const LayernormRowKernels& k, const float* x, cons
 }
 
 TEST(LayernormRows, EveryIsaGivesTheSameBits) {
-  const std::vector<VectorIsa> isas = isas_here();
+  const std::vector<VectorIsa> isas = vector_isas_here();
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
   for (int64_t n : {128, 768, 1027}) lengths.push_back(n);
