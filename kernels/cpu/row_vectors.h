@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/vector_math.h"
 
+
 namespace brigade::kernels::cpu::detail {
 
 // A lambda's body is a function of its own, compiled for the file's default target (SSE2) unless it is
@@ -98,6 +99,31 @@ BRIGADE_VECTOR_INLINE wide_t<V> widen(const V& v) {
   constexpr auto half = std::make_index_sequence<kLanes<V> / 2>();
   return {__builtin_convertvector(lanes_of(v, half), D), __builtin_convertvector(upper_lanes_of(v, half), D)};
 }
+
+#if BRIGADE_CPU_AVX2 && !defined(__clang__)
+// g++ 12 lowers __builtin_convertvector from 4 floats to 4 doubles, or 8 to 8, as two half-width converts and
+// an insert (with the extract, five instructions where one does: `perf annotate` put ~20 % of the
+// cross-entropy's exp-sum loop on them). So the two widest types convert with one vcvtps2pd per half,
+// written as inline asm: an intrinsic needs a target attribute on every function it is inlined through,
+// and the row bodies here have none (the asm is checked only where it lands, in the AVX2 or AVX-512
+// wrapper). Widening is exact, so the bits are the same as the builtin's.
+BRIGADE_VECTOR_INLINE wide_t<f32x8> widen(const f32x8& v) {
+  const f32x4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3), hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  wide_t<f32x8> w;
+  asm("vcvtps2pd %1, %0" : "=x"(w.lo) : "x"(lo));
+  asm("vcvtps2pd %1, %0" : "=x"(w.hi) : "x"(hi));
+  return w;
+}
+
+BRIGADE_VECTOR_INLINE wide_t<f32x16> widen(const f32x16& v) {
+  constexpr auto half = std::make_index_sequence<8>();
+  const f32x8 lo = lanes_of(v, half), hi = upper_lanes_of(v, half);
+  wide_t<f32x16> w;
+  asm("vcvtps2pd %1, %0" : "=v"(w.lo) : "v"(lo));
+  asm("vcvtps2pd %1, %0" : "=v"(w.hi) : "v"(hi));
+  return w;
+}
+#endif
 
 template <typename V>
 BRIGADE_VECTOR_INLINE V narrow(const wide_t<V>& v) {
