@@ -145,12 +145,14 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
     double* pw = part_w.data() + blk * cols;
     double* pb = part_b.data() + blk * cols;
     const int64_t end = std::min(rows, (blk + 1) * kRowBlock);
+    if constexpr (std::is_same_v<T, float>) {
+      const int64_t first = blk * kRowBlock;
+      detail::layernorm_row_kernels().param_grads(dyp + first * cols, xp + first * cols, mp + first,
+                                                  rp + first, end - first, pw, pb, cols);
+      continue;
+    }
     for (int64_t r = blk * kRowBlock; r < end; ++r) {
       const double mu = static_cast<double>(mp[r]), inv_std = static_cast<double>(rp[r]);
-      if constexpr (std::is_same_v<T, float>) {
-        detail::layernorm_row_kernels().param_grads(dyp + r * cols, xp + r * cols, mu, inv_std, pw, pb, cols);
-        continue;
-      }
       for (int64_t j = 0; j < cols; ++j) {
         const double g = static_cast<double>(dyp[r * cols + j]);
         pw[j] += g * (static_cast<double>(xp[r * cols + j]) - mu) * inv_std;

@@ -13,6 +13,7 @@
 #include "kernels/cpu/layernorm_rows.h"
 
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/row_vectors.h"
 #include "kernels/cpu/vector_math.h"
@@ -73,16 +74,27 @@ BRIGADE_VECTOR_INLINE V centred(const float* x, int64_t k, int64_t n, SplitMean 
   return (load_padded<V>(x, k, n) - m.hi) - m.lo;
 }
 
+/// The row's mean and its sum of squared deviations in one pass: sums of d = x - s and of d^2 in double,
+/// shifted by the row's first element s. Then sum (x - mean)^2 = sum d^2 - (sum d)^2 / n, and the
+/// cancellation in that difference is bounded: the row holds s, so n var >= (s - mean)^2, and the relative
+/// error is at most about (1 + n) double roundings (below 1e-10 for rows under a million). Two passes (the
+/// mean, then the centred squares) read the row once more for no accuracy a float output can show.
+template <typename V>
+BRIGADE_VECTOR_INLINE std::pair<double, double> mean_and_squares(const float* x, int64_t n) {
+  const double s = static_cast<double>(x[0]);
+  const auto [sum_d, sum_dd] = sum_row_pair<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
+    const wide_t<V> d = zero_past<V>(widen(load_padded<V>(x, k, n)) - s, k, n);
+    return std::pair{d, d * d};
+  });
+  const double count = static_cast<double>(n);
+  const double squares = sum_dd - sum_d * (sum_d / count);
+  return {s + sum_d / count, squares > 0.0 ? squares : 0.0};
+}
+
 template <typename V>
 BRIGADE_VECTOR_INLINE void forward_body(const float* x, float* y, int64_t n, const float* w, const float* b,
                                         double eps, double* mu_out, double* inv_std_out) {
-  const double count = static_cast<double>(n);
-  const double mu =
-      sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE { return widen(load_padded<V>(x, k, n)); }) / count;
-  const double squares = sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
-    const wide_t<V> d = widen(load_padded<V>(x, k, n)) - mu;
-    return zero_past<V>(d * d, k, n);
-  });
+  const auto [mu, squares] = mean_and_squares<V>(x, n);
   const double inv_std = layernorm_inv_std(squares, n, eps);
   const SplitMean m(mu);
   const float rs = static_cast<float>(inv_std);
@@ -102,34 +114,45 @@ BRIGADE_VECTOR_INLINE void backward_body(const float* dy, const float* x, const 
   auto dxhat = [&](int64_t k)
                    BRIGADE_LAMBDA_INLINE { return load_padded<V>(dy, k, n) * load_or<V>(w, k, n, 1.0f); };
   auto xhat = [&](int64_t k) BRIGADE_LAMBDA_INLINE { return centred<V>(x, k, n, m) * rs; };
+  const auto [sum_dxhat, sum_dxhat_xhat] = sum_row_pair<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
+    const wide_t<V> g = widen(dxhat(k));
+    return std::pair{g, g * widen(xhat(k))};
+  });
   const double count = static_cast<double>(n);
-  const float mean_dxhat = static_cast<float>(
-      sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE { return widen(dxhat(k)); }) / count);
-  const float mean_dxhat_xhat = static_cast<float>(
-      sum_row<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE { return widen(dxhat(k)) * widen(xhat(k)); }) /
-      count);
+  const float mean_dxhat = static_cast<float>(sum_dxhat / count);
+  const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / count);
   write_row<V>(dx, n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
     return rs * ((dxhat(k) - mean_dxhat) - xhat(k) * mean_dxhat_xhat);
   });
 }
 
+/// Column by column, all the block's rows in order, so that a column's two running sums stay in registers
+/// from the first row to the last (one load and one store of them per block, not per row); each column
+/// still adds its rows in row order.
 template <typename V>
-BRIGADE_VECTOR_INLINE void param_grads_body(const float* dy, const float* x, double mu, double inv_std,
-                                            double* pw, double* pb, int64_t n) {
+BRIGADE_VECTOR_INLINE void param_grads_body(const float* dy, const float* x, const float* mean,
+                                            const float* inv_std, int64_t rows, double* pw, double* pb,
+                                            int64_t n) {
   using W = wide_t<V>;
   int64_t k = 0;
   for (; k + kLanes<V> <= n; k += kLanes<V>) {
-    const W g = widen(load_v<V>(dy + k));
     W acc_w = load_wide<V>(pw + k), acc_b = load_wide<V>(pb + k);
-    acc_w += (g * (widen(load_v<V>(x + k)) - mu)) * inv_std;
-    acc_b += g;
+    for (int64_t r = 0; r < rows; ++r) {
+      const W g = widen(load_v<V>(dy + r * n + k));
+      acc_w += (g * (widen(load_v<V>(x + r * n + k)) - static_cast<double>(mean[r]))) *
+               static_cast<double>(inv_std[r]);
+      acc_b += g;
+    }
     store_wide<V>(pw + k, acc_w);
     store_wide<V>(pb + k, acc_b);
   }
   for (; k < n; ++k) {  // the same operations, one lane at a time
-    const double g = static_cast<double>(dy[k]);
-    pw[k] += (g * (static_cast<double>(x[k]) - mu)) * inv_std;
-    pb[k] += g;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double g = static_cast<double>(dy[r * n + k]);
+      pw[k] += (g * (static_cast<double>(x[r * n + k]) - static_cast<double>(mean[r]))) *
+               static_cast<double>(inv_std[r]);
+      pb[k] += g;
+    }
   }
 }
 
@@ -144,9 +167,9 @@ BRIGADE_VECTOR_INLINE void param_grads_body(const float* dy, const float* x, dou
                                   double inv_std, float* dx, int64_t n) {                                    \
     backward_body<V>(dy, x, w, mu, inv_std, dx, n);                                                          \
   }                                                                                                          \
-  ATTRIBUTES void NAME##_param_grads(const float* dy, const float* x, double mu, double inv_std, double* pw, \
-                                     double* pb, int64_t n) {                                                \
-    param_grads_body<V>(dy, x, mu, inv_std, pw, pb, n);                                                      \
+  ATTRIBUTES void NAME##_param_grads(const float* dy, const float* x, const float* mean,                    \
+                                     const float* inv_std, int64_t rows, double* pw, double* pb, int64_t n) { \
+    param_grads_body<V>(dy, x, mean, inv_std, rows, pw, pb, n);                                              \
   }                                                                                                          \
   const LayernormRowKernels NAME##_kernels = {NAME##_forward, NAME##_backward, NAME##_param_grads};
 

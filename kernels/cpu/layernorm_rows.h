@@ -4,7 +4,7 @@
 // As for the loops of exp_rows.h, the same code is compiled for AVX-512, AVX2 and SSE2 (layernorm_rows.cpp)
 // on 16-lane vectors, lane by lane, without fused multiply-adds, and the widest ISA this CPU runs is picked
 // at run time: every ISA gives the same bits. The sums are in double, in the 16 fixed lanes of
-// row_vectors.h (the mean, the centred squares, the backward's two means). The elementwise formulas are in
+// row_vectors.h (the shifted sums of the mean and variance, the backward's two means). The elementwise formulas are in
 // float, 16 lanes per AVX-512 register, with x - mean taken in two float parts (SplitMean in the .cpp),
 // within about an ulp of x - mean in double: widening every element to double and back doubled the work.
 #pragma once
@@ -25,18 +25,20 @@ inline double layernorm_inv_std(double squares, int64_t cols, double eps) {
 
 /// One ISA's row loops; every row is n >= 1 contiguous floats.
 struct LayernormRowKernels {
-  /// mu = mean(x), inv_std = 1 / sqrt(mean((x - mu)^2) + eps) (the biased variance, from the centred
-  /// squares: two passes, no cancellation), and y[j] = ((x[j] - mu) * inv_std) * w[j] + b[j], rounded to
-  /// float. A null w is all ones, a null b all zeros.
+  /// mu = mean(x), inv_std = 1 / sqrt(mean((x - mu)^2) + eps) (the biased variance, from one pass of sums
+  /// shifted by x[0]: see the .cpp for the bound on their cancellation), and
+  /// y[j] = ((x[j] - mu) * inv_std) * w[j] + b[j], rounded to float. A null w is all ones, a null b zeros.
   void (*forward)(const float* x, float* y, int64_t n, const float* w, const float* b, double eps, double* mu,
                   double* inv_std);
   /// dx[j] = inv_std * ((dxhat[j] - mean(dxhat)) - xhat[j] * mean(dxhat * xhat)), rounded to float, with
-  /// dxhat = dy * w (w null: ones) and xhat = (x - mu) * inv_std.
+  /// dxhat = dy * w (w null: ones) and xhat = (x - mu) * inv_std. The two means come from one pass.
   void (*backward)(const float* dy, const float* x, const float* w, double mu, double inv_std, float* dx,
                    int64_t n);
-  /// pw[j] += (dy[j] * (x[j] - mu)) * inv_std and pb[j] += dy[j] (this row's share of dweight and dbias).
-  void (*param_grads)(const float* dy, const float* x, double mu, double inv_std, double* pw, double* pb,
-                      int64_t n);
+  /// For the rows r = 0 .. rows - 1 of dy and x ([rows, n], contiguous), in that order:
+  /// pw[j] += (dy[r][j] * (x[r][j] - mean[r])) * inv_std[r] and pb[j] += dy[r][j] (the rows' share of
+  /// dweight and dbias).
+  void (*param_grads)(const float* dy, const float* x, const float* mean, const float* inv_std, int64_t rows,
+                      double* pw, double* pb, int64_t n);
 };
 
 /// The row loops compiled for `isa` (which must run here).

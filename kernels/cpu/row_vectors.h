@@ -198,6 +198,25 @@ BRIGADE_VECTOR_INLINE double sum_row(int64_t n, F term) {
   return acc.total();
 }
 
+/// Two sums over [0, n) in one pass, each in Sum16's lanes: term(k) gives a pair of wide vectors, the two
+/// sums' terms for elements k .. k + lanes (zeros past n, as for sum_row).
+template <typename V, typename F>
+BRIGADE_VECTOR_INLINE std::pair<double, double> sum_row_pair(int64_t n, F term) {
+  Sum16<V> first, second;
+  auto add_block = [&](int64_t base) BRIGADE_LAMBDA_INLINE {
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < Sum16<V>::kParts; ++p) {
+      const auto [a, b] = term(base + p * kLanes<V>);
+      first.part[p] += a;
+      second.part[p] += b;
+    }
+  };
+  int64_t k = 0;
+  for (; k + kSumLanes <= n; k += kSumLanes) add_block(k);
+  if (k < n) add_block(k);
+  return {first.total(), second.total()};
+}
+
 template <typename V>
 BRIGADE_VECTOR_INLINE V load_padded(const float* p, int64_t k, int64_t n) {
   return k + kLanes<V> <= n ? load_v<V>(p + k) : load_part<V>(p + k, n > k ? n - k : 0, 0.0f);

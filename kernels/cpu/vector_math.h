@@ -88,13 +88,12 @@ BRIGADE_VECTOR_INLINE V exp_v(const V& x) {
   const V n = (xc * 1.44269504088896341f + round) - round;
   // r = x - n ln2, with ln2 split in two so that n * kLn2Hi is exact.
   const V r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  V p = (V{} + 1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  const V r2 = r * r;
+  const V p45 = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  const V p23 = r * 8.3334519073e-3f + 4.1665795894e-2f;
+  const V p01 = r * 1.6666665459e-1f + 5.0000001201e-1f;
+  V p = (p45 * r2 + p23) * r2 + p01;
+  p = p * r2 + r + 1.0f;
   // n lies in [-126, 127] after the clamp: 2^n is a normal float.
   const I bits = (__builtin_convertvector(n, I) + 127) << 23;
   V e = p * __builtin_bit_cast(V, bits);

@@ -2,8 +2,9 @@
 //  - every ISA this CPU runs (AVX-512, AVX2, SSE2) gives the same bits for the forward (y, mean, 1/std),
 //    the input gradient and the parameter-gradient sums, on rows of 1..40 elements (every tail length) and
 //    a few long ones, with and without weight and bias;
-//  - the statistics and outputs against long double: mean and 1/std within 1e-12 relative, y and dx within
-//    4 float ulp-scale (2e-6 relative to the row's largest value).
+//  - the statistics and outputs against long double: mean and 1/std within 1e-12 relative (also with an
+//    outlier first, the worst case for the one-pass shifted sums), y and dx within 4 float ulp-scale (2e-6
+//    relative to the row's largest value).
 // The op itself (all dtypes, gradcheck, the fused add_layernorm) is checked by the op table (tests/ops/).
 #include "kernels/cpu/layernorm_rows.h"
 
@@ -55,7 +56,13 @@ std::vector<uint64_t> run_all(const LayernormRowKernels& k, const float* x, cons
   k.backward(dy, x, w, mu, inv_std, dx.data(), n);
   keep_float(dx);
   std::vector<double> pw(static_cast<size_t>(n), 0.5), pb(static_cast<size_t>(n), -0.25);
-  k.param_grads(dy, x, mu, inv_std, pw.data(), pb.data(), n);
+  // Two rows through the parameter gradients: this one, then dy reversed over x with other statistics.
+  std::vector<float> dy2(dy, dy + n), x2(x, x + n);
+  dy2.insert(dy2.end(), dy2.rbegin(), dy2.rend());
+  x2.insert(x2.end(), x, x + n);
+  const float mean[2] = {static_cast<float>(mu), static_cast<float>(mu) + 0.25f};
+  const float inv[2] = {static_cast<float>(inv_std), 0.5f * static_cast<float>(inv_std)};
+  k.param_grads(dy2.data(), x2.data(), mean, inv, 2, pw.data(), pb.data(), n);
   for (size_t j = 0; j < pw.size(); ++j) {
     keep_double(pw[j]);
     keep_double(pb[j]);
@@ -88,8 +95,10 @@ TEST(LayernormRows, EveryIsaGivesTheSameBits) {
 TEST(LayernormRows, StatisticsAndOutputsMatchLongDouble) {
   const LayernormRowKernels& k = layernorm_row_kernels();
   for (int64_t n : {1, 7, 16, 33, 128, 768, 1027}) {
-    // A large shift on a small spread: the centred two-pass variance must not cancel.
-    const std::vector<float> x = normal_row(n, 500 + static_cast<uint64_t>(n), 0.01, 100.0);
+    // A large shift on a small spread: the variance, from sums shifted by x[0], must not cancel; and, for
+    // odd n, x[0] an outlier 1000 spreads out, the case the shift is worst for.
+    std::vector<float> x = normal_row(n, 500 + static_cast<uint64_t>(n), 0.01, 100.0);
+    if (n % 2 == 1) x[0] += 10.0f;
     const std::vector<float> w = normal_row(n, 600, 1.0, 1.0), b = normal_row(n, 700, 0.5, 0.0);
     const std::vector<float> dy = normal_row(n, 800, 1.0, 0.0);
     const double eps = 1e-5;
