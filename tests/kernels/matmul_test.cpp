@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm_loops.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_versions.h"
 #include "tests/kernels/matmul_check.h"
@@ -35,8 +37,24 @@ TEST(Matmul, DeterministicAcrossThreadCounts) {
   EXPECT_TRUE(matmul_matches_reference(one, a, b, false, false, 1e-5));
 }
 
+// The K slices of the packed versions: as few as the cache-derived length allows with up to an eighth
+// more, made near-equal, so that no pass over C carries a sliver of K.
+TEST(Matmul, KSlicesAreEvenAndNeverASliver) {
+  using kernels::cpu::detail::slice_length;
+  EXPECT_EQ(slice_length(2048, 336), 344);  // 5 x 344 + 328, not 6 x 336 + 32
+  EXPECT_EQ(slice_length(768, 336), 256);   // 3 x 256, not 336 + 336 + 96
+  EXPECT_EQ(slice_length(700, 336), 352);   // 352 + 348
+  EXPECT_EQ(slice_length(300, 336), 300);   // one slice
+  for (int64_t k = 1; k <= 5000; k += 7) {
+    const int64_t kc = std::min(slice_length(k, 336), k), slices = (k + kc - 1) / kc;  // as run_gemm_task
+    EXPECT_LE(slices, (k + 377) / 378) << "k " << k;  // no more slices than kc + kc / 8 needs
+    EXPECT_LE(kc, 378 + 3) << "k " << k;                   // at most an eighth (and the rounding) over
+    EXPECT_GE(k - (slices - 1) * kc, kc / 2) << "k " << k;  // the last slice at least half the others
+  }
+}
+
 // The packed versions cut a product into a different number of tasks per thread count (row and column
-// ranges, edge tiles in different places); no element may change. 200 x 260 x 700: several K slices and
+// ranges, edge tiles in different places); no element may change. 200 x 260 x 700: two K slices and
 // edge tiles in both directions; a batch of 3 with a transposed B as well.
 TEST(Matmul, EveryCpuVersionIsDeterministicAcrossThreadCounts) {
   Generator gen(17);
