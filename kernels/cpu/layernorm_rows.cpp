@@ -158,19 +158,20 @@ BRIGADE_VECTOR_INLINE void param_grads_body(const float* dy, const float* x, con
 
 // One set of wrappers per ISA: the same bodies under a target attribute. fp-contract=off keeps g++ from
 // fusing a multiply and an add where the target has FMA (AVX-512 implies it), which would change the bits.
-#define BRIGADE_LAYERNORM_ROW_KERNELS(NAME, V, ATTRIBUTES)                                                   \
-  ATTRIBUTES void NAME##_forward(const float* x, float* y, int64_t n, const float* w, const float* b,        \
-                                 double eps, double* mu, double* inv_std) {                                  \
-    forward_body<V>(x, y, n, w, b, eps, mu, inv_std);                                                        \
-  }                                                                                                          \
-  ATTRIBUTES void NAME##_backward(const float* dy, const float* x, const float* w, double mu,                \
-                                  double inv_std, float* dx, int64_t n) {                                    \
-    backward_body<V>(dy, x, w, mu, inv_std, dx, n);                                                          \
-  }                                                                                                          \
-  ATTRIBUTES void NAME##_param_grads(const float* dy, const float* x, const float* mean,                    \
-                                     const float* inv_std, int64_t rows, double* pw, double* pb, int64_t n) { \
-    param_grads_body<V>(dy, x, mean, inv_std, rows, pw, pb, n);                                              \
-  }                                                                                                          \
+#define BRIGADE_LAYERNORM_ROW_KERNELS(NAME, V, ATTRIBUTES)                                            \
+  ATTRIBUTES void NAME##_forward(const float* x, float* y, int64_t n, const float* w, const float* b, \
+                                 double eps, double* mu, double* inv_std) {                           \
+    forward_body<V>(x, y, n, w, b, eps, mu, inv_std);                                                 \
+  }                                                                                                   \
+  ATTRIBUTES void NAME##_backward(const float* dy, const float* x, const float* w, double mu,         \
+                                  double inv_std, float* dx, int64_t n) {                             \
+    backward_body<V>(dy, x, w, mu, inv_std, dx, n);                                                   \
+  }                                                                                                   \
+  ATTRIBUTES void NAME##_param_grads(const float* dy, const float* x, const float* mean,              \
+                                     const float* inv_std, int64_t rows, double* pw, double* pb,      \
+                                     int64_t n) {                                                     \
+    param_grads_body<V>(dy, x, mean, inv_std, rows, pw, pb, n);                                       \
+  }                                                                                                   \
   const LayernormRowKernels NAME##_kernels = {NAME##_forward, NAME##_backward, NAME##_param_grads};
 
 BRIGADE_LAYERNORM_ROW_KERNELS(sse2, f32x4, __attribute__((optimize("fp-contract=off"))))

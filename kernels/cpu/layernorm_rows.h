@@ -4,9 +4,10 @@
 // As for the loops of exp_rows.h, the same code is compiled for AVX-512, AVX2 and SSE2 (layernorm_rows.cpp)
 // on 16-lane vectors, lane by lane, without fused multiply-adds, and the widest ISA this CPU runs is picked
 // at run time: every ISA gives the same bits. The sums are in double, in the 16 fixed lanes of
-// row_vectors.h (the shifted sums of the mean and variance, the backward's two means). The elementwise formulas are in
-// float, 16 lanes per AVX-512 register, with x - mean taken in two float parts (SplitMean in the .cpp),
-// within about an ulp of x - mean in double: widening every element to double and back doubled the work.
+// row_vectors.h (the shifted sums of the mean and variance, the backward's two means). The elementwise
+// formulas are in float, 16 lanes per AVX-512 register, with x - mean taken in two float parts (SplitMean in
+// the .cpp), within about an ulp of x - mean in double: widening every element to double and back doubled the
+// work.
 #pragma once
 
 #include <cmath>

@@ -14,7 +14,6 @@
 
 #include "kernels/cpu/vector_math.h"
 
-
 namespace brigade::kernels::cpu::detail {
 
 // A lambda's body is a function of its own, compiled for the file's default target (SSE2) unless it is

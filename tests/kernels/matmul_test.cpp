@@ -47,8 +47,8 @@ TEST(Matmul, KSlicesAreEvenAndNeverASliver) {
   EXPECT_EQ(slice_length(300, 336), 300);   // one slice
   for (int64_t k = 1; k <= 5000; k += 7) {
     const int64_t kc = std::min(slice_length(k, 336), k), slices = (k + kc - 1) / kc;  // as run_gemm_task
-    EXPECT_LE(slices, (k + 377) / 378) << "k " << k;  // no more slices than kc + kc / 8 needs
-    EXPECT_LE(kc, 378 + 3) << "k " << k;                   // at most an eighth (and the rounding) over
+    EXPECT_LE(slices, (k + 377) / 378) << "k " << k;        // no more slices than kc + kc / 8 needs
+    EXPECT_LE(kc, 378 + 3) << "k " << k;                    // at most an eighth (and the rounding) over
     EXPECT_GE(k - (slices - 1) * kc, kc / 2) << "k " << k;  // the last slice at least half the others
   }
 }
