@@ -82,10 +82,12 @@ BRIGADE_VECTOR_INLINE V centred(const float* x, int64_t k, int64_t n, SplitMean 
 template <typename V>
 BRIGADE_VECTOR_INLINE std::pair<double, double> mean_and_squares(const float* x, int64_t n) {
   const double s = static_cast<double>(x[0]);
-  const auto [sum_d, sum_dd] = sum_row_pair<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
-    const wide_t<V> d = zero_past<V>(widen(load_padded<V>(x, k, n)) - s, k, n);
-    return std::pair{d, d * d};
-  });
+  const auto [sum_d, sum_dd] =
+      sum_row_pair<V>(n, [&](int64_t k, wide_t<V>& d_sum, wide_t<V>& dd_sum) BRIGADE_LAMBDA_INLINE {
+        const wide_t<V> d = zero_past<V>(widen(load_padded<V>(x, k, n)) - s, k, n);
+        d_sum += d;
+        dd_sum += d * d;
+      });
   const double count = static_cast<double>(n);
   const double squares = sum_dd - sum_d * (sum_d / count);
   return {s + sum_d / count, squares > 0.0 ? squares : 0.0};
@@ -114,10 +116,12 @@ BRIGADE_VECTOR_INLINE void backward_body(const float* dy, const float* x, const 
   auto dxhat = [&](int64_t k)
                    BRIGADE_LAMBDA_INLINE { return load_padded<V>(dy, k, n) * load_or<V>(w, k, n, 1.0f); };
   auto xhat = [&](int64_t k) BRIGADE_LAMBDA_INLINE { return centred<V>(x, k, n, m) * rs; };
-  const auto [sum_dxhat, sum_dxhat_xhat] = sum_row_pair<V>(n, [&](int64_t k) BRIGADE_LAMBDA_INLINE {
-    const wide_t<V> g = widen(dxhat(k));
-    return std::pair{g, g * widen(xhat(k))};
-  });
+  const auto [sum_dxhat, sum_dxhat_xhat] =
+      sum_row_pair<V>(n, [&](int64_t k, wide_t<V>& g_sum, wide_t<V>& gx_sum) BRIGADE_LAMBDA_INLINE {
+        const wide_t<V> g = widen(dxhat(k));
+        g_sum += g;
+        gx_sum += g * widen(xhat(k));
+      });
   const double count = static_cast<double>(n);
   const float mean_dxhat = static_cast<float>(sum_dxhat / count);
   const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / count);

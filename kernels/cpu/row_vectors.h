@@ -108,19 +108,19 @@ BRIGADE_VECTOR_INLINE wide_t<V> widen(const V& v) {
 // wrapper). Widening is exact, so the bits are the same as the builtin's.
 BRIGADE_VECTOR_INLINE wide_t<f32x8> widen(const f32x8& v) {
   const f32x4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3), hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
-  wide_t<f32x8> w;
-  asm("vcvtps2pd %1, %0" : "=x"(w.lo) : "x"(lo));
-  asm("vcvtps2pd %1, %0" : "=x"(w.hi) : "x"(hi));
-  return w;
+  Halves<f32x8>::doubles wide_lo, wide_hi;  // locals, not the struct's members: those were kept in memory
+  asm("vcvtps2pd %1, %0" : "=x"(wide_lo) : "x"(lo));
+  asm("vcvtps2pd %1, %0" : "=x"(wide_hi) : "x"(hi));
+  return {wide_lo, wide_hi};
 }
 
 BRIGADE_VECTOR_INLINE wide_t<f32x16> widen(const f32x16& v) {
   constexpr auto half = std::make_index_sequence<8>();
   const f32x8 lo = lanes_of(v, half), hi = upper_lanes_of(v, half);
-  wide_t<f32x16> w;
-  asm("vcvtps2pd %1, %0" : "=v"(w.lo) : "v"(lo));
-  asm("vcvtps2pd %1, %0" : "=v"(w.hi) : "v"(hi));
-  return w;
+  Halves<f32x16>::doubles wide_lo, wide_hi;
+  asm("vcvtps2pd %1, %0" : "=v"(wide_lo) : "v"(lo));
+  asm("vcvtps2pd %1, %0" : "=v"(wide_hi) : "v"(hi));
+  return {wide_lo, wide_hi};
 }
 #endif
 
@@ -197,18 +197,15 @@ BRIGADE_VECTOR_INLINE double sum_row(int64_t n, F term) {
   return acc.total();
 }
 
-/// Two sums over [0, n) in one pass, each in Sum16's lanes: term(k) gives a pair of wide vectors, the two
-/// sums' terms for elements k .. k + lanes (zeros past n, as for sum_row).
+/// Two sums over [0, n) in one pass, each in Sum16's lanes: add(k, first, second) adds the two sums' terms
+/// for elements k .. k + lanes (zeros past n, as for sum_row) into the running sums it is handed. (Returning
+/// the two terms as a pair instead kept the pair in memory: g++ does not split aggregates that large.)
 template <typename V, typename F>
-BRIGADE_VECTOR_INLINE std::pair<double, double> sum_row_pair(int64_t n, F term) {
+BRIGADE_VECTOR_INLINE std::pair<double, double> sum_row_pair(int64_t n, F add) {
   Sum16<V> first, second;
   auto add_block = [&](int64_t base) BRIGADE_LAMBDA_INLINE {
 #pragma GCC unroll 4
-    for (int64_t p = 0; p < Sum16<V>::kParts; ++p) {
-      const auto [a, b] = term(base + p * kLanes<V>);
-      first.part[p] += a;
-      second.part[p] += b;
-    }
+    for (int64_t p = 0; p < Sum16<V>::kParts; ++p) add(base + p * kLanes<V>, first.part[p], second.part[p]);
   };
   int64_t k = 0;
   for (; k + kSumLanes <= n; k += kSumLanes) add_block(k);
