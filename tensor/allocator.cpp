@@ -32,19 +32,26 @@ constexpr bool kSanitized = false;
 
 /// CPU memory from the system, 64-byte aligned (a cache line; the widest SIMD load).
 ///
-/// Large blocks are cached. glibc serves a request of 32 MiB or more with a fresh mmap and gives it back
-/// with munmap on free, so every large tensor of every step is page-faulted and zeroed by the kernel
-/// again: GPT-2's logits (1024 x 50257 floats, 205 MB) cost about 50 000 page faults each time, and a
-/// softmax over them spent more time in the kernel's page zeroing than in its own loop. Freed blocks of at
-/// least kLargeBytes go to a cache keyed by their size rounded to 2 MiB and are handed out again for a
-/// request of the same rounded size (training allocates the same shapes every step). Cached bytes count as
-/// reserved, not in use, as in the CUDA caching allocator; empty_cache(Device::cpu()) returns them, and so
-/// does an allocation that fails. Under AddressSanitizer and ThreadSanitizer nothing is cached.
+/// Blocks of 64 KiB and more are cached. glibc serves a large request with a fresh mmap and gives it back
+/// with munmap on free (from 128 KiB up, its threshold rising to at most 32 MiB), and returns the top of its
+/// heap to the system once enough of it is free, so the tensors of every training step were page-faulted
+/// and zeroed by the kernel again: GPT-2's logits (1024 x 50257 floats, 205 MB) cost about 50 000 page
+/// faults each time, and a softmax over them spent more time in the kernel's page zeroing than in its own
+/// loop; the baby GPT's step took ~1600 page faults (about 5 % of its time in perf, in the first writes of
+/// the GEMM tiles and the GELU). Freed blocks go to a cache keyed by their size rounded to 4 KiB (2 MiB
+/// from 32 MiB up) and are handed out again for a request of the same rounded size (training allocates the
+/// same shapes every step). At most kMaxCachedBytes are kept; a block beyond that goes back to glibc.
+/// Cached bytes count as reserved, not in use, as in the CUDA caching allocator; empty_cache(Device::cpu())
+/// returns them, and so does an allocation that fails. Under AddressSanitizer and ThreadSanitizer nothing
+/// is cached.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCachedBytes = size_t{64} << 10;  // the smallest block cached
+  static constexpr size_t kMediumRounding = size_t{4} << 10;
   static constexpr size_t kLargeBytes = size_t{32} << 20;
   static constexpr size_t kLargeRounding = size_t{2} << 20;
+  static constexpr size_t kMaxCachedBytes = size_t{4} << 30;
 
   Allocation allocate(size_t nbytes) override {
     Allocation a;
@@ -69,10 +76,13 @@ class CpuAllocator final : public Allocator {
     if (a.ptr == nullptr) return;
     detail::record_free(a.device, a.scope_id, static_cast<int64_t>(a.nbytes));
     const size_t rounded = rounded_size(a.nbytes);
-    if (rounded >= kLargeBytes && !kSanitized) {
+    if (rounded >= kCachedBytes && !kSanitized) {
       std::lock_guard<std::mutex> lock(mutex_);
-      cached_.emplace(rounded, a.ptr);
-      return;
+      if (cached_bytes_ + rounded <= kMaxCachedBytes) {
+        cached_.emplace(rounded, a.ptr);
+        cached_bytes_ += rounded;
+        return;
+      }
     }
     std::free(a.ptr);
     detail::record_reserved(a.device, -static_cast<int64_t>(rounded));
@@ -87,28 +97,33 @@ class CpuAllocator final : public Allocator {
       freed += size;
     }
     cached_.clear();
+    cached_bytes_ = 0;
     detail::record_reserved(Device::cpu(), -static_cast<int64_t>(freed));
     return freed;
   }
 
  private:
   static size_t rounded_size(size_t nbytes) {
-    const size_t unit = nbytes >= kLargeBytes ? kLargeRounding : kAlignment;
+    const size_t unit = nbytes >= kLargeBytes    ? kLargeRounding
+                        : nbytes >= kCachedBytes ? kMediumRounding
+                                                 : kAlignment;
     return (nbytes + unit - 1) / unit * unit;
   }
 
   void* take_cached(size_t rounded) {
-    if (rounded < kLargeBytes) return nullptr;
+    if (rounded < kCachedBytes) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cached_.find(rounded);
     if (it == cached_.end()) return nullptr;
     void* ptr = it->second;
     cached_.erase(it);
+    cached_bytes_ -= rounded;
     return ptr;
   }
 
   std::mutex mutex_;
   std::multimap<size_t, void*> cached_;  // rounded size -> block
+  size_t cached_bytes_ = 0;
 };
 
 CpuAllocator& cpu_allocator() {

@@ -34,8 +34,9 @@ TEST(Memory, CpuStatsAddUp) {
   EXPECT_GE(memory_stats(cpu).peak_bytes - memory_stats(cpu).in_use_bytes, 4 << 20);
 }
 
-// Large CPU blocks (32 MiB and more) are cached on free and reused for the same rounded size; the cached
-// bytes stay reserved until empty_cache. (Builds under a sanitizer cache nothing: the reuse is not checked.)
+// CPU blocks of 64 KiB and more are cached on free and reused for the same rounded size (4 KiB, or 2 MiB
+// from 32 MiB up); the cached bytes stay reserved until empty_cache. Smaller blocks go back to the system.
+// (Builds under a sanitizer cache nothing: the reuse is not checked.)
 TEST(Memory, CpuCachesLargeBlocksUntilEmptyCache) {
   const Device cpu = Device::cpu();
   empty_cache(cpu);
@@ -57,6 +58,16 @@ TEST(Memory, CpuCachesLargeBlocksUntilEmptyCache) {
     Tensor other = empty({12 << 20}, kFloat32);  // 48 MiB: a new block
     EXPECT_NE(other.data_ptr(), first);
   }
+  const void* medium = nullptr;
+  { medium = empty({1 << 18}, kFloat32).data_ptr(); }  // 1 MiB, freed at once: cached
+  const MemoryStats medium_freed = memory_stats(cpu);
+  EXPECT_EQ(medium_freed.in_use_bytes, before.in_use_bytes);
+  {
+    Tensor again = empty({(1 << 18) - 500}, kFloat32);  // the same size rounded to 4 KiB: the same block
+    EXPECT_EQ(again.data_ptr(), medium);
+  }
+  { Tensor small = empty({1000}, kFloat32); }  // 4000 bytes: not cached
+  EXPECT_EQ(memory_stats(cpu).reserved_bytes, medium_freed.reserved_bytes);
 #endif
   empty_cache(cpu);
   EXPECT_EQ(memory_stats(cpu).reserved_bytes, before.reserved_bytes);
