@@ -1,6 +1,7 @@
 #include "tensor/allocator.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
@@ -40,7 +41,8 @@ constexpr bool kSanitized = false;
 /// loop; the baby GPT's step took ~1600 page faults (about 5 % of its time in perf, in the first writes of
 /// the GEMM tiles and the GELU). Freed blocks go to a cache keyed by their size rounded to 4 KiB (2 MiB
 /// from 32 MiB up) and are handed out again for a request of the same rounded size (training allocates the
-/// same shapes every step). At most kMaxCachedBytes are kept; a block beyond that goes back to glibc.
+/// same shapes every step). Blocks under 32 MiB are kept up to kMaxMediumCachedBytes in all, a block
+/// beyond that goes back to glibc; large blocks are always kept.
 /// Cached bytes count as reserved, not in use, as in the CUDA caching allocator; empty_cache(Device::cpu())
 /// returns them, and so does an allocation that fails. Under AddressSanitizer and ThreadSanitizer nothing
 /// is cached.
@@ -51,7 +53,7 @@ class CpuAllocator final : public Allocator {
   static constexpr size_t kMediumRounding = size_t{4} << 10;
   static constexpr size_t kLargeBytes = size_t{32} << 20;
   static constexpr size_t kLargeRounding = size_t{2} << 20;
-  static constexpr size_t kMaxCachedBytes = size_t{4} << 30;
+  static constexpr size_t kMaxMediumCachedBytes = size_t{1} << 30;
 
   Allocation allocate(size_t nbytes) override {
     Allocation a;
@@ -78,9 +80,10 @@ class CpuAllocator final : public Allocator {
     const size_t rounded = rounded_size(a.nbytes);
     if (rounded >= kCachedBytes && !kSanitized) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_bytes_ + rounded <= kMaxCachedBytes) {
+      const bool medium = rounded < kLargeBytes;
+      if (!medium || medium_cached_bytes_ + rounded <= kMaxMediumCachedBytes) {
         cached_.emplace(rounded, a.ptr);
-        cached_bytes_ += rounded;
+        if (medium) medium_cached_bytes_ += rounded;
         return;
       }
     }
@@ -97,7 +100,7 @@ class CpuAllocator final : public Allocator {
       freed += size;
     }
     cached_.clear();
-    cached_bytes_ = 0;
+    medium_cached_bytes_ = 0;
     detail::record_reserved(Device::cpu(), -static_cast<int64_t>(freed));
     return freed;
   }
@@ -113,17 +116,20 @@ class CpuAllocator final : public Allocator {
   void* take_cached(size_t rounded) {
     if (rounded < kCachedBytes) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = cached_.find(rounded);
-    if (it == cached_.end()) return nullptr;
+    // The block of this size freed last (equal keys keep their insertion order): the likeliest still in
+    // cache.
+    const auto [first, end] = cached_.equal_range(rounded);
+    if (first == end) return nullptr;
+    const auto it = std::prev(end);
     void* ptr = it->second;
     cached_.erase(it);
-    cached_bytes_ -= rounded;
+    if (rounded < kLargeBytes) medium_cached_bytes_ -= rounded;
     return ptr;
   }
 
   std::mutex mutex_;
   std::multimap<size_t, void*> cached_;  // rounded size -> block
-  size_t cached_bytes_ = 0;
+  size_t medium_cached_bytes_ = 0;       // of the blocks under kLargeBytes
 };
 
 CpuAllocator& cpu_allocator() {

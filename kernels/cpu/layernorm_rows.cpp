@@ -1,13 +1,14 @@
 // The row loops of layernorm_rows.h, compiled for AVX-512, AVX2 and SSE2 (the bits agree: see the header).
 //
-// Napkin math (one core of this EPYC, ~3 GHz, a row of C = 768 floats in L1): the forward reads the row
-// three times. The two sums widen each 16-float vector to two 8-double registers (~5 and ~9 operations per
-// 16 elements); the normalisation is ~6 float operations per 16. ~20 operations per 16 elements, ~1000
-// per row: ~170 ns at two a cycle. Measured (a loop over 1024 rows in L2): ~340 ns per row forward, ~700
-// backward with the parameter gradients; the scalar double loops before took ~820 and ~1300. A row in and
-// out from DRAM at the ~28 GB/s one core streams takes ~220 ns, so at GPT-2 shapes the forward is within
-// 1.6x of memory speed. At C = 128 a row takes ~75 ns; the two 16-lane totals' 16 dependent adds are not
-// what binds there (summed as a tree, 4 deep, they measured no faster).
+// Napkin math (one core of this EPYC, ~3.7 GHz, a row of C = 768 floats in L1): the forward reads the row
+// twice. The statistics widen each 16-float vector to two 8-double registers and add d and d^2 (~10
+// operations per 16 elements); the normalisation is ~6 float operations per 16. ~16 operations per 16
+// elements, ~800 per row: ~110 ns at two a cycle, plus the row's serial tail (two 16-lane totals, a
+// division, a square root: ~40 ns). Measured (a loop over 1024 rows in L2): ~230 ns per row forward,
+// ~550 backward with the parameter gradients (the three-pass loops before: ~340 and ~730; the scalar double
+// loops before those: ~820 and ~1300). A row in and out from DRAM at the ~28 GB/s one core streams takes
+// ~220 ns, so at GPT-2 shapes the forward runs at about memory speed. At C = 128 a row takes ~60 ns, the
+// serial tail most of it.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "kernels/cpu/layernorm_rows.h"

@@ -74,7 +74,10 @@ BRIGADE_VECTOR_INLINE V clamp_v(const V& x, float lo, float hi) {
 }
 
 /// exp(x) within 2 ulp of the exact value for x in [-87.3, 88] (Cephes' expf: x = n ln2 + r with
-/// |r| <= ln2 / 2, a degree-6 polynomial for exp(r), then 2^n put in the exponent bits). Below -87.3 the
+/// |r| <= ln2 / 2, exp(r) = 1 + r + r^2 p(r) with p of degree 5, then 2^n put in the exponent bits). p is
+/// evaluated by Estrin's scheme, pairs of terms joined by powers of r^2: 3 dependent multiply-adds instead
+/// of Horner's 5, so more of a row's exps are in flight at once (the cross_entropy_nograd bench at GPT-2
+/// size: ~7 % faster); max error over the range 0.967 ulp, against Horner's 0.976. Below -87.3 the
 /// result is 0 (the exact value is below 1.2e-38: a denormal or 0), above 88 it is +inf (exp overflows
 /// float at 88.72; the narrow band in between is taken as overflow too: no caller goes there). NaN gives
 /// NaN.
