@@ -9,6 +9,8 @@ const char* cross_entropy_kernel_name(CrossEntropyKernel kernel) {
   switch (kernel) {
     case CrossEntropyKernel::CpuRowLoop:
       return "v1-row-loop";
+    case CrossEntropyKernel::CpuAvx512:
+      return "v2-avx512";
     case CrossEntropyKernel::CudaBlockPerRow:
       return "v1-block-per-row";
     case CrossEntropyKernel::CudaVectorRow:
@@ -18,21 +20,25 @@ const char* cross_entropy_kernel_name(CrossEntropyKernel kernel) {
 }
 
 DeviceKind cross_entropy_kernel_backend(CrossEntropyKernel kernel) {
-  return kernel == CrossEntropyKernel::CpuRowLoop ? DeviceKind::CPU : DeviceKind::CUDA;
+  return kernel == CrossEntropyKernel::CpuRowLoop || kernel == CrossEntropyKernel::CpuAvx512
+             ? DeviceKind::CPU
+             : DeviceKind::CUDA;
 }
 
 const std::vector<CrossEntropyKernel>& all_cross_entropy_kernels() {
   static const std::vector<CrossEntropyKernel> kernels = {
-      CrossEntropyKernel::CpuRowLoop, CrossEntropyKernel::CudaBlockPerRow, CrossEntropyKernel::CudaVectorRow};
+      CrossEntropyKernel::CpuRowLoop, CrossEntropyKernel::CpuAvx512, CrossEntropyKernel::CudaBlockPerRow,
+      CrossEntropyKernel::CudaVectorRow};
   return kernels;
 }
 
-bool cross_entropy_kernel_supports(CrossEntropyKernel /*kernel*/) {
-  return true;
+bool cross_entropy_kernel_supports(CrossEntropyKernel kernel) {
+  return kernel != CrossEntropyKernel::CpuAvx512 || detail::cpu_runs_avx512_fma();
 }
 
 CrossEntropyKernel default_cross_entropy_kernel(DeviceKind backend) {
-  return backend == DeviceKind::CPU ? CrossEntropyKernel::CpuRowLoop : CrossEntropyKernel::CudaBlockPerRow;
+  if (backend == DeviceKind::CUDA) return CrossEntropyKernel::CudaBlockPerRow;
+  return detail::cpu_runs_avx512_fma() ? CrossEntropyKernel::CpuAvx512 : CrossEntropyKernel::CpuRowLoop;
 }
 
 int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, const Tensor& targets,
@@ -41,7 +47,7 @@ int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, cons
   const DeviceKind backend = cross_entropy_kernel_backend(kernel);
   detail::check_version_device("cross_entropy", name, backend, {&logits, &targets, &row_loss, &grad});
   if (backend == DeviceKind::CPU)
-    return cpu::cross_entropy(logits, targets, ignore_index, row_loss, grad, count);
+    return cpu::cross_entropy_with(kernel, logits, targets, ignore_index, row_loss, grad, count);
   BRIGADE_RUN_CUDA_VERSION("cross_entropy", name,
                            cross_entropy_with(kernel, logits, targets, ignore_index, row_loss, grad, count));
 }

@@ -11,6 +11,8 @@ const char* elementwise_kernel_name(ElementwiseKernel kernel) {
       return "v1-baseline";
     case ElementwiseKernel::CpuAvx2:
       return "v2-avx2";
+    case ElementwiseKernel::CpuAvx512:
+      return "v3-avx512";
     case ElementwiseKernel::CudaScalar:
       return "v1-scalar";
     case ElementwiseKernel::CudaVector128:
@@ -20,23 +22,27 @@ const char* elementwise_kernel_name(ElementwiseKernel kernel) {
 }
 
 DeviceKind elementwise_kernel_backend(ElementwiseKernel kernel) {
-  return kernel == ElementwiseKernel::CpuBaseline || kernel == ElementwiseKernel::CpuAvx2 ? DeviceKind::CPU
-                                                                                          : DeviceKind::CUDA;
+  return kernel == ElementwiseKernel::CpuBaseline || kernel == ElementwiseKernel::CpuAvx2 ||
+                 kernel == ElementwiseKernel::CpuAvx512
+             ? DeviceKind::CPU
+             : DeviceKind::CUDA;
 }
 
 const std::vector<ElementwiseKernel>& all_elementwise_kernels() {
   static const std::vector<ElementwiseKernel> kernels = {
-      ElementwiseKernel::CpuBaseline, ElementwiseKernel::CpuAvx2, ElementwiseKernel::CudaScalar,
-      ElementwiseKernel::CudaVector128};
+      ElementwiseKernel::CpuBaseline, ElementwiseKernel::CpuAvx2, ElementwiseKernel::CpuAvx512,
+      ElementwiseKernel::CudaScalar, ElementwiseKernel::CudaVector128};
   return kernels;
 }
 
 bool elementwise_kernel_supports(ElementwiseKernel kernel) {
+  if (kernel == ElementwiseKernel::CpuAvx512) return detail::cpu_runs_avx512_fma();
   return kernel != ElementwiseKernel::CpuAvx2 || detail::cpu_runs_avx2();
 }
 
 ElementwiseKernel default_elementwise_kernel(DeviceKind backend) {
   if (backend == DeviceKind::CUDA) return ElementwiseKernel::CudaVector128;
+  if (detail::cpu_runs_avx512_fma()) return ElementwiseKernel::CpuAvx512;
   return detail::cpu_runs_avx2() ? ElementwiseKernel::CpuAvx2 : ElementwiseKernel::CpuBaseline;
 }
 

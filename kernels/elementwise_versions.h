@@ -15,10 +15,16 @@ enum class ElementwiseKernel {
   /// vectorises; float32 GELU and its gradient through the 4-lane code of kernels/cpu/vector_math.h
   /// (plain x86-64). v2 improves: 8 lanes for GELU.
   CpuBaseline,
-  /// CPU v2 (kernels/cpu/elementwise.cpp): v1 with float32 GELU and its gradient on 8 AVX2 lanes, 16 where the
+  /// CPU v2 (kernels/cpu/elementwise.cpp): v1 with float32 GELU and its gradient on 8 AVX2 lanes, 16 where
+  /// the
   /// CPU has AVX-512 (the same bits; the other ops are v1's loops); on CPUs with AVX2 (others run v1); the
-  /// CPU default where it runs.
+  /// CPU default where no v3 runs.
   CpuAvx2,
+  /// CPU v3 (kernels/cpu/gelu_avx512.cpp): v2 with float32 GELU and its gradient in AVX-512 intrinsics with
+  /// FMAs and a table-driven exp (kernels/cpu/exp_avx512.h): about half v2's instructions, its own bits
+  /// (within v2's error bound of the formula); on CPUs with AVX-512F and FMA (others run v2, then v1); the
+  /// CPU default where it runs.
+  CpuAvx512,
   /// CUDA v1 (kernels/cuda/elementwise.cu): one element per thread, any strides. v2 improves: 16-byte loads
   /// and stores.
   CudaScalar,
@@ -28,7 +34,7 @@ enum class ElementwiseKernel {
   CudaVector128,
 };
 
-/// "v1-baseline", "v2-avx2" (CPU); "v1-scalar", "v2-vector128" (CUDA).
+/// "v1-baseline", "v2-avx2", "v3-avx512" (CPU); "v1-scalar", "v2-vector128" (CUDA).
 const char* elementwise_kernel_name(ElementwiseKernel kernel);
 
 /// DeviceKind::CPU or DeviceKind::CUDA.
@@ -37,12 +43,13 @@ DeviceKind elementwise_kernel_backend(ElementwiseKernel kernel);
 /// Every ElementwiseKernel, in enum order.
 const std::vector<ElementwiseKernel>& all_elementwise_kernels();
 
-/// Whether `kernel` runs itself here (CpuAvx2: whether this CPU has AVX2; the others: always). A version
+/// Whether `kernel` runs itself here (CpuAvx2: whether this CPU has AVX2; CpuAvx512: AVX-512F and FMA; the
+/// others: always). A version
 /// still hands the layouts it does not vectorise to v1 of its backend.
 bool elementwise_kernel_supports(ElementwiseKernel kernel);
 
-/// What kernels::unary, unary_backward, binary, add_ and mul_ run on `backend`: CpuAvx2 where it runs, else
-/// CpuBaseline; CudaVector128.
+/// What kernels::unary, unary_backward, binary, add_ and mul_ run on `backend`: the newest CPU version that
+/// runs here (CpuAvx512, CpuAvx2, CpuBaseline); CudaVector128.
 ElementwiseKernel default_elementwise_kernel(DeviceKind backend);
 
 /// unary, unary_backward, binary, binary_scalar of kernels/backend.h (tensors on the version's backend) by

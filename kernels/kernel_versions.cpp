@@ -1,7 +1,8 @@
 // The checks every version registry's *_with functions share (kernels/kernel_versions.h).
 #include "kernels/kernel_versions.h"
 
-#include "kernels/cpu/vector_math.h"  // BRIGADE_CPU_AVX2, cpu_has_avx2
+#include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
+#include "kernels/cpu/vector_math.h"      // BRIGADE_CPU_AVX2, cpu_has_avx2
 
 namespace brigade::kernels {
 
@@ -17,6 +18,10 @@ bool cpu_runs_avx2() {
 #else
   return false;
 #endif
+}
+
+bool cpu_runs_avx512_fma() {
+  return cpu::detail::avx512_rows_run();
 }
 
 void check_version_device(const char* op, const char* version, DeviceKind backend,

@@ -41,6 +41,10 @@ namespace detail {
 /// CPU has AVX2.
 bool cpu_runs_avx2();
 
+/// Whether the CPU versions written with AVX-512 intrinsics and FMA run here: the build has them (x86-64,
+/// GCC or Clang) and this CPU has AVX-512F and FMA.
+bool cpu_runs_avx512_fma();
+
 /// Throws DeviceError unless every defined tensor of `tensors` lives on `backend`, naming the op and version.
 void check_version_device(const char* op, const char* version, DeviceKind backend,
                           std::initializer_list<const Tensor*> tensors);

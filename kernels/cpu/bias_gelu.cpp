@@ -39,7 +39,7 @@ constexpr int64_t kColumns = 128;
 
 /// out[k] = gelu(x[k] + b[k]) for k in [0, n), n <= kSpan.
 template <typename T>
-void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, bool avx2) {
+void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
   if constexpr (std::is_same_v<T, double>) {
     for (int64_t k = 0; k < n; ++k) out[k] = formulas::gelu(x[k] + b[k]);
   } else {
@@ -47,10 +47,10 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, bool avx2) {
     // The sum rounded to T, as binary(Add) stores it (a no-op for float).
     for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
     if constexpr (std::is_same_v<T, float>) {
-      gelu_array(out, h, n, avx2);
+      gelu_array(out, h, n, code);
     } else {
       float y[kSpan];
-      gelu_array(y, h, n, avx2);
+      gelu_array(y, h, n, code);
       for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(y[k]);
     }
   }
@@ -58,25 +58,25 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, bool avx2) {
 
 /// dx[k] = dy[k] * gelu'(x[k] + b[k]) for k in [0, n), n <= kColumns.
 template <typename T>
-void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, bool avx2) {
+void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, GeluCode code) {
   if constexpr (std::is_same_v<T, double>) {
     for (int64_t k = 0; k < n; ++k) dx[k] = formulas::gelu_grad(dy[k], x[k] + b[k]);
   } else {
     float h[kColumns];
     for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
     if constexpr (std::is_same_v<T, float>) {
-      gelu_grad_array(dx, dy, h, n, avx2);
+      gelu_grad_array(dx, dy, h, n, code);
     } else {
       float g[kColumns], d[kColumns];
       for (int64_t k = 0; k < n; ++k) g[k] = static_cast<float>(dy[k]);
-      gelu_grad_array(d, g, h, n, avx2);
+      gelu_grad_array(d, g, h, n, code);
       for (int64_t k = 0; k < n; ++k) dx[k] = static_cast<T>(d[k]);
     }
   }
 }
 
 template <typename T>
-void forward_impl(const Tensor& x, const Tensor& bias, const Tensor& y, bool avx2) {
+void forward_impl(const Tensor& x, const Tensor& bias, const Tensor& y, GeluCode code) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const T*>(x.data_ptr());
   const auto* bp = static_cast<const T*>(bias.data_ptr());
@@ -84,7 +84,7 @@ void forward_impl(const Tensor& x, const Tensor& bias, const Tensor& y, bool avx
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c0 = 0; c0 < cols; c0 += kSpan) {
-      bias_gelu_span(yp + r * cols + c0, xp + r * cols + c0, bp + c0, std::min(kSpan, cols - c0), avx2);
+      bias_gelu_span(yp + r * cols + c0, xp + r * cols + c0, bp + c0, std::min(kSpan, cols - c0), code);
     }
   }
 }
@@ -93,7 +93,7 @@ void forward_impl(const Tensor& x, const Tensor& bias, const Tensor& y, bool avx
 // sum_columns' in the same order whatever the thread count.
 template <typename T>
 void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const Tensor& dx,
-                   const Tensor& dbias, bool avx2) {
+                   const Tensor& dbias, GeluCode code) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* gp = static_cast<const T*>(dy.data_ptr());
   const auto* xp = static_cast<const T*>(x.data_ptr());
@@ -111,7 +111,7 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
       double sums[8][kColumns] = {};
       for (int64_t i = start; i < end; ++i) {
         const int64_t at = i * cols + c0;
-        bias_gelu_grad_span(dxp + at, gp + at, xp + at, bp + c0, width, avx2);
+        bias_gelu_grad_span(dxp + at, gp + at, xp + at, bp + c0, width, code);
         double* sum = sums[i < whole ? (i - start) % 8 : 0];
         detail::add_row_to_sums(sum, dxp + at, width);
       }
@@ -124,22 +124,22 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
   }
 }
 
-bool avx2_gelu() {
-  return runs_avx2(default_elementwise_kernel(DeviceKind::CPU));
+GeluCode default_gelu_code() {
+  return gelu_code(default_elementwise_kernel(DeviceKind::CPU));
 }
 
 }  // namespace
 
 void bias_gelu_forward(const Tensor& x, const Tensor& bias, const Tensor& y) {
-  const bool avx2 = avx2_gelu();
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), "bias_gelu", [&] { forward_impl<scalar_t>(x, bias, y, avx2); });
+  const GeluCode code = default_gelu_code();
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "bias_gelu", [&] { forward_impl<scalar_t>(x, bias, y, code); });
 }
 
 void bias_gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& bias, const Tensor& dx,
                         const Tensor& dbias) {
-  const bool avx2 = avx2_gelu();
+  const GeluCode code = default_gelu_code();
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "bias_gelu_backward",
-                            [&] { backward_impl<scalar_t>(dy, x, bias, dx, dbias, avx2); });
+                            [&] { backward_impl<scalar_t>(dy, x, bias, dx, dbias, code); });
 }
 
 }  // namespace brigade::kernels::cpu

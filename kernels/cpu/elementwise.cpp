@@ -7,9 +7,10 @@
 // (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
 // vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
 // kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2: ElementwiseKernel::CpuAvx2, v2)
-// instead of libm's tanhf. bfloat16 runs with unit steps are widened to float a chunk at a time
-// (tensor/bf16_arrays.h: 16 lanes), computed by the same float loop (or GELU's arrays) and narrowed once:
-// the bits of the element-by-element path, which also computes in float and rounds once.
+// instead of libm's tanhf; v3 (CpuAvx512) runs kernels/cpu/gelu_avx512.cpp's 16-lane FMA code instead.
+// bfloat16 runs with unit steps are widened to float a chunk at a time (tensor/bf16_arrays.h: 16 lanes),
+// computed by the same float loop (or GELU's arrays) and narrowed once: the bits of the element-by-element
+// path, which also computes in float and rounds once.
 
 // The 8-lane templates of vector_math.h are always inlined into this file's AVX2 functions, so the ABI
 // g++ warns about (a 32-byte vector returned without AVX) is never used. Before the includes: the warning
@@ -18,6 +19,7 @@
 
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -25,6 +27,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
 #include "kernels/cpu/vector_math.h"
 #include "kernels/elementwise_formulas.h"
 #include "kernels/elementwise_versions.h"
@@ -287,38 +290,77 @@ __attribute__((target("avx2"))) void gelu_grad_array_avx2(float* out, const floa
 }  // namespace
 #endif
 
-bool runs_avx2(ElementwiseKernel kernel) {
+GeluCode gelu_code(ElementwiseKernel kernel) {
 #if BRIGADE_CPU_AVX2
-  return kernel == ElementwiseKernel::CpuAvx2 && detail::cpu_has_avx2();
-#else
-  (void)kernel;
-  return false;
+  if (kernel == ElementwiseKernel::CpuAvx512 && detail::avx512_rows_run()) return GeluCode::Avx512Fma;
+  if ((kernel == ElementwiseKernel::CpuAvx2 || kernel == ElementwiseKernel::CpuAvx512) &&
+      detail::cpu_has_avx2()) {
+    return GeluCode::Wide;
+  }
 #endif
+  (void)kernel;
+  return GeluCode::Lanes4;
 }
 
-void gelu_array(float* out, const float* a, int64_t n, bool avx2) {
+void gelu_array(float* out, const float* a, int64_t n, GeluCode code) {
 #if BRIGADE_CPU_AVX2
-  if (avx2 && cpu_features().avx512f) return gelu_array_avx512(out, a, n);
-  if (avx2) return gelu_array_avx2(out, a, n);
+  if (code == GeluCode::Avx512Fma) return detail::gelu_array_avx512_fma(out, a, n);
+  if (code == GeluCode::Wide && cpu_features().avx512f) return gelu_array_avx512(out, a, n);
+  if (code == GeluCode::Wide) return gelu_array_avx2(out, a, n);
 #endif
-  (void)avx2;
+  (void)code;
   detail::gelu_array<detail::f32x4>(out, a, n);
 }
 
-void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, bool avx2) {
+void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, GeluCode code) {
 #if BRIGADE_CPU_AVX2
-  if (avx2 && cpu_features().avx512f) return gelu_grad_array_avx512(out, g, a, n);
-  if (avx2) return gelu_grad_array_avx2(out, g, a, n);
+  if (code == GeluCode::Avx512Fma) return detail::gelu_grad_array_avx512_fma(out, g, a, n);
+  if (code == GeluCode::Wide && cpu_features().avx512f) return gelu_grad_array_avx512(out, g, a, n);
+  if (code == GeluCode::Wide) return gelu_grad_array_avx2(out, g, a, n);
 #endif
-  (void)avx2;
+  (void)code;
   detail::gelu_grad_array<detail::f32x4>(out, g, a, n);
 }
 
 namespace {
 
-// GELU in float32: contiguous runs through gelu_array; strided ones run the same vector code on one lane,
-// so every layout gives the same bits.
-void gelu_float32(const Tensor& x, const Tensor& out, bool avx2) {
+/// Elements of a strided run that GeluCode::Avx512Fma gathers into a buffer at a time.
+constexpr int64_t kGatherSpan = 256;
+
+/// o[k * so] = gelu(a[k * sa]) for k < n, with the bits of gelu_array(code).
+void gelu_strided(float* o, int64_t so, const float* a, int64_t sa, int64_t n, GeluCode code) {
+  if (code != GeluCode::Avx512Fma) {  // gelu_float: the 4-lane code on one lane, the bits of the arrays
+    for (int64_t k = 0; k < n; ++k) o[k * so] = detail::gelu_float(a[k * sa]);
+    return;
+  }
+  float in[kGatherSpan], res[kGatherSpan];
+  for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
+    const int64_t m = std::min(kGatherSpan, n - k0);
+    for (int64_t k = 0; k < m; ++k) in[k] = a[(k0 + k) * sa];
+    gelu_array(res, in, m, code);
+    for (int64_t k = 0; k < m; ++k) o[(k0 + k) * so] = res[k];
+  }
+}
+
+/// o[k * so] = g[k * sg] * gelu'(a[k * sa]) for k < n, as gelu_strided.
+void gelu_grad_strided(float* o, int64_t so, const float* g, int64_t sg, const float* a, int64_t sa,
+                       int64_t n, GeluCode code) {
+  if (code != GeluCode::Avx512Fma) {
+    for (int64_t k = 0; k < n; ++k) o[k * so] = detail::gelu_grad_float(g[k * sg], a[k * sa]);
+    return;
+  }
+  float gin[kGatherSpan], ain[kGatherSpan], res[kGatherSpan];
+  for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
+    const int64_t m = std::min(kGatherSpan, n - k0);
+    for (int64_t k = 0; k < m; ++k) gin[k] = g[(k0 + k) * sg], ain[k] = a[(k0 + k) * sa];
+    gelu_grad_array(res, gin, ain, m, code);
+    for (int64_t k = 0; k < m; ++k) o[(k0 + k) * so] = res[k];
+  }
+}
+
+// GELU in float32: contiguous runs through gelu_array; strided ones through gelu_strided, so every layout
+// gives the same bits.
+void gelu_float32(const Tensor& x, const Tensor& out, GeluCode code) {
   const float* xp = ptr<const float>(x);
   float* op = ptr<float>(out);
   for_each_run<2>(out.shape(), {&out.strides(), &x.strides()}, kParallelGrain,
@@ -326,14 +368,14 @@ void gelu_float32(const Tensor& x, const Tensor& out, bool avx2) {
                     float* o = op + off[0];
                     const float* a = xp + off[1];
                     if (st[0] == 1 && st[1] == 1) {
-                      gelu_array(o, a, n, avx2);
+                      gelu_array(o, a, n, code);
                     } else {
-                      for (int64_t k = 0; k < n; ++k) o[k * st[0]] = detail::gelu_float(a[k * st[1]]);
+                      gelu_strided(o, st[0], a, st[1], n, code);
                     }
                   });
 }
 
-void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& out, bool avx2) {
+void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& out, GeluCode code) {
   const float* gp = ptr<const float>(grad_y);
   const float* xp = ptr<const float>(x);
   float* op = ptr<float>(out);
@@ -343,27 +385,25 @@ void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& 
                     const float* g = gp + off[1];
                     const float* a = xp + off[2];
                     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                      gelu_grad_array(o, g, a, n, avx2);
+                      gelu_grad_array(o, g, a, n, code);
                     } else {
-                      for (int64_t k = 0; k < n; ++k) {
-                        o[k * st[0]] = detail::gelu_grad_float(g[k * st[1]], a[k * st[2]]);
-                      }
+                      gelu_grad_strided(o, st[0], g, st[1], a, st[2], n, code);
                     }
                   });
 }
 
 template <typename T>
-void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, bool avx2) {
+void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, GeluCode code) {
   using A = acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::Gelu) return gelu_float32(x, out, avx2);
+    if (op == UnaryOp::Gelu) return gelu_float32(x, out, code);
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(op, [&](auto k) {
     constexpr UnaryOp kOp = decltype(k)::value;
     const auto f = [](A v) { return unary_value<kOp, A>(v); };
     if constexpr (kOp == UnaryOp::Gelu) {  // bfloat16 runs: gelu_array's lanes, the bits of gelu_float
-      map1<T>(x, out, grain, f, [avx2](float* o, const float* a, int64_t m) { gelu_array(o, a, m, avx2); });
+      map1<T>(x, out, grain, f, [code](float* o, const float* a, int64_t m) { gelu_array(o, a, m, code); });
     } else {
       map1<T>(x, out, grain, f);
     }
@@ -372,10 +412,10 @@ void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, bool avx2) {
 
 template <typename T>
 void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, const Tensor& y,
-                         const Tensor& out, bool avx2) {
+                         const Tensor& out, GeluCode code) {
   using A = acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::Gelu) return gelu_backward_float32(grad_y, x, out, avx2);
+    if (op == UnaryOp::Gelu) return gelu_backward_float32(grad_y, x, out, code);
   }
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(op, [&](auto k) {
@@ -383,8 +423,8 @@ void unary_backward_impl(UnaryOp op, const Tensor& grad_y, const Tensor& x, cons
     const auto f = [](A g, A xv, A yv) { return unary_grad<kOp, A>(g, xv, yv); };
     if constexpr (kOp == UnaryOp::Gelu) {  // gelu_grad_float reads g and x only
       map3<T>(grad_y, x, y, out, grain, f,
-              [avx2](float* o, const float* g, const float* a, const float*, int64_t m) {
-                gelu_grad_array(o, g, a, m, avx2);
+              [code](float* o, const float* g, const float* a, const float*, int64_t m) {
+                gelu_grad_array(o, g, a, m, code);
               });
     } else {
       map3<T>(grad_y, x, y, out, grain, f, loop_arrays3(f));
@@ -454,15 +494,15 @@ void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, const Tens
 }  // namespace
 
 void unary_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& x, const Tensor& out) {
-  const bool avx2 = runs_avx2(kernel);
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_impl<scalar_t>(op, x, out, avx2); });
+  const GeluCode code = gelu_code(kernel);
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op), [&] { unary_impl<scalar_t>(op, x, out, code); });
 }
 
 void unary_backward_with(ElementwiseKernel kernel, UnaryOp op, const Tensor& grad_y, const Tensor& x,
                          const Tensor& y, const Tensor& out) {
-  const bool avx2 = runs_avx2(kernel);
+  const GeluCode code = gelu_code(kernel);
   BRIGADE_DISPATCH_FLOATING(x.dtype(), unary_op_name(op),
-                            [&] { unary_backward_impl<scalar_t>(op, grad_y, x, y, out, avx2); });
+                            [&] { unary_backward_impl<scalar_t>(op, grad_y, x, y, out, code); });
 }
 
 // ---- the backend entry points (kernels/backend.h): the default version (binary ops: one version) --------

@@ -8,12 +8,29 @@
 
 namespace brigade::kernels::cpu {
 
-/// Whether `kernel` (a CPU ElementwiseKernel) runs the 8-lane AVX2 GELU here: v2 on a CPU with AVX2.
-bool runs_avx2(ElementwiseKernel kernel);
-/// out[k] = gelu(a[k]) for k in [0, n): with avx2 true, 16 lanes where the CPU has AVX-512, else 8; with
-/// avx2 false, 4; lane-wise, so the same bits either way and for any split of an array into calls.
-void gelu_array(float* out, const float* a, int64_t n, bool avx2);
+/// How float32 GELU is computed here by a CPU ElementwiseKernel.
+enum class GeluCode {
+  /// v1, or v2 on a CPU without AVX2: vector_math.h's gelu_v on 4 lanes.
+  Lanes4,
+  /// v2: the same code on 8 (AVX2) or 16 (AVX-512) lanes; the bits of Lanes4.
+  Wide,
+  /// v3 on a CPU with AVX-512F and FMA: gelu_avx512.cpp (exp16, FMAs); its own bits.
+  Avx512Fma,
+};
+
+/// What `kernel` (a CPU ElementwiseKernel) runs for GELU on this CPU (a version that does not run here
+/// falls back to the widest that does, then to Lanes4).
+GeluCode gelu_code(ElementwiseKernel kernel);
+
+/// out[k] = gelu(a[k]) for k in [0, n), lane-wise: the same bits for any split of an array into calls.
+void gelu_array(float* out, const float* a, int64_t n, GeluCode code);
 /// out[k] = g[k] * gelu'(a[k]) for k in [0, n), as gelu_array.
-void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, bool avx2);
+void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, GeluCode code);
+
+namespace detail {
+/// GeluCode::Avx512Fma's arrays (kernels/cpu/gelu_avx512.cpp); only where it runs.
+void gelu_array_avx512_fma(float* out, const float* a, int64_t n);
+void gelu_grad_array_avx512_fma(float* out, const float* g, const float* a, int64_t n);
+}  // namespace detail
 
 }  // namespace brigade::kernels::cpu

@@ -2,7 +2,8 @@
 // logsumexp(x) - x[target] (computed in double with the row max subtracted); its gradient row is
 // (softmax(x) - onehot(target)) / count, where count is the number of rows not equal to ignore_index.
 // float32 logits run the vector loops of exp_rows.h (the polynomial exp, within 2 ulp, instead of exp in
-// double).
+// double): v1, CrossEntropyKernel::CpuRowLoop. v2 (CpuAvx512) runs them through kernels/cpu/
+// exp_rows_avx512.h: the row's max and sum of exps in one read, the gradient in one more pass.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -10,7 +11,10 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/exp_rows.h"
+#include "kernels/cpu/exp_rows_avx512.h"
+#include "kernels/cross_entropy_versions.h"
 
 namespace brigade::kernels::cpu {
 
@@ -75,6 +79,40 @@ void loss_rows_float32(const Tensor& logits, const I* tp, int64_t ignore_index, 
   }
 }
 
+#if BRIGADE_CPU_X86
+// v2's float32 logits: the loss from one read of the row (nothing stored); the gradient row recomputes the
+// exps in its own pass, (exp(x - max) / (total * count)) in float, the target's entry in double.
+template <typename I>
+void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t count,
+                              const Tensor& row_loss, const Tensor& grad) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const auto* xp = static_cast<const float*>(logits.data_ptr());
+  auto* lp = row_loss.data<float>();
+  float* gp = grad.defined() ? grad.data<float>() : nullptr;
+  const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+  const bool stream = gp != nullptr && detail::output_outgrows_caches(N * V);
+#pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* x = xp + n * V;
+    float* g = gp ? gp + n * V : nullptr;
+    const auto t = static_cast<int64_t>(tp[n]);
+    if (t == ignore_index) {
+      lp[n] = 0.0f;
+      if (g) std::fill(g, g + V, 0.0f);
+      continue;
+    }
+    float row_max = 0.0f;
+    const double total = detail::max_exp_sum_avx512(x, V, &row_max);
+    const double lse = static_cast<double>(row_max) + std::log(total);
+    lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
+    if (g) {
+      detail::exp_scaled_avx512(x, g, V, row_max, static_cast<float>(inv_count / total), stream);
+      g[t] = static_cast<float>((std::exp(static_cast<double>(x[t]) - lse) - 1.0) * inv_count);
+    }
+  }
+}
+#endif
+
 template <typename I, typename T>
 void loss_rows(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t count, const Tensor& row_loss,
                const Tensor& grad) {
@@ -111,8 +149,9 @@ void loss_rows(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t 
 
 }  // namespace
 
-int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                      const Tensor& row_loss, const Tensor& grad, int64_t* count) {
+int64_t cross_entropy_with(CrossEntropyKernel kernel, const Tensor& logits, const Tensor& targets,
+                           int64_t ignore_index, const Tensor& row_loss, const Tensor& grad, int64_t* count) {
+  const bool fast = kernel == CrossEntropyKernel::CpuAvx512 && detail::avx512_rows_run();
   const int64_t N = logits.size(0), V = logits.size(1);
   int64_t bad = -1;
   BRIGADE_DISPATCH_INDEX(targets.dtype(), "cross_entropy", [&] {
@@ -122,13 +161,23 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
     if (bad >= 0) return;
     BRIGADE_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&] {
       if constexpr (std::is_same_v<scalar_t, float>) {
+#if BRIGADE_CPU_X86
+        if (fast) return loss_rows_float32_avx512<id_t>(logits, tp, ignore_index, *count, row_loss, grad);
+#endif
         loss_rows_float32<id_t>(logits, tp, ignore_index, *count, row_loss, grad);
       } else {
         loss_rows<id_t, scalar_t>(logits, tp, ignore_index, *count, row_loss, grad);
       }
     });
   });
+  (void)fast;
   return bad;
+}
+
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                      const Tensor& row_loss, const Tensor& grad, int64_t* count) {
+  return cpu::cross_entropy_with(default_cross_entropy_kernel(DeviceKind::CPU), logits, targets, ignore_index,
+                                 row_loss, grad, count);
 }
 
 }  // namespace brigade::kernels::cpu

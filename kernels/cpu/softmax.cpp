@@ -1,13 +1,17 @@
 // CPU backend: softmax / log_softmax of each row of x [R, C] and their backward, one row per OpenMP
 // iteration. The row max is subtracted before exp (so exp never overflows); sums accumulate in double.
 // float32 rows run the vector loops of exp_rows.h (the polynomial exp, within 2 ulp, instead of exp in
-// double; AVX-512, AVX2 or SSE2, the same bits on each).
+// double; AVX-512, AVX2 or SSE2, the same bits on each): v1, SoftmaxKernel::CpuRowLoop. v2 (CpuAvx512) runs
+// float32 rows through kernels/cpu/exp_rows_avx512.h instead: max and sum in one pass, then the output.
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/exp_rows.h"
+#include "kernels/cpu/exp_rows_avx512.h"
+#include "kernels/softmax_versions.h"
 
 namespace brigade::kernels::cpu {
 
@@ -35,8 +39,30 @@ void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
   }
 }
 
+#if BRIGADE_CPU_X86
+// v2's float32 rows: one pass for the max and the sum of exps, one for the output.
+void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const auto* xp = static_cast<const float*>(x.data_ptr());
+  auto* yp = out.data<float>();
+  const bool stream = detail::output_outgrows_caches(rows * cols);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = xp + r * cols;
+    float* y = yp + r * cols;
+    float row_max = 0.0f;
+    const double total = detail::max_exp_sum_avx512(in, cols, &row_max);
+    if (log) {
+      detail::log_softmax_avx512(in, y, cols, row_max, static_cast<float>(std::log(total)), stream);
+    } else {
+      detail::exp_scaled_avx512(in, y, cols, row_max, static_cast<float>(1.0 / total), stream);
+    }
+  }
+}
+#endif
+
 // float32 backward rows: as above.
-void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
+void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log, bool fast) {
   const int64_t rows = y.size(0), cols = y.size(1);
   const auto* dyp = static_cast<const float*>(dy.data_ptr());
   const auto* yp = static_cast<const float*>(y.data_ptr());
@@ -47,7 +73,11 @@ void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& d
     const float* g = dyp + r * cols;
     const float* yr = yp + r * cols;
     float* out = dxp + r * cols;
-    if (log) {
+    if (log && fast) {
+#if BRIGADE_CPU_X86
+      detail::log_softmax_backward_avx512(g, yr, out, cols, static_cast<float>(k.sum(g, cols)));
+#endif
+    } else if (log) {
       k.log_softmax_backward(g, yr, out, cols, k.sum(g, cols));
     } else {
       k.softmax_backward(g, yr, out, cols, k.dot(g, yr, cols));
@@ -56,8 +86,11 @@ void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& d
 }
 
 template <typename T>
-void softmax_impl(const Tensor& x, const Tensor& out, bool log) {
+void softmax_impl(const Tensor& x, const Tensor& out, bool log, bool fast) {
   if constexpr (std::is_same_v<T, float>) {
+#if BRIGADE_CPU_X86
+    if (fast) return softmax_float32_avx512(x, out, log);
+#endif
     return softmax_float32(x, out, log);
   }
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -85,9 +118,9 @@ void softmax_impl(const Tensor& x, const Tensor& out, bool log) {
 }
 
 template <typename T>
-void softmax_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
+void softmax_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log, bool fast) {
   if constexpr (std::is_same_v<T, float>) {
-    return softmax_backward_float32(dy, y, dx, log);
+    return softmax_backward_float32(dy, y, dx, log, fast);
   }
   const int64_t rows = y.size(0), cols = y.size(1);
   const auto* dyp = static_cast<const T*>(dy.data_ptr());
@@ -116,16 +149,32 @@ void softmax_backward_impl(const Tensor& dy, const Tensor& y, const Tensor& dx, 
   }
 }
 
+/// Whether `kernel` runs v2's loops here (else v1's).
+bool runs_avx512(SoftmaxKernel kernel) {
+  return kernel == SoftmaxKernel::CpuAvx512 && detail::avx512_rows_run();
+}
+
 }  // namespace
 
-void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
+void softmax_rows_with(SoftmaxKernel kernel, const Tensor& x, const Tensor& out, bool log) {
+  const bool fast = runs_avx512(kernel);
   BRIGADE_DISPATCH_FLOATING(x.dtype(), log ? "log_softmax" : "softmax",
-                            [&] { softmax_impl<scalar_t>(x, out, log); });
+                            [&] { softmax_impl<scalar_t>(x, out, log, fast); });
+}
+
+void softmax_backward_rows_with(SoftmaxKernel kernel, const Tensor& dy, const Tensor& y, const Tensor& dx,
+                                bool log) {
+  const bool fast = runs_avx512(kernel);
+  BRIGADE_DISPATCH_FLOATING(y.dtype(), log ? "log_softmax_backward" : "softmax_backward",
+                            [&] { softmax_backward_impl<scalar_t>(dy, y, dx, log, fast); });
+}
+
+void softmax_rows(const Tensor& x, const Tensor& out, bool log) {
+  cpu::softmax_rows_with(default_softmax_kernel(DeviceKind::CPU, x.size(1)), x, out, log);
 }
 
 void softmax_backward_rows(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log) {
-  BRIGADE_DISPATCH_FLOATING(y.dtype(), log ? "log_softmax_backward" : "softmax_backward",
-                            [&] { softmax_backward_impl<scalar_t>(dy, y, dx, log); });
+  cpu::softmax_backward_rows_with(default_softmax_kernel(DeviceKind::CPU, y.size(1)), dy, y, dx, log);
 }
 
 }  // namespace brigade::kernels::cpu

@@ -6,18 +6,29 @@
 //  - the sums against a sum in long double;
 //  - float GELU and its gradient over arrays (kernels/cpu/elementwise.cpp, the same polynomial exp): the
 //    widest vectors this CPU has (16 or 8 lanes) give the bits of the 4-lane baseline.
+// And the AVX-512 + FMA set of softmax and cross-entropy v2 and GELU v3 (kernels/cpu/exp_rows_avx512.h,
+// gelu_avx512.cpp), where the CPU runs it:
+//  - exp16 within 1.25 ulp over the same range, and its values outside;
+//  - the one-pass max and sum against long double, on rows whose max rises in a later chunk, with a
+//    masked (-inf) prefix longer than a chunk, and at every tail length;
+//  - the output loops against long double, the non-temporal stores giving the same bits;
+//  - GELU v1 and v3 (and their gradients) both within the same bound of the formula in double.
 // The ops themselves are checked against kernels/reference/ by the op table (tests/ops/).
 #include "kernels/cpu/exp_rows.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/exp_rows_avx512.h"
+#include "kernels/cpu/vector_math.h"  // kGeluULimit
 #include "tensor/philox.h"
 #include "tests/kernels/vector_isas.h"
 
@@ -167,12 +178,174 @@ TEST(ExpRows, GeluArraysGiveTheBaselineBitsOnTheWidestVectors) {
   std::vector<float> x(static_cast<size_t>(n)), g = normal_row(n, 400, 1.0);
   for (size_t i = 0; i < x.size(); ++i) x[i] = -12.0f + 24.0f * static_cast<float>(i) / static_cast<float>(n);
   std::vector<float> base(x.size()), wide(x.size());
-  kernels::cpu::gelu_array(base.data(), x.data(), n, /*avx2=*/false);
-  kernels::cpu::gelu_array(wide.data(), x.data(), n, /*avx2=*/true);
+  using kernels::cpu::GeluCode;
+  kernels::cpu::gelu_array(base.data(), x.data(), n, GeluCode::Lanes4);
+  kernels::cpu::gelu_array(wide.data(), x.data(), n, GeluCode::Wide);
   EXPECT_EQ(0, std::memcmp(base.data(), wide.data(), x.size() * sizeof(float)));
-  kernels::cpu::gelu_grad_array(base.data(), g.data(), x.data(), n, false);
-  kernels::cpu::gelu_grad_array(wide.data(), g.data(), x.data(), n, true);
+  kernels::cpu::gelu_grad_array(base.data(), g.data(), x.data(), n, GeluCode::Lanes4);
+  kernels::cpu::gelu_grad_array(wide.data(), g.data(), x.data(), n, GeluCode::Wide);
   EXPECT_EQ(0, std::memcmp(base.data(), wide.data(), x.size() * sizeof(float)));
+}
+
+// ---- the AVX-512 + FMA set ------------------------------------------------------------------------------
+
+namespace fast = kernels::cpu::detail;
+
+#define SKIP_WITHOUT_AVX512_FMA()                    \
+  if (!fast::avx512_rows_run())                      \
+  GTEST_SKIP() << "this CPU lacks AVX-512F or FMA: " \
+               << "the v2/v3 row loops do not run here"
+
+TEST(FastExpRows, ExpIsWithinOneAndAQuarterUlpOverItsRange) {
+  SKIP_WITHOUT_AVX512_FMA();
+  std::vector<float> x;
+  for (uint32_t b = 0; b <= bits_of(88.0f); b += 251) x.push_back(float_of(b));
+  for (uint32_t b = bits_of(-0.0f); b <= bits_of(-87.3f); b += 251) x.push_back(float_of(b));
+  x.push_back(88.0f);
+  x.push_back(-87.3f);
+  std::vector<float> y(x.size());
+  fast::exp_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  double worst = 0;
+  float worst_x = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double e = ulp_error(y[i], std::exp(static_cast<double>(x[i])));
+    if (e > worst) worst = e, worst_x = x[i];
+  }
+  EXPECT_LE(worst, 1.25) << "at x = " << worst_x;
+  RecordProperty("max_ulp", std::to_string(worst));
+}
+
+TEST(FastExpRows, ExpOutsideItsRange) {
+  SKIP_WITHOUT_AVX512_FMA();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {-100.0f, -104.5f, -inf, 88.1f, 1000.0f, inf, nan, 0.0f, -0.0f};
+  std::vector<float> y(x.size());
+  fast::exp_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  // exp(-100) = 3.72e-44 is a denormal: 26.5 steps of 2^-149, rounded to 26 or 27.
+  EXPECT_NEAR(y[0], std::exp(-100.0), std::ldexp(1.0, -149));
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], inf);
+  EXPECT_EQ(y[4], inf);
+  EXPECT_EQ(y[5], inf);
+  EXPECT_TRUE(std::isnan(y[6]));
+  EXPECT_EQ(y[7], 1.0f);
+  EXPECT_EQ(y[8], 1.0f);
+}
+
+TEST(FastExpRows, MaxExpSumTakesTheRowInChunks) {
+  SKIP_WITHOUT_AVX512_FMA();
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (int64_t n :
+       {fast::kExpChunk - 1, fast::kExpChunk, fast::kExpChunk + 1, int64_t{5000}, int64_t{50257}}) {
+    lengths.push_back(n);
+  }
+  for (int64_t n : lengths) {
+    for (int shape = 0; shape < 3; ++shape) {
+      std::vector<float> x = normal_row(n, 500 + static_cast<uint64_t>(n), 4.0);
+      if (shape == 1) {  // a rising ramp: every chunk raises the max
+        for (size_t j = 0; j < x.size(); ++j) x[j] += 0.01f * static_cast<float>(j);
+      }
+      if (shape == 2) {  // a masked prefix longer than a chunk (rows this short are all but one masked)
+        for (size_t j = 0; j + 1 < x.size() && j < 3000; ++j) x[j] = minus_inf;
+      }
+      float max = x[0];
+      for (float v : x) max = std::max(max, v);
+      long double exps = 0;
+      for (float v : x) exps += std::exp(static_cast<long double>(v) - max);
+      float got_max = 0;
+      const double total = fast::max_exp_sum_avx512(x.data(), n, &got_max);
+      EXPECT_EQ(got_max, max) << "n " << n << " shape " << shape;
+      EXPECT_NEAR(total, static_cast<double>(exps), 1e-6 * static_cast<double>(exps))
+          << "n " << n << " shape " << shape;
+    }
+  }
+}
+
+TEST(FastExpRows, OutputLoopsAgreeWithLongDoubleAndStreamingChangesNoBits) {
+  SKIP_WITHOUT_AVX512_FMA();
+  for (int64_t n : {1, 7, 16, 33, 1000, 50257}) {
+    const std::vector<float> x = normal_row(n, 600 + static_cast<uint64_t>(n), 3.0);
+    const std::vector<float> g = normal_row(n, 700, 1.0);
+    const auto size = static_cast<size_t>(n);
+    // One float more, so that a row starting at +1 is misaligned for the non-temporal path.
+    std::vector<float> y(size), ys(size + 16), dx(size);
+    float max = 0;
+    const double total = fast::max_exp_sum_avx512(x.data(), n, &max);
+    const auto log_total = static_cast<float>(std::log(total));
+    for (int which = 0; which < 2; ++which) {
+      if (which == 0) {
+        fast::exp_scaled_avx512(x.data(), y.data(), n, max, static_cast<float>(1.0 / total), false);
+        fast::exp_scaled_avx512(x.data(), ys.data() + 1, n, max, static_cast<float>(1.0 / total), true);
+      } else {
+        fast::log_softmax_avx512(x.data(), y.data(), n, max, log_total, false);
+        fast::log_softmax_avx512(x.data(), ys.data() + 1, n, max, log_total, true);
+      }
+      EXPECT_EQ(0, std::memcmp(y.data(), ys.data() + 1, size * sizeof(float))) << "n " << n;
+      for (size_t j = 0; j < size; ++j) {
+        const long double z =
+            static_cast<long double>(x[j]) - max - std::log(static_cast<long double>(total));
+        const double exact = static_cast<double>(which == 0 ? std::exp(z) : z);
+        // x - max rounds in float (its error grows with the distance), then exp (~1 ulp), 1 / total and
+        // the product (half an ulp each); log-softmax: two float subtractions.
+        const double slack = which == 0 ? (3e-7 + 6e-8 * std::fabs(x[j] - max)) * std::fabs(exact)
+                                        : 3e-7 * (std::fabs(x[j] - max) + 1.0);
+        ASSERT_NEAR(y[j], exact, slack + 1e-30) << "n " << n << " j " << j << " which " << which;
+      }
+    }
+    // log-softmax backward from y = the log-softmax just written: dx = g - exp(y) * sum(g).
+    long double dy_total = 0;
+    for (float v : g) dy_total += v;
+    fast::log_softmax_backward_avx512(g.data(), y.data(), dx.data(), n, static_cast<float>(dy_total));
+    for (size_t j = 0; j < size; ++j) {
+      const long double e = std::exp(static_cast<long double>(y[j]));
+      const double exact = static_cast<double>(g[j] - e * static_cast<float>(dy_total));
+      ASSERT_NEAR(dx[j], exact, 4e-7 * (std::fabs(g[j]) + static_cast<double>(e * std::fabs(dy_total))))
+          << "n " << n << " j " << j;
+    }
+  }
+}
+
+/// |f - exact| in ulps of `scale` (the size of the terms that were added: the error a float sum of them can
+/// not avoid).
+double ulps_of_scale(float f, double exact, double scale) {
+  int exponent = 0;
+  std::frexp(scale, &exponent);
+  return std::fabs(static_cast<double>(f) - exact) / std::ldexp(1.0, exponent - 24);
+}
+
+TEST(FastExpRows, GeluV3IsAsCloseToItsFormulaInDoubleAsV1) {
+  SKIP_WITHOUT_AVX512_FMA();
+  using kernels::cpu::GeluCode;
+  const int64_t n = 240001;
+  std::vector<float> x(static_cast<size_t>(n)), ones(x.size(), 1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -12.0f + 24.0f * static_cast<float>(i) / static_cast<float>(n);
+  // The bound grows with |u|: u carries the rounding of ~4 float operations (relative 4 x 2^-24), and
+  // exp(-2u) turns that into a relative error of 2|u| 4 x 2^-24 in the sigmoid: 8|u| ulps. Beyond |u| = 40
+  // both versions take the limit (x or x * 0, vector_math.h): not compared here.
+  for (GeluCode code : {GeluCode::Lanes4, GeluCode::Avx512Fma}) {
+    std::vector<float> y(x.size()), d(x.size());
+    kernels::cpu::gelu_array(y.data(), x.data(), n, code);
+    kernels::cpu::gelu_grad_array(d.data(), ones.data(), x.data(), n, code);
+    double worst_y = 0, worst_d = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+      const double e = std::exp(-2.0 * u), s = 1.0 / (1.0 + e);
+      const double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v);
+      const double slope = 2.0 * v * e * s * s * du;
+      if (std::fabs(u) > kernels::cpu::detail::kGeluULimit) continue;
+      const double bound = 4.0 + 8.0 * std::fabs(u);
+      if (v != 0.0) worst_y = std::max(worst_y, ulps_of_scale(y[i], v * s, std::fabs(v * s)) / bound);
+      worst_d = std::max(worst_d, ulps_of_scale(d[i], s + slope, s + std::fabs(slope)) / bound);
+    }
+    const char* name = code == GeluCode::Lanes4 ? "v1" : "v3";
+    EXPECT_LE(worst_y, 1.0) << name << " forward";
+    EXPECT_LE(worst_d, 1.0) << name << " gradient";
+    RecordProperty(std::string(name) + "_forward_of_bound", std::to_string(worst_y));
+    RecordProperty(std::string(name) + "_gradient_of_bound", std::to_string(worst_d));
+  }
 }
 
 }  // namespace

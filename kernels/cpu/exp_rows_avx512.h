@@ -1,0 +1,48 @@
+// The AVX-512 + FMA row loops of softmax v2 and cross-entropy v2 (SoftmaxKernel::CpuAvx512,
+// CrossEntropyKernel::CpuAvx512; kernels/cpu/exp_rows_avx512.cpp). Call them only where
+// avx512_rows_run() says so.
+//
+// What changes from v1's loops (exp_rows.h). v1 makes three passes over a row for softmax (max; exp with
+// its sum, stored; scale) and keeps every ISA to the same bits, so no FMA and a degree-5 exp. Here:
+//  - max_exp_sum takes the max and the sum of exp(x - max) in one pass over memory: the row is walked in
+//    chunks of kExpChunk floats (8 KiB, in L1), each chunk's max first, then its exps summed against the
+//    running max; when a later chunk raises the max, the sum so far is rescaled by exp(old - new) in
+//    double. Nothing is stored, so cross-entropy without a gradient reads its logits once.
+//  - outputs are then written in one more pass (exp_scaled, log_softmax), optionally with non-temporal
+//    stores when the output is too big for the caches (it would only evict the input).
+//  - exp16 (exp_avx512.h): ~1 ulp, about half the instructions of v1's exp.
+// Sums stay in double: each group of 4 vectors (64 exps) is added in float, then widened.
+#pragma once
+
+#include <cstdint>
+
+namespace brigade::kernels::cpu::detail {
+
+/// Floats per chunk of max_exp_sum (8 KiB: a chunk is read from memory once, then again from L1).
+constexpr int64_t kExpChunk = 2048;
+
+/// Whether this build has the loops below and this CPU runs them (AVX-512F and FMA).
+bool avx512_rows_run();
+
+/// Whether an output of `floats` float32 values is more than twice the L3 (cpu_cache_sizes()): stores to
+/// it then go around the caches (non-temporal), where they would only evict what is still to be read.
+bool output_outgrows_caches(int64_t floats);
+
+/// Returns sum_j exp(x[j] - m) in double and sets *max to m = max_j x[j], for n >= 1. A NaN element, or
+/// a row of -inf only, gives a NaN or zero sum (the ops then produce NaN, as v1 does).
+double max_exp_sum_avx512(const float* x, int64_t n, float* max);
+
+/// y[j] = exp(x[j] - shift) * scale, all in float (softmax: scale = 1 / total; cross-entropy's gradient:
+/// 1 / (total * count)). `stream`: non-temporal stores (the row is then not in cache afterwards).
+void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale, bool stream);
+
+/// y[j] = (x[j] - max) - log_total in float (log-softmax); `stream` as above.
+void log_softmax_avx512(const float* x, float* y, int64_t n, float max, float log_total, bool stream);
+
+/// dx[j] = dy[j] - exp(y[j]) * dy_total, one FMA (log-softmax backward).
+void log_softmax_backward_avx512(const float* dy, const float* y, float* dx, int64_t n, float dy_total);
+
+/// y[j] = exp16(x[j]) (for its accuracy test).
+void exp_avx512(const float* x, float* y, int64_t n);
+
+}  // namespace brigade::kernels::cpu::detail
