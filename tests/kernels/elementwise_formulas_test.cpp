@@ -1,11 +1,12 @@
 // kernels/elementwise_formulas.h, the scalar formulas both backends compile: the CPU backend's results are
-// these formulas (bit for bit in float64; float32 GELU runs vector_math.h's vectorised form of the same
-// expression, checked here to within a few ulp), and the float form of GELU (a sigmoid rewrite) agrees with
-// the float64 tanh form.
+// these formulas (bit for bit in float64; float32 GELU in CPU v1 and v2 runs vector_math.h's vectorised
+// form of the same expression, checked here to within a few ulp; v3's own exp and FMAs are checked against
+// the formula in double in tests/kernels/exp_rows_test.cpp), and the float form of GELU (a sigmoid rewrite)
+// agrees with the float64 tanh form.
 //
-// Tolerances: float64 exact (the same code); float32 GELU and its derivative vs the CPU's vector code: rtol
-// 4e-7 (a 2-ulp exp, a few roundings), atol 1e-37 (results near the denormals); float form vs float64 tanh
-// form: rtol 1e-5 beyond |x| > 0.01, atol 1e-7 (float rounding of x^3 and of the sum).
+// Tolerances: float64 exact (the same code); float32 GELU and its derivative vs v1's and v2's vector code:
+// rtol 4e-7 (a 2-ulp exp, a few roundings), atol 1e-37 (results near the denormals); float form vs float64
+// tanh form: rtol 1e-5 beyond |x| > 0.01, atol 1e-7 (float rounding of x^3 and of the sum).
 #include "kernels/elementwise_formulas.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/elementwise_versions.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
 
@@ -66,21 +68,27 @@ TEST(ElementwiseFormulas, Float32GeluIsTheCpuVectorCodeWithinAFewUlp) {
   const Tensor x = from_vector(xs, {n});
   std::vector<float> gs(xs.size(), 1.0f);
   const Tensor g = from_vector(gs, {n});
-  const std::vector<float> y = kernels::unary(UnaryOp::Gelu, x).to_vector<float>();
-  const std::vector<float> d =
-      kernels::unary_backward(UnaryOp::Gelu, g, x, kernels::unary(UnaryOp::Gelu, x)).to_vector<float>();
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const float fy = formulas::gelu(xs[i]), fd = formulas::gelu_grad(1.0f, xs[i]);
-    if (std::isnan(y[i])) {
-      EXPECT_TRUE(std::isnan(fy)) << "x " << xs[i];
-    } else if (fy != y[i]) {  // equal infinities pass here
-      EXPECT_LE(std::fabs(fy - y[i]), 1e-37 + 4e-7 * std::fabs(y[i])) << "gelu x " << xs[i];
-      EXPECT_EQ(std::signbit(fy), std::signbit(y[i])) << "gelu x " << xs[i];
-    }
-    if (std::isnan(d[i])) {
-      EXPECT_TRUE(std::isnan(fd)) << "x " << xs[i];
-    } else if (fd != d[i]) {
-      EXPECT_LE(std::fabs(fd - d[i]), 1e-37 + 4e-7 * std::fabs(d[i])) << "gelu' x " << xs[i];
+  for (kernels::ElementwiseKernel kernel :
+       {kernels::ElementwiseKernel::CpuBaseline, kernels::ElementwiseKernel::CpuAvx2}) {
+    if (!kernels::elementwise_kernel_supports(kernel)) continue;
+    const char* name = kernels::elementwise_kernel_name(kernel);
+    const Tensor y_out = empty({n}, TensorOptions(kFloat32)), d_out = empty({n}, TensorOptions(kFloat32));
+    kernels::unary_with(kernel, UnaryOp::Gelu, x, y_out);
+    kernels::unary_backward_with(kernel, UnaryOp::Gelu, g, x, y_out, d_out);
+    const std::vector<float> y = y_out.to_vector<float>(), d = d_out.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float fy = formulas::gelu(xs[i]), fd = formulas::gelu_grad(1.0f, xs[i]);
+      if (std::isnan(y[i])) {
+        EXPECT_TRUE(std::isnan(fy)) << name << " x " << xs[i];
+      } else if (fy != y[i]) {  // equal infinities pass here
+        EXPECT_LE(std::fabs(fy - y[i]), 1e-37 + 4e-7 * std::fabs(y[i])) << name << " gelu x " << xs[i];
+        EXPECT_EQ(std::signbit(fy), std::signbit(y[i])) << name << " gelu x " << xs[i];
+      }
+      if (std::isnan(d[i])) {
+        EXPECT_TRUE(std::isnan(fd)) << name << " x " << xs[i];
+      } else if (fd != d[i]) {
+        EXPECT_LE(std::fabs(fd - d[i]), 1e-37 + 4e-7 * std::fabs(d[i])) << name << " gelu' x " << xs[i];
+      }
     }
   }
 }
