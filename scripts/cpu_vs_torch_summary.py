@@ -5,6 +5,7 @@ matplotlib is importable, a chart of ms/step per side.
 
   scripts/cpu_vs_torch_summary.py RAW.tsv --json OUT.json [--chart OUT.png]
   scripts/cpu_vs_torch_summary.py --from-json bench/results/cpu-vs-torch-X.json --markdown   # the doc table
+  scripts/cpu_vs_torch_summary.py --from-json bench/results/cpu-vs-torch-X.json --chart X.png   # redraw its chart
 
 RAW.tsv lines (tab-separated), written by the shell script:
   meta  KEY  VALUE
@@ -106,6 +107,8 @@ def main():
     if args.from_json:
         doc = json.load(open(args.from_json))
         print(markdown(doc["summary"]))
+        if args.chart:  # redraw a committed run's chart (where matplotlib was missing when it ran)
+            chart(doc["summary"], doc.get("context", {}), args.chart)
         return 0
     meta, rows = parse(args.raw)
     summary = summarise(rows)
