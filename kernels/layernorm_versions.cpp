@@ -9,6 +9,8 @@ const char* layernorm_kernel_name(LayerNormKernel kernel) {
   switch (kernel) {
     case LayerNormKernel::CpuRowLoop:
       return "v1-row-loop";
+    case LayerNormKernel::CpuAvx512:
+      return "v2-avx512";
     case LayerNormKernel::CudaBlockPerRow:
       return "v1-block-per-row";
     case LayerNormKernel::CudaWarpPerRow:
@@ -18,21 +20,25 @@ const char* layernorm_kernel_name(LayerNormKernel kernel) {
 }
 
 DeviceKind layernorm_kernel_backend(LayerNormKernel kernel) {
-  return kernel == LayerNormKernel::CpuRowLoop ? DeviceKind::CPU : DeviceKind::CUDA;
+  return kernel == LayerNormKernel::CpuRowLoop || kernel == LayerNormKernel::CpuAvx512 ? DeviceKind::CPU
+                                                                                       : DeviceKind::CUDA;
 }
 
 const std::vector<LayerNormKernel>& all_layernorm_kernels() {
   static const std::vector<LayerNormKernel> kernels = {
-      LayerNormKernel::CpuRowLoop, LayerNormKernel::CudaBlockPerRow, LayerNormKernel::CudaWarpPerRow};
+      LayerNormKernel::CpuRowLoop, LayerNormKernel::CpuAvx512, LayerNormKernel::CudaBlockPerRow,
+      LayerNormKernel::CudaWarpPerRow};
   return kernels;
 }
 
 bool layernorm_kernel_supports(LayerNormKernel kernel, int64_t cols) {
+  if (kernel == LayerNormKernel::CpuAvx512) return detail::cpu_runs_avx512_fma();
   return kernel != LayerNormKernel::CudaWarpPerRow || (cols >= 1 && cols <= kMaxWarpRowCols);
 }
 
 LayerNormKernel default_layernorm_kernel(DeviceKind backend, int64_t /*cols*/) {
-  return backend == DeviceKind::CPU ? LayerNormKernel::CpuRowLoop : LayerNormKernel::CudaBlockPerRow;
+  if (backend == DeviceKind::CUDA) return LayerNormKernel::CudaBlockPerRow;
+  return detail::cpu_runs_avx512_fma() ? LayerNormKernel::CpuAvx512 : LayerNormKernel::CpuRowLoop;
 }
 
 void layernorm_forward_with(LayerNormKernel kernel, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -40,7 +46,8 @@ void layernorm_forward_with(LayerNormKernel kernel, const Tensor& x, const Tenso
   const char* name = layernorm_kernel_name(kernel);
   const DeviceKind backend = layernorm_kernel_backend(kernel);
   detail::check_version_device("layernorm", name, backend, {&x, &weight, &bias, &y, &mean, &rstd});
-  if (backend == DeviceKind::CPU) return cpu::layernorm_forward(x, weight, bias, eps, y, mean, rstd);
+  if (backend == DeviceKind::CPU)
+    return cpu::layernorm_forward_with(kernel, x, weight, bias, eps, y, mean, rstd);
   BRIGADE_RUN_CUDA_VERSION("layernorm", name,
                            layernorm_forward_with(kernel, x, weight, bias, eps, y, mean, rstd));
 }
@@ -53,7 +60,7 @@ void layernorm_backward_with(LayerNormKernel kernel, const Tensor& dy, const Ten
   detail::check_version_device("layernorm_backward", name, backend,
                                {&dy, &x, &weight, &mean, &rstd, &dx, &dweight, &dbias});
   if (backend == DeviceKind::CPU)
-    return cpu::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias);
+    return cpu::layernorm_backward_with(kernel, dy, x, weight, mean, rstd, dx, dweight, dbias);
   BRIGADE_RUN_CUDA_VERSION("layernorm_backward", name,
                            layernorm_backward_with(kernel, dy, x, weight, mean, rstd, dx, dweight, dbias));
 }

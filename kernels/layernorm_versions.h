@@ -13,8 +13,15 @@ namespace brigade::kernels {
 
 enum class LayerNormKernel {
   /// CPU v1 (kernels/cpu/layernorm.cpp): one row per OpenMP iteration, statistics in double, parameter
-  /// gradients summed over fixed row blocks (independent of the thread count).
+  /// gradients summed over fixed row blocks (independent of the thread count); float32 rows through the
+  /// vector loops of kernels/cpu/layernorm_rows.h (AVX-512, AVX2 or SSE2, the same bits). v2 improves: float
+  /// sums with FMAs, and one sweep of the backward for dx and the parameter gradients.
   CpuRowLoop,
+  /// CPU v2 (kernels/cpu/layernorm_avx512.h): float32 rows in AVX-512 intrinsics with FMA: the statistics
+  /// as float sums of shifted, then centred values; the backward writes dx and adds four rows at a time into
+  /// a block's float dweight and dbias sums in one sweep (blocks totalled in double, in order). Other dtypes,
+  /// and CPUs without AVX-512F and FMA, run v1. The CPU default where it runs.
+  CpuAvx512,
   /// CUDA v1 (kernels/cuda/layernorm.cu): one block per row, block_reduce, the row read again for each
   /// pass; parameter gradients through [P, C] partials and column sums (deterministic); any C; the default.
   /// v2 improves: the row read once into registers, shuffles only.
@@ -25,7 +32,7 @@ enum class LayerNormKernel {
   CudaWarpPerRow,
 };
 
-/// "v1-row-loop" (CPU); "v1-block-per-row", "v2-warp-per-row" (CUDA).
+/// "v1-row-loop", "v2-avx512" (CPU); "v1-block-per-row", "v2-warp-per-row" (CUDA).
 const char* layernorm_kernel_name(LayerNormKernel kernel);
 
 /// DeviceKind::CPU or DeviceKind::CUDA.
@@ -34,11 +41,12 @@ DeviceKind layernorm_kernel_backend(LayerNormKernel kernel);
 /// Every LayerNormKernel, in enum order.
 const std::vector<LayerNormKernel>& all_layernorm_kernels();
 
-/// Whether `kernel` itself runs rows of `cols` elements (v2: 1 .. kMaxWarpRowCols; the others: any).
+/// Whether `kernel` itself runs rows of `cols` elements here (CUDA v2: 1 .. kMaxWarpRowCols; CPU v2: any,
+/// where the CPU has AVX-512F and FMA; the others: any).
 bool layernorm_kernel_supports(LayerNormKernel kernel, int64_t cols);
 
-/// What kernels::layernorm and layernorm_backward run on `backend`: the CPU's row loop; CUDA v1 (v2 stays
-/// opt-in until a GPU has measured it).
+/// What kernels::layernorm, layernorm_backward and add_layernorm run on `backend`: CPU v2 where it runs,
+/// else v1; CUDA v1 (v2 stays opt-in until a GPU has measured it).
 LayerNormKernel default_layernorm_kernel(DeviceKind backend, int64_t cols);
 
 /// layernorm_forward / layernorm_backward of kernels/backend.h (tensors on the version's backend) by one
@@ -51,6 +59,11 @@ LayerNormKernel default_layernorm_kernel(DeviceKind backend, int64_t cols);
                                const Tensor& weight, const Tensor& mean, const Tensor& rstd,       \
                                const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 BRIGADE_LAYERNORM_VERSION_FUNCTIONS
+
+namespace cpu {
+/// The CPU side of the two above (kernels/cpu/layernorm.cpp): `kernel` is a CPU version. Call those instead.
+BRIGADE_LAYERNORM_VERSION_FUNCTIONS
+}  // namespace cpu
 
 namespace cuda {
 /// The CUDA side of the two above (kernels/cuda/layernorm_warp.cu): `kernel` is a CUDA version. Call those.

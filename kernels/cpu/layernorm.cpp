@@ -4,15 +4,21 @@
 // loops of layernorm_rows.h (16 double lanes in a fixed order: the same bits on every ISA and for every
 // thread count); the other dtypes through the scalar loops here, with `omp simd` sums. The parameter
 // gradients sum over rows in fixed blocks of kRowBlock rows and then over the blocks in order, so they are
-// parallel and still independent of the thread count.
+// parallel and still independent of the thread count. That is v1, LayerNormKernel::CpuRowLoop. v2
+// (CpuAvx512) runs float32 rows through kernels/cpu/layernorm_avx512.h instead: float sums with FMAs, and a
+// backward that writes dx and a block's parameter-gradient sums in one sweep.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_access.h"
+#include "kernels/cpu/cpu_features.h"     // BRIGADE_CPU_X86
+#include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
 #include "kernels/cpu/fused.h"
+#include "kernels/cpu/layernorm_avx512.h"
 #include "kernels/cpu/layernorm_rows.h"
+#include "kernels/layernorm_versions.h"
 
 namespace brigade::kernels::cpu {
 
@@ -62,11 +68,27 @@ void normalise_row<float>(const float* in, float* out, int64_t cols, const float
   detail::layernorm_row_kernels().forward(in, out, cols, wp, bp, eps, mu_out, inv_std_out);
 }
 
+/// A row by v2 (fast: float32 only; `next` the row to prefetch meanwhile, or null) or by v1.
+template <typename T>
+void normalise_row_with(bool fast, const T* in, T* out, int64_t cols, const T* wp, const T* bp, double eps,
+                        double* mu_out, double* inv_std_out, const T* next) {
+#if BRIGADE_CPU_X86
+  if constexpr (std::is_same_v<T, float>) {
+    if (fast) {
+      return detail::layernorm_forward_row_avx512(in, out, cols, wp, bp, eps, mu_out, inv_std_out, next);
+    }
+  }
+#endif
+  (void)fast, (void)next;
+  normalise_row(in, out, cols, wp, bp, eps, mu_out, inv_std_out);
+}
+
 /// layernorm of x's rows; with `residual` defined, of the rows of sum = x + residual (each sum row written,
 /// rounded to T as binary(Add) rounds it, then normalised while it is in L1).
 template <typename T>
 void forward_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                  double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+                  double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                  bool fast) {
   const int64_t rows = x.size(0), cols = x.size(1);
   using S = stat_t<T>;
   const auto* xp = static_cast<const T*>(x.data_ptr());
@@ -89,9 +111,31 @@ void forward_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
       in = s_row;
     }
     double mu = 0.0, inv_std = 0.0;
-    normalise_row(in, yp + r * cols, cols, wp, bp, eps, &mu, &inv_std);
+    // The fused add reads x and residual, and normalises the sum row it has just written: nothing to
+    // prefetch.
+    const T* next = !rsp && r + 1 < rows ? xp + (r + 1) * cols : nullptr;
+    normalise_row_with(fast, in, yp + r * cols, cols, wp, bp, eps, &mu, &inv_std, next);
     mp[r] = static_cast<S>(mu);
     rp[r] = static_cast<S>(inv_std);
+  }
+}
+
+/// dweight[j] and dbias[j] (each where defined) = the sum of the blocks' partial sums of column j, added
+/// in block order in double.
+template <typename S>
+void total_blocks(const std::vector<double>& part_w, const std::vector<double>& part_b, int64_t blocks,
+                  int64_t cols, const Tensor& dweight, const Tensor& dbias) {
+  S* dw = dweight.defined() ? dweight.data<S>() : nullptr;
+  S* db = dbias.defined() ? dbias.data<S>() : nullptr;
+#pragma omp parallel for if (blocks * cols >= kParallelGrain) schedule(static)
+  for (int64_t j = 0; j < cols; ++j) {
+    double w_total = 0.0, b_total = 0.0;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      w_total += part_w[static_cast<size_t>(blk * cols + j)];
+      b_total += part_b[static_cast<size_t>(blk * cols + j)];
+    }
+    if (dw) dw[j] = static_cast<S>(w_total);
+    if (db) db[j] = static_cast<S>(b_total);
   }
 }
 
@@ -160,40 +204,84 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
       }
     }
   }
-  S* dw = dweight.defined() ? dweight.data<S>() : nullptr;
-  S* db = dbias.defined() ? dbias.data<S>() : nullptr;
-#pragma omp parallel for if (blocks * cols >= kParallelGrain) schedule(static)
-  for (int64_t j = 0; j < cols; ++j) {
-    double w_total = 0.0, b_total = 0.0;
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      w_total += part_w[static_cast<size_t>(blk * cols + j)];
-      b_total += part_b[static_cast<size_t>(blk * cols + j)];
-    }
-    if (dw) dw[j] = static_cast<S>(w_total);
-    if (db) db[j] = static_cast<S>(b_total);
+  total_blocks<S>(part_w, part_b, blocks, cols, dweight, dbias);
+}
+
+#if BRIGADE_CPU_X86
+/// v2's float32 backward: blocks of kRowBlock rows in parallel, each writing its rows' dx and adding them
+/// into its partial sums of dweight and dbias in the same sweep; then the blocks in order, as v1 does.
+void backward_float32_avx512(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                             const Tensor& dbias) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const auto* dyp = static_cast<const float*>(dy.data_ptr());
+  const auto* xp = static_cast<const float*>(x.data_ptr());
+  const auto* wp = weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr;
+  const auto* mp = static_cast<const float*>(mean.data_ptr());
+  const auto* rp = static_cast<const float*>(rstd.data_ptr());
+  auto* dxp = dx.data<float>();
+  const bool params = dweight.defined() || dbias.defined();
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<double> part_w(params ? static_cast<size_t>(blocks * cols) : 0, 0.0);
+  std::vector<double> part_b(part_w.size(), 0.0);
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t first = blk * kRowBlock, end = std::min(rows, first + kRowBlock);
+    detail::layernorm_backward_rows_avx512(dyp + first * cols, xp + first * cols, wp, mp + first, rp + first,
+                                           end - first, cols, dxp + first * cols,
+                                           params ? part_w.data() + blk * cols : nullptr,
+                                           params ? part_b.data() + blk * cols : nullptr);
   }
+  if (params) total_blocks<float>(part_w, part_b, blocks, cols, dweight, dbias);
+}
+#endif
+
+/// Whether `kernel` runs v2's loops here (else v1's).
+bool runs_avx512(LayerNormKernel kernel) {
+  return kernel == LayerNormKernel::CpuAvx512 && detail::avx512_rows_run();
 }
 
 }  // namespace
 
+void layernorm_forward_with(LayerNormKernel kernel, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            double eps, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  const bool fast = runs_avx512(kernel);
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm", [&] {
+    forward_impl<scalar_t>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd, fast);
+  });
+}
+
+void layernorm_backward_with(LayerNormKernel kernel, const Tensor& dy, const Tensor& x, const Tensor& weight,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& dx, const Tensor& dweight,
+                             const Tensor& dbias) {
+#if BRIGADE_CPU_X86
+  if (runs_avx512(kernel) && x.dtype() == kFloat32) {
+    return backward_float32_avx512(dy, x, weight, mean, rstd, dx, dweight, dbias);
+  }
+#endif
+  (void)kernel;
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm_backward",
+                            [&] { backward_impl<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
+}
+
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd) {
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm", [&] {
-    forward_impl<scalar_t>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd);
-  });
+  cpu::layernorm_forward_with(default_layernorm_kernel(DeviceKind::CPU, x.size(1)), x, weight, bias, eps, y,
+                              mean, rstd);
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm_backward",
-                            [&] { backward_impl<scalar_t>(dy, x, weight, mean, rstd, dx, dweight, dbias); });
+  cpu::layernorm_backward_with(default_layernorm_kernel(DeviceKind::CPU, x.size(1)), dy, x, weight, mean,
+                               rstd, dx, dweight, dbias);
 }
 
 void add_layernorm_forward(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                            double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                            const Tensor& rstd) {
+  const bool fast = runs_avx512(default_layernorm_kernel(DeviceKind::CPU, x.size(1)));
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "add_layernorm", [&] {
-    forward_impl<scalar_t>(x, residual, weight, bias, eps, sum, y, mean, rstd);
+    forward_impl<scalar_t>(x, residual, weight, bias, eps, sum, y, mean, rstd, fast);
   });
 }
 

@@ -1,0 +1,162 @@
+// The AVX-512 + FMA row loops of layernorm v2 (kernels/cpu/layernorm_avx512.h) against long double:
+//  - the forward's mean within 2e-7 of the row's spread (its standard deviation), 1/std within 2e-7
+//    relative, y within 1e-6 of (1 + |y|), on rows of 1..40 elements (every tail length) and long ones, with
+//    and without weight and bias, including rows whose mean is 10^4 spreads from zero and rows with one
+//    outlier (measured: 2e-8, 3e-8, 2e-7);
+//  - the backward over 1..9 and 64 rows (groups of four and the rows left over): dx within 1e-6 of
+//    inv_std * max |dy * w| per row (measured: 5e-8), and the parameter-gradient sums (double) within 1e-14
+//    of the sum of the terms' magnitudes, with and without them (null pw and pb), and without a weight.
+// Float sums of ~50 values a lane bound the float figures: a few float roundings (6e-8) times the row's
+// scale.
+// The op itself (every version against the reference, gradcheck, add_layernorm) is checked by the op table.
+#include "kernels/cpu/layernorm_avx512.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
+#include "tensor/philox.h"
+
+namespace brigade::testing {
+namespace {
+
+namespace fast = kernels::cpu::detail;
+
+#define SKIP_WITHOUT_AVX512_FMA()                    \
+  if (!fast::avx512_rows_run())                      \
+  GTEST_SKIP() << "this CPU lacks AVX-512F or FMA: " \
+               << "layernorm v2's row loops do not run here"
+
+std::vector<float> normal_row(int64_t n, uint64_t seed, double scale, double shift) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(shift + scale * philox::normal(seed, 0, i));
+  return v;
+}
+
+struct Stats {
+  long double mean, inv_std, std_dev;
+};
+
+Stats row_stats(const float* x, int64_t n, double eps) {
+  long double mean = 0, var = 0;
+  for (int64_t j = 0; j < n; ++j) mean += x[j];
+  mean /= n;
+  for (int64_t j = 0; j < n; ++j) var += (x[j] - mean) * (x[j] - mean);
+  var /= n;
+  return {mean, 1.0L / std::sqrt(var + eps), std::sqrt(var)};
+}
+
+TEST(LayernormAvx512, ForwardMatchesLongDouble) {
+  SKIP_WITHOUT_AVX512_FMA();
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (int64_t n : {128, 768, 1027, 4096}) lengths.push_back(n);
+  const double eps = 1e-5;
+  // (spread, mean, outlier): an ordinary row, a mean 10^4 spreads from zero, and an outlier first.
+  const double shapes[3][3] = {{3.0, 1.5, 0.0}, {0.01, 100.0, 0.0}, {0.01, 100.0, 10.0}};
+  for (int64_t n : lengths) {
+    for (const auto& shape : shapes) {
+      std::vector<float> x = normal_row(n, 500 + static_cast<uint64_t>(n), shape[0], shape[1]);
+      x[0] += static_cast<float>(shape[2]);
+      const std::vector<float> w = normal_row(n, 600, 1.0, 1.0), b = normal_row(n, 700, 0.5, 0.0);
+      const Stats s = row_stats(x.data(), n, eps);
+      for (bool affine : {true, false}) {
+        std::vector<float> y(static_cast<size_t>(n));
+        double mu = 0.0, inv_std = 0.0;
+        fast::layernorm_forward_row_avx512(x.data(), y.data(), n, affine ? w.data() : nullptr,
+                                           affine ? b.data() : nullptr, eps, &mu, &inv_std, nullptr);
+        const std::string where = "n " + std::to_string(n) + " spread " + std::to_string(shape[0]) +
+                                  " outlier " + std::to_string(shape[2]) + " affine " +
+                                  std::to_string(affine);
+        EXPECT_NEAR(mu, static_cast<double>(s.mean), 2e-7 * static_cast<double>(s.std_dev) + 1e-30) << where;
+        EXPECT_NEAR(inv_std, static_cast<double>(s.inv_std), 2e-7 * static_cast<double>(s.inv_std)) << where;
+        for (int64_t j = 0; j < n; ++j) {
+          const long double xhat = (x[j] - s.mean) * s.inv_std;
+          const double want = affine ? static_cast<double>(xhat * w[j] + b[j]) : static_cast<double>(xhat);
+          ASSERT_NEAR(y[j], want, 1e-6 * (1.0 + std::fabs(want))) << where << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(LayernormAvx512, BackwardAndParameterSumsMatchLongDouble) {
+  SKIP_WITHOUT_AVX512_FMA();
+  for (int64_t n : {1, 7, 16, 33, 768, 1027}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 64}) {
+      const std::vector<float> x = normal_row(rows * n, 900 + static_cast<uint64_t>(n), 2.0, 0.5);
+      const std::vector<float> dy = normal_row(rows * n, 1000 + static_cast<uint64_t>(rows), 1.0, 0.0);
+      const std::vector<float> w = normal_row(n, 1100, 1.0, 1.0);
+      // The statistics as the forward stores them: float.
+      std::vector<float> mean(static_cast<size_t>(rows)), inv_std(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        const Stats s = row_stats(x.data() + r * n, n, 1e-5);
+        mean[static_cast<size_t>(r)] = static_cast<float>(s.mean);
+        inv_std[static_cast<size_t>(r)] = static_cast<float>(s.inv_std);
+      }
+      for (bool weighted : {true, false}) {
+        for (bool params : {true, false}) {
+          const float* wp = weighted ? w.data() : nullptr;
+          std::vector<float> dx(static_cast<size_t>(rows * n));
+          std::vector<double> pw(static_cast<size_t>(n), 0.5), pb(static_cast<size_t>(n), -0.25);
+          fast::layernorm_backward_rows_avx512(dy.data(), x.data(), wp, mean.data(), inv_std.data(), rows, n,
+                                               dx.data(), params ? pw.data() : nullptr,
+                                               params ? pb.data() : nullptr);
+          const std::string where = "n " + std::to_string(n) + " rows " + std::to_string(rows) +
+                                    " weighted " + std::to_string(weighted) + " params " +
+                                    std::to_string(params);
+          std::vector<long double> want_pw(static_cast<size_t>(n), 0.5L),
+              want_pb(static_cast<size_t>(n), -0.25L);
+          std::vector<long double> scale_pw(static_cast<size_t>(n), 0.5L),
+              scale_pb(static_cast<size_t>(n), 0.25L);
+          for (int64_t r = 0; r < rows; ++r) {
+            const long double mu = mean[static_cast<size_t>(r)], rs = inv_std[static_cast<size_t>(r)];
+            long double m1 = 0, m2 = 0, largest = 0;
+            std::vector<long double> xhat(static_cast<size_t>(n)), dxhat(static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; ++j) {
+              const size_t i = static_cast<size_t>(r * n + j);
+              xhat[static_cast<size_t>(j)] = (x[i] - mu) * rs;
+              dxhat[static_cast<size_t>(j)] =
+                  static_cast<long double>(dy[i]) * (weighted ? w[static_cast<size_t>(j)] : 1.0f);
+              m1 += dxhat[static_cast<size_t>(j)];
+              m2 += dxhat[static_cast<size_t>(j)] * xhat[static_cast<size_t>(j)];
+              largest = std::max(largest, std::fabs(dxhat[static_cast<size_t>(j)]));
+              want_pw[static_cast<size_t>(j)] += dy[i] * xhat[static_cast<size_t>(j)];
+              want_pb[static_cast<size_t>(j)] += dy[i];
+              scale_pw[static_cast<size_t>(j)] += std::fabs(dy[i] * xhat[static_cast<size_t>(j)]);
+              scale_pb[static_cast<size_t>(j)] += std::fabs(static_cast<long double>(dy[i]));
+            }
+            m1 /= n;
+            m2 /= n;
+            for (int64_t j = 0; j < n; ++j) {
+              const size_t i = static_cast<size_t>(r * n + j);
+              const double want = static_cast<double>(
+                  rs * (dxhat[static_cast<size_t>(j)] - m1 - xhat[static_cast<size_t>(j)] * m2));
+              ASSERT_NEAR(dx[i], want, 1e-6 * static_cast<double>(rs * largest))
+                  << where << " r " << r << " j " << j;
+            }
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            const size_t c = static_cast<size_t>(j);
+            if (!params) {
+              ASSERT_EQ(pw[c], 0.5) << where;  // untouched
+              ASSERT_EQ(pb[c], -0.25) << where;
+              continue;
+            }
+            ASSERT_NEAR(pw[c], static_cast<double>(want_pw[c]), 1e-14 * static_cast<double>(scale_pw[c]))
+                << where;
+            ASSERT_NEAR(pb[c], static_cast<double>(want_pb[c]), 1e-14 * static_cast<double>(scale_pb[c]))
+                << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace brigade::testing
