@@ -34,6 +34,11 @@
 #include "kernels/cpu/layernorm_rows.h"  // layernorm_inv_std
 #endif
 
+// Every fused multiply-add below is written as one: g++ would otherwise fuse a multiply into the add or
+// subtract that follows (dy * w - mean_dxhat), and the unrounded product would no longer cancel exactly
+// against the same product summed in the first pass.
+#pragma GCC optimize("fp-contract=off")
+
 namespace brigade::kernels::cpu::detail {
 
 #if BRIGADE_CPU_X86
@@ -80,11 +85,13 @@ BRIGADE_AVX512_INLINE void write_row(float* out, int64_t n, F f) {
   if (j < n) _mm512_mask_storeu_ps(out + j, first_lanes(n - j), f(j, first_lanes(n - j)));
 }
 
-/// dx = fma(x - mean, c_centred, fma(dy * w, rs, c_one)) for one row: the backward's formula
-/// rs * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with its constants folded. The parameter
-/// gradients' xhat in double is fma(x, rs_d, minus_mean_rs_d).
+/// dx = fma(x - mean, c_centred, (dy * w - mean_dxhat) * rs) for one row: the backward's formula
+/// rs * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with xhat's factor folded into c_centred.
+/// dxhat - mean(dxhat) is taken first, as v1 does: where a row's dxhat are all equal (a row of one
+/// element, say), it is exactly 0, and the eps-sized variance's huge rs does not magnify a rounding.
+/// The parameter gradients' xhat in double is fma(x, rs_d, minus_mean_rs_d).
 struct RowGrad {
-  __m512 mean, rs, c_one, c_centred;
+  __m512 mean, rs, mean_dxhat, c_centred;
   __m512d rs_d, minus_mean_rs_d;
 };
 
@@ -104,7 +111,7 @@ BRIGADE_AVX512_INLINE RowGrad row_grad(const float* dy, const float* x, const fl
   const double mean_gx = rs * static_cast<double>(sum_gd) / count;
   return {m,
           _mm512_set1_ps(inv_std),
-          _mm512_set1_ps(static_cast<float>(-rs * mean_g)),
+          _mm512_set1_ps(static_cast<float>(mean_g)),
           _mm512_set1_ps(static_cast<float>(-rs * rs * mean_gx)),
           _mm512_set1_pd(rs),
           _mm512_set1_pd(-static_cast<double>(mean) * rs)};
@@ -153,8 +160,9 @@ BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const
                    dyv = _mm512_maskz_loadu_ps(k, dy + r * n + j);
       const __m512 d = _mm512_sub_ps(xv, c.mean);
       const __m512 dxhat = _mm512_mul_ps(dyv, wv);
-      _mm512_mask_storeu_ps(dx + r * n + j, k,
-                            _mm512_fmadd_ps(d, c.c_centred, _mm512_fmadd_ps(dxhat, c.rs, c.c_one)));
+      _mm512_mask_storeu_ps(
+          dx + r * n + j, k,
+          _mm512_fmadd_ps(d, c.c_centred, _mm512_mul_ps(_mm512_sub_ps(dxhat, c.mean_dxhat), c.rs)));
       if constexpr (kParams) {
         const Wide g = widen(dyv), xw = widen(xv);
         pwv.lo = _mm512_fmadd_pd(g.lo, _mm512_fmadd_pd(xw.lo, c.rs_d, c.minus_mean_rs_d), pwv.lo);
