@@ -29,6 +29,7 @@
 
 #if BRIGADE_CPU_X86
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "kernels/cpu/layernorm_rows.h"  // layernorm_inv_std
@@ -206,25 +207,32 @@ BRIGADE_AVX512 void layernorm_forward_row_avx512(const float* x, float* y, int64
                                                  const float* b, double eps, double* mu_out,
                                                  double* inv_std_out, const float* next) {
   const double count = static_cast<double>(n);
-  // A first mean, then the sums of c = x - first and c^2: the mean corrected by mean(c), and the squares
-  // about the corrected mean (the corrected two-pass algorithm; the correction removes the first sum's
-  // rounding, which is relative to the mean, not to the spread).
-  const auto [sum_x, unused] =
-      sum_row_pair(n, [&](int64_t j, __mmask16 k, __m512& s, __m512&)
-                          BRIGADE_AVX512_LAMBDA { s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(k, x + j)); });
-  (void)unused;
-  // c = x - first, with first the mean rounded to float: exact where x is near it (Sterbenz), and the
-  // squares are summed about first, the variance corrected below.
-  const float first_f = static_cast<float>(static_cast<double>(sum_x) / count);
-  const __m512 first = _mm512_set1_ps(first_f);
-  const auto [sum_c, sum_cc] =
-      sum_row_pair(n, [&](int64_t j, __mmask16 k, __m512& c_sum, __m512& cc_sum) BRIGADE_AVX512_LAMBDA {
-        const __m512 c = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + j), first);
-        c_sum = _mm512_add_ps(c_sum, c);
-        cc_sum = _mm512_fmadd_ps(c, c, cc_sum);
-      });
-  const double mu = static_cast<double>(first_f) + static_cast<double>(sum_c) / count;
-  const double squares = static_cast<double>(sum_cc) - static_cast<double>(sum_c) * (sum_c / count);
+  // The sums of c = x - first and c^2 about a first guess of the mean; then the mean is first + mean(c),
+  // and the squares about it are sum c^2 - (sum c)^2 / n (the corrected two-pass algorithm). Their
+  // rounding is relative to sum c^2 = squares + n (first - mean)^2: within a few float roundings while
+  // the guess is within a spread of the mean. The guess is the mean of the first 16 elements (no pass of
+  // its own); where it is further off (outlying first columns), the sums are taken again about the
+  // corrected mean.
+  auto centred_sums = [&](float first_f) BRIGADE_AVX512_LAMBDA {
+    const __m512 first = _mm512_set1_ps(first_f);
+    return sum_row_pair(n, [&](int64_t j, __mmask16 k, __m512& c_sum, __m512& cc_sum) BRIGADE_AVX512_LAMBDA {
+      const __m512 c = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + j), first);
+      c_sum = _mm512_add_ps(c_sum, c);
+      cc_sum = _mm512_fmadd_ps(c, c, cc_sum);
+    });
+  };
+  const int64_t head = std::min<int64_t>(n, 16);
+  float first_f =
+      _mm512_reduce_add_ps(_mm512_maskz_loadu_ps(first_lanes(head), x)) / static_cast<float>(head);
+  auto [sum_c, sum_cc] = centred_sums(first_f);
+  double offset = static_cast<double>(sum_c) / count;  // mean - first
+  if (offset * offset * count > static_cast<double>(sum_cc) - offset * sum_c) {
+    first_f = static_cast<float>(static_cast<double>(first_f) + offset);
+    std::tie(sum_c, sum_cc) = centred_sums(first_f);
+    offset = static_cast<double>(sum_c) / count;
+  }
+  const double mu = static_cast<double>(first_f) + offset;
+  const double squares = static_cast<double>(sum_cc) - offset * static_cast<double>(sum_c);
   const double inv_std = layernorm_inv_std(squares > 0.0 ? squares : 0.0, n, eps);
   // y = ((x - hi) - lo) * rs * w + b, with mu = hi + lo (hi a float): (x - hi) * rs + (-lo * rs) is one
   // FMA, and x - hi is exact near the mean.
