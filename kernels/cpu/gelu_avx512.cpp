@@ -37,13 +37,21 @@ BRIGADE_AVX512_INLINE GeluParts gelu_parts(__m512 x, __m512 x2) {
   const __m512 u = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(kSqrt2OverPi)), inner);
   const __m512 limit = _mm512_set1_ps(kGeluULimit);
   const __m512 uc = _mm512_min_ps(limit, _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), limit), u));
-  return {u, exp16(_mm512_mul_ps(uc, _mm512_set1_ps(-2.0f)))};
+  return {u, exp16_in_range(_mm512_mul_ps(uc, _mm512_set1_ps(-2.0f)))};  // -2u within +-80: no clamp
+}
+
+/// 1 / d for d in [1, e^80]: the 14-bit estimate vrcp14ps refined by one Newton step,
+/// r' = r + r (1 - d r), to about an ulp (the relative error squares: 2^-28, then the FMAs' roundings).
+/// Three instructions that pipeline, where vdivps holds its unit for several cycles a vector.
+BRIGADE_AVX512_INLINE __m512 reciprocal16(__m512 d) {
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_fmadd_ps(_mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r, r);
 }
 
 /// gelu(x) = x / (1 + exp(-2u)); below u = -40 it is x * 0 (v1's value there).
 BRIGADE_AVX512_INLINE __m512 gelu16(__m512 x) {
   const GeluParts p = gelu_parts(x, _mm512_mul_ps(x, x));
-  const __m512 y = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), p.e));
+  const __m512 y = _mm512_mul_ps(x, reciprocal16(_mm512_add_ps(_mm512_set1_ps(1.0f), p.e)));
   const __mmask16 far_left = _mm512_cmp_ps_mask(p.u, _mm512_set1_ps(-kGeluULimit), _CMP_LT_OQ);
   return _mm512_mask_blend_ps(far_left, y, _mm512_mul_ps(x, _mm512_setzero_ps()));
 }
@@ -55,7 +63,7 @@ BRIGADE_AVX512_INLINE __m512 gelu_grad16(__m512 g, __m512 x) {
   const GeluParts p = gelu_parts(x, x2);
   const __m512 du = _mm512_mul_ps(_mm512_set1_ps(kSqrt2OverPi),
                                   _mm512_fmadd_ps(x2, _mm512_set1_ps(3.0f * kCubic), _mm512_set1_ps(1.0f)));
-  const __m512 s = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), p.e));
+  const __m512 s = reciprocal16(_mm512_add_ps(_mm512_set1_ps(1.0f), p.e));
   const __m512 two_x_es = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(x, x), p.e), s);
   __m512 d = _mm512_fmadd_ps(_mm512_mul_ps(two_x_es, s), du, s);
   d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p.u, _mm512_set1_ps(kGeluULimit), _CMP_GT_OQ), d,
