@@ -4,11 +4,13 @@
 // meet sums; so the bits differ from v1 and v2 (tests/kernels/exp_rows_test.cpp holds both within the
 // same bound of the formula in double), and every layout and thread count of v3 gives v3's bits.
 //
-// Napkin math (one core, ~3 GHz): forward ~24 instructions per 16 lanes with the exp and one divide
-// (vdivps zmm: ~5 cycles a vector on this core), ~10 cycles: ~5 G elements per second. Reading x and
-// writing y is 8 bytes an element: at 28.6 GB/s, 3.6 G elements per second. So once the arrays stream
-// from DRAM the loop is memory-bound, where v2 (degree-5 exp, no FMA, ~40 instructions) was not quite.
-// Backward reads 2 arrays and writes 1 (12 bytes), ~30 instructions: the same picture.
+// Napkin math (one core, ~3.5 GHz): forward ~29 instructions per 16 lanes, 13 of them the exp and 3 the
+// reciprocal (vrcp14ps and a Newton step: vdivps would hold the divider for several cycles a vector). On
+// this Zen 4 a 512-bit instruction takes a 256-bit pipe for two cycles, so ~1.3 of them retire a cycle
+// here: measured ~22 cycles a vector in L1 (6.3 ns), ~2.5 G elements per second. Reading x and writing y
+// is 8 bytes an element: at 28.6 GB/s, 3.6 G elements per second. So the loop is bound by its
+// instructions, not by memory, even from DRAM. Backward reads 2 arrays and writes 1 (12 bytes), ~36
+// instructions: ~30 cycles a vector (8.5 ns).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // g++ 12's AVX-512 headers (exp_rows_avx512.cpp)
 
 #include "kernels/cpu/elementwise.h"
