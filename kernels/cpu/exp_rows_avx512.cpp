@@ -62,8 +62,11 @@ BRIGADE_AVX512_INLINE float chunk_max(const float* x, int64_t n) {
 }
 
 /// sum_j exp(x[j] - shift) over x[0, n) in double: 64 exps added in float, then widened into 16 double
-/// lanes. The next chunk's lines are prefetched while this one is summed.
-BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shift, const float* next) {
+/// lanes. The next chunk's lines are prefetched while this one is summed. With kStore, each exp is also
+/// written to out[j].
+template <bool kStore = false>
+BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shift, const float* next,
+                                           float* out = nullptr) {
   const __m512 s = _mm512_set1_ps(shift);
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA {
@@ -79,12 +82,24 @@ BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shif
     const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16), s));
     const __m512 e2 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 32), s));
     const __m512 e3 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 48), s));
+    if constexpr (kStore) {
+      _mm512_storeu_ps(out + j, e0);
+      _mm512_storeu_ps(out + j + 16, e1);
+      _mm512_storeu_ps(out + j + 32, e2);
+      _mm512_storeu_ps(out + j + 48, e3);
+    }
     add(_mm512_add_ps(_mm512_add_ps(e0, e1), _mm512_add_ps(e2, e3)));
   }
-  for (; j + 16 <= n; j += 16) add(exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), s)));
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
+    if constexpr (kStore) _mm512_storeu_ps(out + j, e);
+    add(e);
+  }
   if (j < n) {
     const __mmask16 m = first_lanes(n - j);
-    add(_mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), s))));
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), s));
+    if constexpr (kStore) _mm512_mask_storeu_ps(out + j, m, e);
+    add(_mm512_maskz_mov_ps(m, e));
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
 }
@@ -127,6 +142,21 @@ BRIGADE_AVX512 double max_exp_sum_avx512(const float* x, int64_t n, float* max) 
   }
   *max = running;
   return total;
+}
+
+BRIGADE_AVX512 double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max) {
+  const float m = chunk_max(x, n);
+  *max = m;
+  // A row of -inf only: nothing is stored, and the caller writes the row as exp_scaled would.
+  if (m == -std::numeric_limits<float>::infinity()) return 0.0;
+  return chunk_exp_sum<true>(x, n, m, nullptr, y);
+}
+
+BRIGADE_AVX512 void scale_avx512(float* y, int64_t n, float scale) {
+  const __m512 c = _mm512_set1_ps(scale);
+  write_row(y, n, false, [&](int64_t j, __mmask16 m) BRIGADE_AVX512_LAMBDA {
+    return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + j), c);
+  });
 }
 
 BRIGADE_AVX512 void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale,

@@ -32,6 +32,14 @@ bool output_outgrows_caches(int64_t floats);
 /// a row of -inf only, gives a NaN or zero sum (the ops then produce NaN, as v1 does).
 double max_exp_sum_avx512(const float* x, int64_t n, float* max);
 
+/// For a row that fits one chunk (1 <= n <= kExpChunk): max_exp_sum's result, and y[j] = exp(x[j] - max)
+/// written on the way (the same exps, so that scale_avx512 then finishes the softmax from L1 instead of
+/// computing every exp a second time). A row of -inf only writes nothing (the sum is 0, *max -inf).
+double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max);
+
+/// y[j] *= scale.
+void scale_avx512(float* y, int64_t n, float scale);
+
 /// y[j] = exp(x[j] - shift) * scale, all in float (softmax: scale = 1 / total; cross-entropy's gradient:
 /// 1 / (total * count)). `stream`: non-temporal stores (the row is then not in cache afterwards).
 void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale, bool stream);

@@ -4,6 +4,7 @@
 // double; AVX-512, AVX2 or SSE2, the same bits on each): v1, SoftmaxKernel::CpuRowLoop. v2 (CpuAvx512) runs
 // float32 rows through kernels/cpu/exp_rows_avx512.h instead: max and sum in one pass, then the output.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/backend.h"
@@ -40,7 +41,9 @@ void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
 }
 
 #if BRIGADE_CPU_X86
-// v2's float32 rows: one pass for the max and the sum of exps, one for the output.
+// v2's float32 rows: one pass for the max and the sum of exps, one for the output. A softmax row that fits
+// one chunk (attention scores up to 2048 keys) and is not streamed keeps its exps in the output and scales
+// them in place from L1: each exp is computed once, and the same bits come out.
 void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const float*>(x.data_ptr());
@@ -51,6 +54,13 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
     const float* in = xp + r * cols;
     float* y = yp + r * cols;
     float row_max = 0.0f;
+    if (!log && !stream && cols <= detail::kExpChunk) {
+      const double total = detail::max_exp_sum_store_avx512(in, y, cols, &row_max);
+      if (row_max != -std::numeric_limits<float>::infinity()) {
+        detail::scale_avx512(y, cols, static_cast<float>(1.0 / total));
+        continue;
+      }
+    }
     const double total = detail::max_exp_sum_avx512(in, cols, &row_max);
     if (log) {
       detail::log_softmax_avx512(in, y, cols, row_max, static_cast<float>(std::log(total)), stream);

@@ -11,7 +11,8 @@
 //  - exp16 within 1.25 ulp over the same range, and its values outside;
 //  - the one-pass max and sum against long double, on rows whose max rises in a later chunk, with a
 //    masked (-inf) prefix longer than a chunk, and at every tail length;
-//  - the output loops against long double, the non-temporal stores giving the same bits;
+//  - the output loops against long double, the non-temporal stores giving the same bits, and a short
+//    softmax row's exps kept by the sum pass and scaled in place giving the same bits as computed twice;
 //  - GELU v1 and v3 (and their gradients) both within the same bound of the formula in double.
 // The ops themselves are checked against kernels/reference/ by the op table (tests/ops/).
 #include "kernels/cpu/exp_rows.h"
@@ -306,6 +307,39 @@ TEST(FastExpRows, OutputLoopsAgreeWithLongDoubleAndStreamingChangesNoBits) {
           << "n " << n << " j " << j;
     }
   }
+}
+
+TEST(FastExpRows, ShortSoftmaxRowsKeepTheirExpsAndGiveTheSameBits) {
+  SKIP_WITHOUT_AVX512_FMA();
+  // A row that fits one chunk: its exps written by the sum pass, then scaled in place, against the max and
+  // sum pass followed by exp_scaled (each exp computed twice).
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  for (int64_t n : {int64_t{64}, int64_t{1000}, fast::kExpChunk}) lengths.push_back(n);
+  for (int64_t n : lengths) {
+    for (int shape = 0; shape < 2; ++shape) {
+      std::vector<float> x = normal_row(n, 800 + static_cast<uint64_t>(n), 5.0);
+      if (shape == 1) x.back() = minus_inf;  // a masked key
+      const auto size = static_cast<size_t>(n);
+      std::vector<float> twice(size), once(size);
+      float max = 0, max_once = 0;
+      const double total = fast::max_exp_sum_avx512(x.data(), n, &max);
+      fast::exp_scaled_avx512(x.data(), twice.data(), n, max, static_cast<float>(1.0 / total), false);
+      const double total_once = fast::max_exp_sum_store_avx512(x.data(), once.data(), n, &max_once);
+      fast::scale_avx512(once.data(), n, static_cast<float>(1.0 / total_once));
+      EXPECT_EQ(max_once, max) << "n " << n;
+      EXPECT_EQ(total_once, total) << "n " << n;
+      EXPECT_EQ(0, std::memcmp(once.data(), twice.data(), size * sizeof(float)))
+          << "n " << n << " shape " << shape;
+    }
+  }
+  // A row of -inf only writes nothing and says so by its max.
+  std::vector<float> masked(8, minus_inf), y(8, 3.0f);
+  float max = 0;
+  EXPECT_EQ(fast::max_exp_sum_store_avx512(masked.data(), y.data(), 8, &max), 0.0);
+  EXPECT_EQ(max, minus_inf);
+  EXPECT_EQ(y, std::vector<float>(8, 3.0f));
 }
 
 /// |f - exact| in ulps of `scale` (the size of the terms that were added: the error a float sum of them can
