@@ -56,6 +56,13 @@ BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
   return _mm512_scalef_ps(mantissa, m);
 }
 
+/// exp of 16 lanes at most 88 (or NaN): exp16's bits with half its clamp and no overflow check, for the
+/// softmax rows, whose arguments x - max are never positive. Below -104 the result is 0, as exp16's.
+BRIGADE_AVX512_INLINE __m512 exp16_not_above_88(__m512 x) {
+  // vmaxps returns its second operand when one is NaN: a NaN x stays NaN.
+  return exp16_in_range(_mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+}
+
 /// exp of 16 lanes (see the file comment for the accuracy and the domain).
 BRIGADE_AVX512_INLINE __m512 exp16(__m512 x) {
   // vmaxps returns its second operand when one is NaN: a NaN x stays NaN through the clamp.

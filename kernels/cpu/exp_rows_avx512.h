@@ -41,13 +41,13 @@ double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max)
 void scale_avx512(float* y, int64_t n, float scale);
 
 /// y[j] = exp(x[j] - shift) * scale, all in float (softmax: scale = 1 / total; cross-entropy's gradient:
-/// 1 / (total * count)). `stream`: non-temporal stores (the row is then not in cache afterwards).
+/// 1 / (total * count)). shift is the row's max (x[j] - shift must not exceed 88). `stream`: non-temporal stores (the row is then not in cache afterwards).
 void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale, bool stream);
 
 /// y[j] = (x[j] - max) - log_total in float (log-softmax); `stream` as above.
 void log_softmax_avx512(const float* x, float* y, int64_t n, float max, float log_total, bool stream);
 
-/// dx[j] = dy[j] - exp(y[j]) * dy_total, one FMA (log-softmax backward).
+/// dx[j] = dy[j] - exp(y[j]) * dy_total, one FMA (log-softmax backward; y is a log-softmax, at most 0).
 void log_softmax_backward_avx512(const float* dy, const float* y, float* dx, int64_t n, float dy_total);
 
 /// y[j] = exp16(x[j]) (for its accuracy test).
