@@ -18,9 +18,9 @@ enum class LayerNormKernel {
   /// sums with FMAs, and one sweep of the backward for dx and the parameter gradients.
   CpuRowLoop,
   /// CPU v2 (kernels/cpu/layernorm_avx512.h): float32 rows in AVX-512 intrinsics with FMA: the statistics
-  /// as float sums of shifted, then centred values; the backward writes dx and adds four rows at a time into
-  /// a block's float dweight and dbias sums in one sweep (blocks totalled in double, in order). Other dtypes,
-  /// and CPUs without AVX-512F and FMA, run v1. The CPU default where it runs.
+  /// from one pass of float sums about a guess of the mean, then corrected; the backward writes dx and adds
+  /// four rows at a time into a block's double dweight and dbias sums in the same sweep (the blocks totalled
+  /// in order). Other dtypes, and CPUs without AVX-512F and FMA, run v1. The CPU default where it runs.
   CpuAvx512,
   /// CUDA v1 (kernels/cuda/layernorm.cu): one block per row, block_reduce, the row read again for each
   /// pass; parameter gradients through [P, C] partials and column sums (deterministic); any C; the default.

@@ -1,16 +1,20 @@
 // The AVX-512 + FMA row loops of layernorm v2 (layernorm_avx512.h says what changes from v1).
 //
-// Napkin math, one core of this EPYC (~3.7 GHz; Zen 4 issues about two 512-bit FP operations a cycle and
-// one 512-bit load), a row of C = 768 floats (48 vectors):
-//  - forward: three passes over the row, the first from memory and the other two from L1: the sum
-//    (1 operation a vector), the centred sums (4), the output (4, one FMA). ~9 operations and 5 loads
-//    a vector: ~5 cycles, ~65 ns a row. A row in and out at the copy rate of a 16 MiB buffer (~60 GB/s
-//    here) takes ~100 ns, so the forward is bound by memory, where v1's statistics in double made it
-//    ~16 cycles a vector (~210 ns a row).
-//  - backward: per row, the two sums (4 operations a vector, from memory); then dx and the gradient sums
-//    from L1 (7 operations a vector, pw and pb loaded and stored once per four rows). ~11 operations and
-//    ~6 loads a vector: ~6 cycles, ~80 ns a row, against ~150 ns for dy and x in and dx out at the copy
-//    rate. v1 took ~470 ns: its sums widened to double, and the parameter gradients read dy and x again.
+// Napkin math, one core of this EPYC (~3.5 GHz, Zen 4): a 512-bit instruction takes a 256-bit pipe for two
+// cycles, so about one 512-bit FMA-pipe and one add-pipe instruction issue a cycle, and one 512-bit load
+// (a store takes two cycles). A row of C = 768 floats is 48 vectors:
+//  - forward: two passes, the first from memory: the centred sums (1 load, 3 operations a vector), the
+//    output (3 loads, 3 operations, a store). ~4 loads and ~2 store cycles a vector, ~6 cycles: ~300
+//    cycles a row, plus ~100 for the row's serial tail (the reductions, a division, a square root).
+//    Measured in L1: ~112 ns (~390 cycles) a row. A row in and out at the ~60 GB/s this core copies a
+//    16 MiB buffer takes ~100 ns, so at GPT-2's rows the forward runs near the copy rate; v1's statistics
+//    in double made it ~210 ns.
+//  - backward: per row, the two sums (3 loads, 4 operations a vector); then dx (4 operations, a store)
+//    and the parameter gradients in double (the 16 floats of dy and of x widened: 4 conversions and 2
+//    extracts, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row; measured in L1
+//    ~255 ns (~890 cycles), ~150 ns without the parameter gradients. It is the double sums that cost: a
+//    row in and out takes ~150 ns at the copy rate. v1 took ~470 ns: its sums widened to double too,
+//    and its parameter gradients read dy and x again.
 //
 // Accuracy. The forward's sums are float, ~50 values a lane and then 16 lanes. A plain sum's rounding is
 // relative to the mean, which can be far larger than the spread (a mean of 100, a spread of 0.01), so the

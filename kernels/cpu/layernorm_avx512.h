@@ -4,12 +4,13 @@
 // What changes from v1's loops (layernorm_rows.h). v1 keeps every ISA to the same bits, so no FMA, and sums
 // in double, widening every float to two double registers; its backward makes one sweep of dy and x for dx
 // and a second for the parameter gradients. Here:
-//  - the sums are in float, with fused multiply-adds; the forward's mean is corrected by a second pass of
-//    centred sums, which also gives the variance (see the .cpp for why that keeps the accuracy);
+//  - the row sums are in float, with fused multiply-adds; the forward sums the row centred about a guess
+//    of its mean (its first 16 elements'), then corrects the mean and the variance by what those sums show
+//    (see the .cpp for why that keeps the accuracy): one pass for the statistics instead of two;
 //  - the backward writes dx and adds the rows' share of dweight and dbias in the same sweep, four rows at a
 //    time, so that each column's two gradient sums are loaded and stored once per four rows;
-//  - the parameter-gradient sums stay in double, with v1's terms in v1's order (so the same bits): their
-//    totals are often far smaller than their terms, which float products would not resolve.
+//  - the parameter-gradient sums stay in double, as v1's (the rows added in the same order): their totals
+//    are often far smaller than their terms, which float products would not resolve.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +25,9 @@ void layernorm_forward_row_avx512(const float* x, float* y, int64_t n, const flo
 
 /// For the rows r = 0 .. rows - 1 of dy, x and dx ([rows, n], contiguous), with their stored mean[r] and
 /// inv_std[r]: dx[r][j] = inv_std * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with dxhat = dy * w
-/// (w null: ones) and xhat = (x - mean) * inv_std; and, unless pw and pb are null,
-/// pw[j] += (dy[r][j] * (x[r][j] - mean[r])) * inv_std[r] and pb[j] += dy[r][j] in double, adding the rows in
-/// order (v1's param_grads, layernorm_rows.h).
+/// (w null: ones) and xhat = (x - mean) * inv_std; and, unless pw and pb are null, in double,
+/// pw[j] += dy[r][j] * (x[r][j] * inv_std[r] - mean[r] * inv_std[r]) and pb[j] += dy[r][j], adding the rows
+/// in order.
 void layernorm_backward_rows_avx512(const float* dy, const float* x, const float* w, const float* mean,
                                     const float* inv_std, int64_t rows, int64_t n, float* dx, double* pw,
                                     double* pb);
