@@ -41,7 +41,8 @@ double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max)
 void scale_avx512(float* y, int64_t n, float scale);
 
 /// y[j] = exp(x[j] - shift) * scale, all in float (softmax: scale = 1 / total; cross-entropy's gradient:
-/// 1 / (total * count)). shift is the row's max (x[j] - shift must not exceed 88). `stream`: non-temporal stores (the row is then not in cache afterwards).
+/// 1 / (total * count)). shift is the row's max (x[j] - shift must not exceed 88). `stream`: non-temporal
+/// stores (the row is then not in cache afterwards).
 void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale, bool stream);
 
 /// y[j] = (x[j] - max) - log_total in float (log-softmax); `stream` as above.
