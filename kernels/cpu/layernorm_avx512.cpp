@@ -10,11 +10,11 @@
 //    16 MiB buffer takes ~100 ns, so at GPT-2's rows the forward runs near the copy rate; v1's statistics
 //    in double made it ~210 ns.
 //  - backward: per row, the two sums (3 loads, 4 operations a vector); then dx (4 operations, a store)
-//    and the parameter gradients in double (the 16 floats of dy and of x widened: 4 conversions and 2
-//    extracts, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row; measured in L1
-//    ~255 ns (~890 cycles), ~150 ns without the parameter gradients. It is the double sums that cost: a
-//    row in and out takes ~150 ns at the copy rate. v1 took ~470 ns: its sums widened to double too,
-//    and its parameter gradients read dy and x again.
+//    and the parameter gradients in double (the 16 floats of dy and of x widened as they are loaded
+//    again, in halves: 4 conversions, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row;
+//    measured in L1 ~245 ns (~860 cycles), ~150 ns without the parameter gradients. It is the double sums
+//    that cost: a row in and out takes ~150 ns at the copy rate. v1 took ~470 ns: its sums widened to double
+//    too, and its parameter gradients read dy and x again.
 //
 // Accuracy. The forward's sums are float, ~50 values a lane and then 16 lanes. A plain sum's rounding is
 // relative to the mean, which can be far larger than the spread (a mean of 100, a spread of 0.01), so the
@@ -128,7 +128,11 @@ struct Wide {
   __m512d lo, hi;
 };
 
-BRIGADE_AVX512_INLINE Wide widen(__m512 v) {
+BRIGADE_AVX512_INLINE Wide load_wide(const float* p, int64_t j, __mmask16 k) {
+  if (k == 0xffff) {  // two 8-float loads converted as they load: no extract
+    return {_mm512_cvtps_pd(_mm256_loadu_ps(p + j)), _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 8))};
+  }
+  const __m512 v = _mm512_maskz_loadu_ps(k, p + j);
   return {_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
           _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
 }
@@ -169,7 +173,7 @@ BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const
           dx + r * n + j, k,
           _mm512_fmadd_ps(d, c.c_centred, _mm512_mul_ps(_mm512_sub_ps(dxhat, c.mean_dxhat), c.rs)));
       if constexpr (kParams) {
-        const Wide g = widen(dyv), xw = widen(xv);
+        const Wide g = load_wide(dy + r * n, j, k), xw = load_wide(x + r * n, j, k);
         pwv.lo = _mm512_fmadd_pd(g.lo, _mm512_fmadd_pd(xw.lo, c.rs_d, c.minus_mean_rs_d), pwv.lo);
         pwv.hi = _mm512_fmadd_pd(g.hi, _mm512_fmadd_pd(xw.hi, c.rs_d, c.minus_mean_rs_d), pwv.hi);
         pbv.lo = _mm512_add_pd(pbv.lo, g.lo);
