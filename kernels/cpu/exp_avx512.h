@@ -30,19 +30,13 @@
 
 namespace brigade::kernels::cpu::detail {
 
-/// exp of 16 lanes whose values lie in [-104, 88] (or are NaN): exp16 without its clamp, for callers that
-/// have bounded their argument already (GELU's is within +-80).
-BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
+/// 2^(k/16) * e^r for an integer-valued k (|k| < 2^12) and |r| <= ln2/32 (or NaN): the table, polynomial and
+/// scaling that every exp16 variant ends in.
+BRIGADE_AVX512_INLINE __m512 exp16_from(__m512 k, __m512 r) {
   // 2^(j/16) for j = 0..15, each rounded to float.
   const __m512 table = _mm512_setr_ps(1.0f, 1.04427373f, 1.09050775f, 1.13878858f, 1.18920708f, 1.24185777f,
                                       1.29683959f, 1.35425556f, 1.41421354f, 1.47682619f, 1.54221082f,
                                       1.61049032f, 1.68179286f, 1.75625217f, 1.83400810f, 1.91520655f);
-  // k = round(x * 16 / ln2); r = x - k ln2/16 with ln2/16 in two parts (k * hi is exact: |k| <= 2401,
-  // 12 bits each).
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(23.0831206542f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.0433197021484375f), xc);  // ln2/16, high 12 bits
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.99663646e-06f), r);              // ln2/16 - high
   // exp(r) - 1 ~ r + r^2/2 + r^3/6 (Horner), then 2^(j/16) * (1 + that) as one FMA.
   __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
@@ -54,6 +48,25 @@ BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
   const __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(k, _mm512_set1_ps(0.0625f)),
                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   return _mm512_scalef_ps(mantissa, m);
+}
+
+/// exp of 16 lanes whose values lie in [-104, 88] (or are NaN): exp16 without its clamp, for callers that
+/// have bounded their argument already.
+BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
+  // k = round(x * 16 / ln2); r = x - k ln2/16 with ln2/16 in two parts (k * hi is exact: |k| <= 2401,
+  // 12 bits each).
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(23.0831206542f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.0433197021484375f), xc);  // ln2/16, high 12 bits
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.99663646e-06f), r);              // ln2/16 - high
+  return exp16_from(k, r);
+}
+
+/// exp(z ln2/16) for z in sixteenths of ln2, |z| < 2^11 (or NaN): for a caller that can fold the factor
+/// 16/ln2 into its own constants (GELU). k = round(z) and z - k are exact, so r costs one multiply.
+BRIGADE_AVX512_INLINE __m512 exp16_of_sixteenths(__m512 z) {
+  const __m512 k = _mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return exp16_from(k, _mm512_mul_ps(_mm512_sub_ps(z, k), _mm512_set1_ps(0.0433216989f)));  // ln2/16
 }
 
 /// exp of 16 lanes at most 88 (or NaN): exp16's bits with half its clamp and no overflow check, for the

@@ -9,9 +9,10 @@
 // with max_exp_sum's one read (plus the L1 re-read of each chunk) the exp no longer binds once rows stream
 // from DRAM. softmax forward: 1 read for the sums + 1 read and 1 write for the output = 12 bytes an element
 // (v1: 20). Cross-entropy without the gradient: 4 bytes (v1: 12, it stored the exps in a scratch row).
-// g++ 12 warns "__Y may be used uninitialized" inside _mm512_max_ps, _mm512_cvtps_pd and the reductions
-// (their _mm512_undefined_* pass-through operand, fully overwritten under an all-ones mask): a known false
-// positive of its headers. Before the includes: the warning points into them.
+// g++ 12 warns "__Y is (or may be) used uninitialized" inside _mm512_max_ps, _mm512_cvtps_pd and the
+// reductions (their _mm512_undefined_* pass-through operand, fully overwritten under an all-ones mask): a
+// known false positive of its headers. Before the includes: the warning points into them.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "kernels/cpu/exp_rows_avx512.h"

@@ -1,16 +1,17 @@
 // float32 GELU and its gradient on 16 lanes with fused multiply-adds: ElementwiseKernel::CpuAvx512 (v3).
 // The formulas are v1's (kernels/cpu/vector_math.h: gelu_v, gelu_grad_v, the tanh form written as
-// x * sigmoid(2u) without tanh), with exp_avx512.h's exp16 instead of exp_v and FMAs where the products
+// x * sigmoid(2u) without tanh), with exp_avx512.h's table exp instead of exp_v and FMAs where the products
 // meet sums; so the bits differ from v1 and v2 (tests/kernels/exp_rows_test.cpp holds both within the
 // same bound of the formula in double), and every layout and thread count of v3 gives v3's bits.
 //
-// Napkin math (one core, ~3.5 GHz): forward ~29 instructions per 16 lanes, 13 of them the exp and 3 the
-// reciprocal (vrcp14ps and a Newton step: vdivps would hold the divider for several cycles a vector). On
-// this Zen 4 a 512-bit instruction takes a 256-bit pipe for two cycles, so ~1.3 of them retire a cycle
-// here: measured ~22 cycles a vector in L1 (6.3 ns), ~2.5 G elements per second. Reading x and writing y
-// is 8 bytes an element: at 28.6 GB/s, 3.6 G elements per second. So the loop is bound by its
-// instructions, not by memory, even from DRAM. Backward reads 2 arrays and writes 1 (12 bytes), ~36
-// instructions: ~30 cycles a vector (8.5 ns).
+// Napkin math (one core, ~3.5 GHz): forward ~26 instructions per 16 lanes. The exp's argument -2u comes
+// straight out of u's polynomial in the exp's own unit (sixteenths of ln2: the factors sqrt(2/pi), -2 and
+// 16/ln2 folded into its two constants), so the exp is ~10 of them; 1/(1 + e) is vrcp14ps and a Newton
+// step (vdivps would hold the divider for several cycles a vector). On this Zen 4 a 512-bit instruction
+// takes a 256-bit pipe for two cycles, so ~1.3 of them retire a cycle: measured ~18 cycles a vector in L1
+// (5.2 ns), ~3 G elements per second. Reading x and writing y is 8 bytes an element: at 28.6 GB/s, 3.6 G
+// elements per second, so the loop is bound by its instructions about as much as by memory, even from
+// DRAM. Backward reads 2 arrays and writes 1 (12 bytes), ~33 instructions: ~26 cycles a vector (7.3 ns).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // g++ 12's AVX-512 headers (exp_rows_avx512.cpp)
 
 #include "kernels/cpu/elementwise.h"
@@ -24,22 +25,30 @@ namespace {
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
+// -2u in sixteenths of ln2, the unit exp16_of_sixteenths takes: z = x (kZLinear + kZCubic x^2), with
+// kZLinear = -2 sqrt(2/pi) 16/ln2 and kZCubic = 0.044715 kZLinear, so that the three multiplies by
+// sqrt(2/pi), by -2 and by 16/ln2 are folded into the polynomial's constants. u = +-kGeluULimit is
+// z = -+kZLimit.
+constexpr float kZLinear = -36.8353311703f;
+constexpr float kZCubic = -1.64709183328f;
+constexpr float kZLimit = kGeluULimit * 2.0f * 23.0831206542f;
 
 BRIGADE_AVX512_INLINE __mmask16 lanes_below(int64_t count) {
   return static_cast<__mmask16>((1u << count) - 1u);
 }
 
-/// u = sqrt(2/pi) (x + 0.044715 x^3) and e = exp(-2u) with u clamped to +-kGeluULimit.
+/// z = -2u (in sixteenths of ln2) and e = exp(-2u), with u clamped to +-kGeluULimit: u below -kGeluULimit
+/// is z above kZLimit.
 struct GeluParts {
-  __m512 u, e;
+  __m512 z, e;
 };
 
 BRIGADE_AVX512_INLINE GeluParts gelu_parts(__m512 x, __m512 x2) {
-  const __m512 inner = _mm512_fmadd_ps(x2, _mm512_set1_ps(kCubic), _mm512_set1_ps(1.0f));
-  const __m512 u = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(kSqrt2OverPi)), inner);
-  const __m512 limit = _mm512_set1_ps(kGeluULimit);
-  const __m512 uc = _mm512_min_ps(limit, _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), limit), u));
-  return {u, exp16_in_range(_mm512_mul_ps(uc, _mm512_set1_ps(-2.0f)))};  // -2u within +-80: no clamp
+  const __m512 z = _mm512_mul_ps(x, _mm512_fmadd_ps(x2, _mm512_set1_ps(kZCubic), _mm512_set1_ps(kZLinear)));
+  const __m512 limit = _mm512_set1_ps(kZLimit);
+  // vmaxps returns its second operand when one is NaN: a NaN z stays NaN.
+  const __m512 zc = _mm512_min_ps(limit, _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), limit), z));
+  return {z, exp16_of_sixteenths(zc)};
 }
 
 /// 1 / d for d in [1, e^80]: the 14-bit estimate vrcp14ps refined by one Newton step,
@@ -54,7 +63,7 @@ BRIGADE_AVX512_INLINE __m512 reciprocal16(__m512 d) {
 BRIGADE_AVX512_INLINE __m512 gelu16(__m512 x) {
   const GeluParts p = gelu_parts(x, _mm512_mul_ps(x, x));
   const __m512 y = _mm512_mul_ps(x, reciprocal16(_mm512_add_ps(_mm512_set1_ps(1.0f), p.e)));
-  const __mmask16 far_left = _mm512_cmp_ps_mask(p.u, _mm512_set1_ps(-kGeluULimit), _CMP_LT_OQ);
+  const __mmask16 far_left = _mm512_cmp_ps_mask(p.z, _mm512_set1_ps(kZLimit), _CMP_GT_OQ);
   return _mm512_mask_blend_ps(far_left, y, _mm512_mul_ps(x, _mm512_setzero_ps()));
 }
 
@@ -68,9 +77,9 @@ BRIGADE_AVX512_INLINE __m512 gelu_grad16(__m512 g, __m512 x) {
   const __m512 s = reciprocal16(_mm512_add_ps(_mm512_set1_ps(1.0f), p.e));
   const __m512 two_x_es = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(x, x), p.e), s);
   __m512 d = _mm512_fmadd_ps(_mm512_mul_ps(two_x_es, s), du, s);
-  d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p.u, _mm512_set1_ps(kGeluULimit), _CMP_GT_OQ), d,
+  d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p.z, _mm512_set1_ps(-kZLimit), _CMP_LT_OQ), d,
                            _mm512_set1_ps(1.0f));
-  d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p.u, _mm512_set1_ps(-kGeluULimit), _CMP_LT_OQ), d,
+  d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p.z, _mm512_set1_ps(kZLimit), _CMP_GT_OQ), d,
                            _mm512_mul_ps(x, _mm512_setzero_ps()));
   return _mm512_mul_ps(g, d);
 }
