@@ -18,9 +18,10 @@
 //
 // Accuracy. The forward's sums are float, ~50 values a lane and then 16 lanes. A plain sum's rounding is
 // relative to the mean, which can be far larger than the spread (a mean of 100, a spread of 0.01), so the
-// second pass sums the centred values too and corrects the mean by their mean; the variance is summed from
-// those centred values, so nothing large cancels. tests/kernels/layernorm_avx512_test.cpp measures the
-// statistics and outputs against long double.
+// row is summed centred about a guess of its mean (its first 16 elements'), and the mean and the variance
+// are corrected from those centred sums; nothing large cancels while the guess is within a spread, and
+// the sums are taken again about the corrected mean where it is not. tests/kernels/layernorm_avx512_test.cpp
+// measures the statistics and outputs against long double.
 // g++ 12 warns "__Y is used uninitialized" (and "may be") inside _mm512_reduce_add_ps (the
 // _mm256_undefined_pd operand of its extract, fully overwritten under an all-ones mask): a known false
 // positive of its headers, so before the includes.
