@@ -17,16 +17,9 @@
 // does); NaN gives NaN.
 #pragma once
 
-#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+#include "kernels/cpu/avx512_rows.h"  // BRIGADE_CPU_X86, BRIGADE_AVX512_INLINE
 
 #if BRIGADE_CPU_X86
-#include <immintrin.h>
-
-// Functions holding AVX-512 code: compiled for AVX-512F with FMA whatever the build's -march.
-#define BRIGADE_AVX512 __attribute__((target("avx512f,fma")))
-#define BRIGADE_AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) inline
-// A lambda inside such a function does not inherit its target: it says so itself.
-#define BRIGADE_AVX512_LAMBDA __attribute__((target("avx512f,fma"), always_inline))
 
 namespace brigade::kernels::cpu::detail {
 

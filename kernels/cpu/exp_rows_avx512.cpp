@@ -43,11 +43,6 @@ bool output_outgrows_caches(int64_t floats) {
 #if BRIGADE_CPU_X86
 namespace {
 
-/// The mask of the first `count` lanes (count in [0, 16]).
-BRIGADE_AVX512_INLINE __mmask16 first_lanes(int64_t count) {
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
-
 /// max of x[0, n), four accumulators; masked-off lanes of the tail read -inf.
 BRIGADE_AVX512_INLINE float chunk_max(const float* x, int64_t n) {
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -105,23 +100,6 @@ BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shif
     add(_mm512_maskz_mov_ps(m, e));
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
-}
-
-/// y[j] = f(j, mask) for the 16 lanes from j (mask: the lanes inside the row). With `stream`, the stores
-/// from the first 64-byte boundary of y on are non-temporal (they need that alignment), then a fence.
-template <typename F>
-BRIGADE_AVX512_INLINE void write_row(float* y, int64_t n, bool stream, F f) {
-  int64_t j = 0;
-  if (stream) {
-    const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(y) & 63u);
-    const int64_t head = std::min(n, ((64 - misaligned) & 63) / static_cast<int64_t>(sizeof(float)));
-    if (head > 0) _mm512_mask_storeu_ps(y, first_lanes(head), f(0, first_lanes(head)));
-    for (j = head; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, f(j, first_lanes(16)));
-  } else {
-    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, f(j, first_lanes(16)));
-  }
-  if (j < n) _mm512_mask_storeu_ps(y + j, first_lanes(n - j), f(j, first_lanes(n - j)));
-  if (stream) _mm_sfence();
 }
 
 }  // namespace

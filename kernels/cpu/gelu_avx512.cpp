@@ -33,10 +33,6 @@ constexpr float kZLinear = -36.8353311703f;
 constexpr float kZCubic = -1.64709183328f;
 constexpr float kZLimit = kGeluULimit * 2.0f * 23.0831206542f;
 
-BRIGADE_AVX512_INLINE __mmask16 lanes_below(int64_t count) {
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
-
 /// z = -2u (in sixteenths of ln2) and e = exp(-2u), with u clamped to +-kGeluULimit: u below -kGeluULimit
 /// is z above kZLimit.
 struct GeluParts {
@@ -90,7 +86,7 @@ BRIGADE_AVX512 void gelu_array_avx512_fma(float* out, const float* a, int64_t n)
   int64_t k = 0;
   for (; k + 16 <= n; k += 16) _mm512_storeu_ps(out + k, gelu16(_mm512_loadu_ps(a + k)));
   if (k < n) {
-    const __mmask16 m = lanes_below(n - k);
+    const __mmask16 m = first_lanes(n - k);
     _mm512_mask_storeu_ps(out + k, m, gelu16(_mm512_maskz_loadu_ps(m, a + k)));
   }
 }
@@ -101,7 +97,7 @@ BRIGADE_AVX512 void gelu_grad_array_avx512_fma(float* out, const float* g, const
     _mm512_storeu_ps(out + k, gelu_grad16(_mm512_loadu_ps(g + k), _mm512_loadu_ps(a + k)));
   }
   if (k < n) {
-    const __mmask16 m = lanes_below(n - k);
+    const __mmask16 m = first_lanes(n - k);
     _mm512_mask_storeu_ps(out + k, m,
                           gelu_grad16(_mm512_maskz_loadu_ps(m, g + k), _mm512_maskz_loadu_ps(m, a + k)));
   }

@@ -30,7 +30,7 @@
 
 #include "kernels/cpu/layernorm_avx512.h"
 
-#include "kernels/cpu/exp_avx512.h"  // BRIGADE_AVX512*, <immintrin.h>
+#include "kernels/cpu/avx512_rows.h"  // BRIGADE_AVX512*, first_lanes, write_row
 
 #if BRIGADE_CPU_X86
 #include <algorithm>
@@ -49,11 +49,6 @@ namespace brigade::kernels::cpu::detail {
 
 #if BRIGADE_CPU_X86
 namespace {
-
-/// The mask of the first `count` lanes (count in [0, 16]).
-BRIGADE_AVX512_INLINE __mmask16 first_lanes(int64_t count) {
-  return static_cast<__mmask16>((1u << count) - 1u);
-}
 
 /// p[j .. j + 16) under mask m (zeros elsewhere), or `fill` in every lane when p is null.
 BRIGADE_AVX512_INLINE __m512 load_or(const float* p, int64_t j, __mmask16 m, float fill) {
@@ -81,14 +76,6 @@ BRIGADE_AVX512_INLINE std::pair<float, float> sum_row_pair(int64_t n, F step) {
   if (j < n) step(j, first_lanes(n - j), a1, b1);
   return {_mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))),
           _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)))};
-}
-
-/// out[j .. j + 16) = f(j, mask) over the row; the tail stores its lanes only.
-template <typename F>
-BRIGADE_AVX512_INLINE void write_row(float* out, int64_t n, F f) {
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(out + j, f(j, first_lanes(16)));
-  if (j < n) _mm512_mask_storeu_ps(out + j, first_lanes(n - j), f(j, first_lanes(n - j)));
 }
 
 /// dx = fma(x - mean, c_centred, (dy * w - mean_dxhat) * rs) for one row: the backward's formula
@@ -249,7 +236,7 @@ BRIGADE_AVX512 void layernorm_forward_row_avx512(const float* x, float* y, int64
   const __m512 hi = _mm512_set1_ps(hi_f);
   const __m512 rs = _mm512_set1_ps(static_cast<float>(inv_std));
   const __m512 minus_lo_rs = _mm512_set1_ps(static_cast<float>(-(mu - static_cast<double>(hi_f)) * inv_std));
-  write_row(y, n, [&](int64_t j, __mmask16 k) BRIGADE_AVX512_LAMBDA {
+  write_row(y, n, false, [&](int64_t j, __mmask16 k) BRIGADE_AVX512_LAMBDA {
     // The next row, a line a vector, while this one is written from L1: its first pass then finds it in
     // cache.
     if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + j), _MM_HINT_T0);
