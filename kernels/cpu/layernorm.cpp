@@ -5,8 +5,9 @@
 // thread count); the other dtypes through the scalar loops here, with `omp simd` sums. The parameter
 // gradients sum over rows in fixed blocks of kRowBlock rows and then over the blocks in order, so they are
 // parallel and still independent of the thread count. That is v1, LayerNormKernel::CpuRowLoop. v2
-// (CpuAvx512) runs float32 rows through kernels/cpu/layernorm_avx512.h instead: float sums with FMAs, and a
-// backward that writes dx and a block's parameter-gradient sums in one sweep.
+// (CpuAvx512) runs float32 rows through kernels/cpu/layernorm_avx512.h instead: float sums with FMAs, a
+// forward that takes rows four at a time, and a backward that writes dx and a block's parameter-gradient sums
+// in one sweep.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -68,27 +69,18 @@ void normalise_row<float>(const float* in, float* out, int64_t cols, const float
   detail::layernorm_row_kernels().forward(in, out, cols, wp, bp, eps, mu_out, inv_std_out);
 }
 
-/// A row by v2 (fast: float32 only; `next` the row to prefetch meanwhile, or null) or by v1.
+/// out = in + res, rounded to T as binary(Add) rounds it.
 template <typename T>
-void normalise_row_with(bool fast, const T* in, T* out, int64_t cols, const T* wp, const T* bp, double eps,
-                        double* mu_out, double* inv_std_out, const T* next) {
-#if BRIGADE_CPU_X86
-  if constexpr (std::is_same_v<T, float>) {
-    if (fast) {
-      return detail::layernorm_forward_row_avx512(in, out, cols, wp, bp, eps, mu_out, inv_std_out, next);
-    }
-  }
-#endif
-  (void)fast, (void)next;
-  normalise_row(in, out, cols, wp, bp, eps, mu_out, inv_std_out);
+void add_row(const T* in, const T* res, T* out, int64_t cols) {
+  using A = detail::acc_t<T>;
+  for (int64_t j = 0; j < cols; ++j) out[j] = static_cast<T>(static_cast<A>(in[j]) + static_cast<A>(res[j]));
 }
 
 /// layernorm of x's rows; with `residual` defined, of the rows of sum = x + residual (each sum row written,
 /// rounded to T as binary(Add) rounds it, then normalised while it is in L1).
 template <typename T>
 void forward_impl(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                  double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                  bool fast) {
+                  double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
   const int64_t rows = x.size(0), cols = x.size(1);
   using S = stat_t<T>;
   const auto* xp = static_cast<const T*>(x.data_ptr());
@@ -103,18 +95,11 @@ void forward_impl(const Tensor& x, const Tensor& residual, const Tensor& weight,
   for (int64_t r = 0; r < rows; ++r) {
     const T* in = xp + r * cols;
     if (rsp) {
-      T* s_row = sp + r * cols;
-      const T* res = rsp + r * cols;
-      using A = detail::acc_t<T>;
-      for (int64_t j = 0; j < cols; ++j)
-        s_row[j] = static_cast<T>(static_cast<A>(in[j]) + static_cast<A>(res[j]));
-      in = s_row;
+      add_row(in, rsp + r * cols, sp + r * cols, cols);
+      in = sp + r * cols;
     }
     double mu = 0.0, inv_std = 0.0;
-    // The fused add reads x and residual, and normalises the sum row it has just written: nothing to
-    // prefetch.
-    const T* next = !rsp && r + 1 < rows ? xp + (r + 1) * cols : nullptr;
-    normalise_row_with(fast, in, yp + r * cols, cols, wp, bp, eps, &mu, &inv_std, next);
+    normalise_row(in, yp + r * cols, cols, wp, bp, eps, &mu, &inv_std);
     mp[r] = static_cast<S>(mu);
     rp[r] = static_cast<S>(inv_std);
   }
@@ -208,6 +193,42 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& weight, cons
 }
 
 #if BRIGADE_CPU_X86
+/// v2's float32 forward: blocks of rows in parallel, each normalised by the AVX-512 loop (several rows at
+/// a time, their serial chains interleaved). With a residual, a block is kFusedRows rows: their sum rows
+/// are written, then normalised while they are in L1.
+void forward_float32_avx512(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                            double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                            const Tensor& rstd) {
+  constexpr int64_t kFusedRows = 8;
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const auto* xp = static_cast<const float*>(x.data_ptr());
+  const auto* rsp = residual.defined() ? static_cast<const float*>(residual.data_ptr()) : nullptr;
+  auto* sp = sum.defined() ? sum.data<float>() : nullptr;
+  const auto* wp = weight.defined() ? static_cast<const float*>(weight.data_ptr()) : nullptr;
+  const auto* bp = bias.defined() ? static_cast<const float*>(bias.data_ptr()) : nullptr;
+  auto* yp = y.data<float>();
+  auto* mp = mean.data<float>();
+  auto* rp = rstd.data<float>();
+  const int64_t block = rsp ? kFusedRows : kRowBlock;
+  const int64_t blocks = (rows + block - 1) / block;
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t first = blk * block, count = std::min(rows, first + block) - first;
+    const float* in = xp + first * cols;
+    if (rsp) {
+      for (int64_t r = first; r < first + count; ++r)
+        add_row(xp + r * cols, rsp + r * cols, sp + r * cols, cols);
+      in = sp + first * cols;
+    }
+    double mu[kRowBlock], inv_std[kRowBlock];
+    detail::layernorm_forward_rows_avx512(in, yp + first * cols, count, cols, wp, bp, eps, mu, inv_std);
+    for (int64_t i = 0; i < count; ++i) {
+      mp[first + i] = static_cast<float>(mu[i]);
+      rp[first + i] = static_cast<float>(inv_std[i]);
+    }
+  }
+}
+
 /// v2's float32 backward: blocks of kRowBlock rows in parallel, each writing its rows' dx and adding them
 /// into its partial sums of dweight and dbias in the same sweep; then the blocks in order, as v1 does.
 void backward_float32_avx512(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -245,9 +266,14 @@ bool runs_avx512(LayerNormKernel kernel) {
 
 void layernorm_forward_with(LayerNormKernel kernel, const Tensor& x, const Tensor& weight, const Tensor& bias,
                             double eps, const Tensor& y, const Tensor& mean, const Tensor& rstd) {
-  const bool fast = runs_avx512(kernel);
+#if BRIGADE_CPU_X86
+  if (runs_avx512(kernel) && x.dtype() == kFloat32) {
+    return forward_float32_avx512(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd);
+  }
+#endif
+  (void)kernel;
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "layernorm", [&] {
-    forward_impl<scalar_t>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd, fast);
+    forward_impl<scalar_t>(x, Tensor(), weight, bias, eps, Tensor(), y, mean, rstd);
   });
 }
 
@@ -279,9 +305,13 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
 void add_layernorm_forward(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                            double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                            const Tensor& rstd) {
-  const bool fast = runs_avx512(default_layernorm_kernel(DeviceKind::CPU, x.size(1)));
+#if BRIGADE_CPU_X86
+  if (runs_avx512(default_layernorm_kernel(DeviceKind::CPU, x.size(1))) && x.dtype() == kFloat32) {
+    return forward_float32_avx512(x, residual, weight, bias, eps, sum, y, mean, rstd);
+  }
+#endif
   BRIGADE_DISPATCH_FLOATING(x.dtype(), "add_layernorm", [&] {
-    forward_impl<scalar_t>(x, residual, weight, bias, eps, sum, y, mean, rstd, fast);
+    forward_impl<scalar_t>(x, residual, weight, bias, eps, sum, y, mean, rstd);
   });
 }
 

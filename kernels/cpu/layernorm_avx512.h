@@ -17,11 +17,13 @@
 
 namespace brigade::kernels::cpu::detail {
 
-/// mu = mean(x), inv_std = 1 / sqrt(mean((x - mu)^2) + eps) (the biased variance), and
-/// y[j] = ((x[j] - mu) * inv_std) * w[j] + b[j] rounded to float, for a row of n >= 1 floats. A null w is
-/// all ones, a null b zeros. `next` (may be null): n floats to prefetch into L1 meanwhile, the next row.
-void layernorm_forward_row_avx512(const float* x, float* y, int64_t n, const float* w, const float* b,
-                                  double eps, double* mu, double* inv_std, const float* next);
+/// For the rows r = 0 .. rows - 1 of x and y ([rows, n], contiguous; n >= 1): mu[r] = mean(x[r]),
+/// inv_std[r] = 1 / sqrt(mean((x[r] - mu[r])^2) + eps) (the biased variance), and
+/// y[r][j] = ((x[r][j] - mu[r]) * inv_std[r]) * w[j] + b[j] rounded to float. A null w is all ones, a null
+/// b zeros. Rows are taken four at a time, their serial chains interleaved; a row's results do not
+/// depend on how many rows a call has.
+void layernorm_forward_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, const float* w,
+                                   const float* b, double eps, double* mu, double* inv_std);
 
 /// For the rows r = 0 .. rows - 1 of dy, x and dx ([rows, n], contiguous), with their stored mean[r] and
 /// inv_std[r]: dx[r][j] = inv_std * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with dxhat = dy * w

@@ -2,7 +2,8 @@
 //  - the forward's mean within 2e-7 of the row's spread (its standard deviation), 1/std within 2e-7
 //    relative, y within 1e-6 of (1 + |y|), on rows of 1..40 elements (every tail length) and long ones, with
 //    and without weight and bias, including rows whose mean is 10^4 spreads from zero and rows with one
-//    outlier (measured: 2e-8, 3e-8, 2e-7);
+//    outlier (measured: 2e-8, 3e-8, 2e-7); and each row's forward results the same bits whether it is
+//    normalised alone or in a call of up to 13 rows;
 //  - the backward over 1..9 and 64 rows (groups of four and the rows left over): dx within 1e-6 of
 //    inv_std * max |dy * w| per row (measured: 5e-8), and the parameter-gradient sums (double) within 1e-14
 //    of the sum of the terms' magnitudes, with and without them (null pw and pb), and without a weight.
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
@@ -67,8 +69,8 @@ TEST(LayernormAvx512, ForwardMatchesLongDouble) {
       for (bool affine : {true, false}) {
         std::vector<float> y(static_cast<size_t>(n));
         double mu = 0.0, inv_std = 0.0;
-        fast::layernorm_forward_row_avx512(x.data(), y.data(), n, affine ? w.data() : nullptr,
-                                           affine ? b.data() : nullptr, eps, &mu, &inv_std, nullptr);
+        fast::layernorm_forward_rows_avx512(x.data(), y.data(), 1, n, affine ? w.data() : nullptr,
+                                            affine ? b.data() : nullptr, eps, &mu, &inv_std);
         const std::string where = "n " + std::to_string(n) + " spread " + std::to_string(shape[0]) +
                                   " outlier " + std::to_string(shape[2]) + " affine " +
                                   std::to_string(affine);
@@ -80,6 +82,32 @@ TEST(LayernormAvx512, ForwardMatchesLongDouble) {
           ASSERT_NEAR(y[j], want, 1e-6 * (1.0 + std::fabs(want))) << where << " j " << j;
         }
       }
+    }
+  }
+}
+
+// The forward takes rows four at a time, their phases interleaved; a row's results must not depend on
+// how many rows share the call (the thread count and the block split decide that).
+TEST(LayernormAvx512, ForwardGivesEachRowTheSameBitsHoweverTheRowsAreGrouped) {
+  SKIP_WITHOUT_AVX512_FMA();
+  for (int64_t n : {1, 5, 16, 128, 133}) {
+    for (int64_t rows : {1, 3, 4, 5, 8, 9, 13}) {
+      std::vector<float> x = normal_row(rows * n, 1200 + static_cast<uint64_t>(n), 1.5, 0.25);
+      x[0] += 40.0f;  // the first row's guess of its mean is off: that row takes its sums again
+      const std::vector<float> w = normal_row(n, 1300, 1.0, 1.0), b = normal_row(n, 1400, 0.5, 0.0);
+      std::vector<float> y_all(x.size()), y_one(x.size());
+      std::vector<double> mu_all(static_cast<size_t>(rows)), rs_all(mu_all.size()), mu_one(mu_all.size()),
+          rs_one(mu_all.size());
+      fast::layernorm_forward_rows_avx512(x.data(), y_all.data(), rows, n, w.data(), b.data(), 1e-5,
+                                          mu_all.data(), rs_all.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        fast::layernorm_forward_rows_avx512(x.data() + r * n, y_one.data() + r * n, 1, n, w.data(), b.data(),
+                                            1e-5, mu_one.data() + r, rs_one.data() + r);
+      }
+      const std::string where = "n " + std::to_string(n) + " rows " + std::to_string(rows);
+      EXPECT_EQ(mu_all, mu_one) << where;
+      EXPECT_EQ(rs_all, rs_one) << where;
+      EXPECT_EQ(y_all, y_one) << where;
     }
   }
 }
