@@ -125,6 +125,24 @@ BRIGADE_AVX512 double max_exp_sum_avx512(const float* x, int64_t n, float* max) 
   return total;
 }
 
+BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max,
+                                            double* total) {
+  // Phase by phase over a group of rows: each row's max, then each row's sum. A short row's work is a
+  // chain (the max's reduction feeds every exp; the sum's reduction ends it) longer than its few vectors
+  // take to issue; the group's chains overlap.
+  constexpr int64_t kGroup = 4;
+  for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
+    const int64_t group = std::min(kGroup, rows - r0);
+    for (int64_t r = r0; r < r0 + group; ++r) max[r] = chunk_max(x + r * n, n);
+    for (int64_t r = r0; r < r0 + group; ++r) {
+      // As max_exp_sum_avx512: a row of -inf only sums to 0.
+      total[r] = max[r] == -std::numeric_limits<float>::infinity()
+                     ? 0.0
+                     : chunk_exp_sum(x + r * n, n, max[r], nullptr);
+    }
+  }
+}
+
 BRIGADE_AVX512 double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max) {
   const float m = chunk_max(x, n);
   *max = m;

@@ -32,6 +32,11 @@ bool output_outgrows_caches(int64_t floats);
 /// a row of -inf only, gives a NaN or zero sum (the ops then produce NaN, as v1 does).
 double max_exp_sum_avx512(const float* x, int64_t n, float* max);
 
+/// max_exp_sum_avx512 for each of `rows` rows of n floats (1 <= n <= kExpChunk; [rows, n] contiguous), the
+/// same bits, a few rows at a time with their chains interleaved: for short rows, whose per-row chain (two
+/// reductions) costs more than their vectors.
+void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max, double* total);
+
 /// For a row that fits one chunk (1 <= n <= kExpChunk): max_exp_sum's result, and y[j] = exp(x[j] - max)
 /// written on the way (the same exps, so that scale_avx512 then finishes the softmax from L1 instead of
 /// computing every exp a second time). A row of -inf only writes nothing (the sum is 0, *max -inf).

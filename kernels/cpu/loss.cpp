@@ -91,23 +91,36 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
   float* gp = grad.defined() ? grad.data<float>() : nullptr;
   const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
   const bool stream = gp != nullptr && detail::output_outgrows_caches(N * V);
+  // Rows of up to a chunk go in blocks of kRows: their maxes and sums interleaved (the same bits).
+  constexpr int64_t kRows = 8;
+  const int64_t blocks = (N + kRows - 1) / kRows;
 #pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* x = xp + n * V;
-    float* g = gp ? gp + n * V : nullptr;
-    const auto t = static_cast<int64_t>(tp[n]);
-    if (t == ignore_index) {
-      lp[n] = 0.0f;
-      if (g) std::fill(g, g + V, 0.0f);
-      continue;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t first = blk * kRows, rows = std::min(N, first + kRows) - first;
+    float maxes[kRows];
+    double totals[kRows];
+    if (V <= detail::kExpChunk) {
+      detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals);
+    } else {
+      for (int64_t i = 0; i < rows; ++i)
+        totals[i] = detail::max_exp_sum_avx512(xp + (first + i) * V, V, &maxes[i]);
     }
-    float row_max = 0.0f;
-    const double total = detail::max_exp_sum_avx512(x, V, &row_max);
-    const double lse = static_cast<double>(row_max) + std::log(total);
-    lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
-    if (g) {
-      detail::exp_scaled_avx512(x, g, V, row_max, static_cast<float>(inv_count / total), stream);
-      g[t] = static_cast<float>((std::exp(static_cast<double>(x[t]) - lse) - 1.0) * inv_count);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t n = first + i;
+      const float* x = xp + n * V;
+      float* g = gp ? gp + n * V : nullptr;
+      const auto t = static_cast<int64_t>(tp[n]);
+      if (t == ignore_index) {
+        lp[n] = 0.0f;
+        if (g) std::fill(g, g + V, 0.0f);
+        continue;
+      }
+      const double lse = static_cast<double>(maxes[i]) + std::log(totals[i]);
+      lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
+      if (g) {
+        detail::exp_scaled_avx512(x, g, V, maxes[i], static_cast<float>(inv_count / totals[i]), stream);
+        g[t] = static_cast<float>((std::exp(static_cast<double>(x[t]) - lse) - 1.0) * inv_count);
+      }
     }
   }
 }

@@ -342,6 +342,28 @@ TEST(FastExpRows, ShortSoftmaxRowsKeepTheirExpsAndGiveTheSameBits) {
   EXPECT_EQ(y, std::vector<float>(8, 3.0f));
 }
 
+TEST(FastExpRows, RowsTakenTogetherGiveEachRowsBits) {
+  SKIP_WITHOUT_AVX512_FMA();
+  // max_exp_sum_rows_avx512 interleaves a few rows' maxes and sums; each row must come out as
+  // max_exp_sum_avx512 gives it alone, including a row of -inf only.
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{65}, int64_t{130}, fast::kExpChunk}) {
+    for (int64_t rows : {1, 3, 4, 5, 9}) {
+      std::vector<float> x = normal_row(rows * n, 900 + static_cast<uint64_t>(n + rows), 4.0);
+      if (rows > 2) std::fill(x.begin() + n, x.begin() + 2 * n, minus_inf);  // row 1 fully masked
+      std::vector<float> maxes(static_cast<size_t>(rows));
+      std::vector<double> totals(static_cast<size_t>(rows));
+      fast::max_exp_sum_rows_avx512(x.data(), rows, n, maxes.data(), totals.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        float max = 0;
+        const double total = fast::max_exp_sum_avx512(x.data() + r * n, n, &max);
+        EXPECT_EQ(maxes[static_cast<size_t>(r)], max) << "n " << n << " rows " << rows << " row " << r;
+        EXPECT_EQ(totals[static_cast<size_t>(r)], total) << "n " << n << " rows " << rows << " row " << r;
+      }
+    }
+  }
+}
+
 /// |f - exact| in ulps of `scale` (the size of the terms that were added: the error a float sum of them can
 /// not avoid).
 double ulps_of_scale(float f, double exact, double scale) {
