@@ -126,7 +126,7 @@ BRIGADE_AVX512 double max_exp_sum_avx512(const float* x, int64_t n, float* max) 
 }
 
 BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max,
-                                            double* total) {
+                                            double* total, float* y) {
   // Phase by phase over a group of rows: each row's max, then each row's sum. A short row's work is a
   // chain (the max's reduction feeds every exp; the sum's reduction ends it) longer than its few vectors
   // take to issue; the group's chains overlap.
@@ -135,10 +135,14 @@ BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_
     const int64_t group = std::min(kGroup, rows - r0);
     for (int64_t r = r0; r < r0 + group; ++r) max[r] = chunk_max(x + r * n, n);
     for (int64_t r = r0; r < r0 + group; ++r) {
-      // As max_exp_sum_avx512: a row of -inf only sums to 0.
-      total[r] = max[r] == -std::numeric_limits<float>::infinity()
-                     ? 0.0
-                     : chunk_exp_sum(x + r * n, n, max[r], nullptr);
+      // As max_exp_sum_avx512 and max_exp_sum_store_avx512: a row of -inf only sums to 0 and writes nothing.
+      if (max[r] == -std::numeric_limits<float>::infinity()) {
+        total[r] = 0.0;
+      } else if (y != nullptr) {
+        total[r] = chunk_exp_sum<true>(x + r * n, n, max[r], nullptr, y + r * n);
+      } else {
+        total[r] = chunk_exp_sum(x + r * n, n, max[r], nullptr);
+      }
     }
   }
 }

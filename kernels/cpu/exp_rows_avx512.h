@@ -34,8 +34,9 @@ double max_exp_sum_avx512(const float* x, int64_t n, float* max);
 
 /// max_exp_sum_avx512 for each of `rows` rows of n floats (1 <= n <= kExpChunk; [rows, n] contiguous), the
 /// same bits, a few rows at a time with their chains interleaved: for short rows, whose per-row chain (two
-/// reductions) costs more than their vectors.
-void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max, double* total);
+/// reductions) costs more than their vectors. With y (else null), each row's exps are written into y's
+/// row as max_exp_sum_store_avx512 writes them.
+void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max, double* total, float* y);
 
 /// For a row that fits one chunk (1 <= n <= kExpChunk): max_exp_sum's result, and y[j] = exp(x[j] - max)
 /// written on the way (the same exps, so that scale_avx512 then finishes the softmax from L1 instead of

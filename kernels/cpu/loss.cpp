@@ -100,7 +100,7 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
     float maxes[kRows];
     double totals[kRows];
     if (V <= detail::kExpChunk) {
-      detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals);
+      detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals, nullptr);
     } else {
       for (int64_t i = 0; i < rows; ++i)
         totals[i] = detail::max_exp_sum_avx512(xp + (first + i) * V, V, &maxes[i]);

@@ -43,29 +43,39 @@ void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
 #if BRIGADE_CPU_X86
 // v2's float32 rows: one pass for the max and the sum of exps, one for the output. A softmax row that fits
 // one chunk (attention scores up to 2048 keys) and is not streamed keeps its exps in the output and scales
-// them in place from L1: each exp is computed once, and the same bits come out.
+// them in place from L1: each exp is computed once, and the same bits come out. Rows that fit a chunk go in
+// blocks of kRows, their maxes and sums interleaved (the same bits again).
 void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
+  constexpr int64_t kRows = 8;
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const float*>(x.data_ptr());
   auto* yp = out.data<float>();
   const bool stream = detail::output_outgrows_caches(rows * cols);
+  const bool short_rows = cols <= detail::kExpChunk, keep_exps = short_rows && !log && !stream;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* in = xp + r * cols;
-    float* y = yp + r * cols;
-    float row_max = 0.0f;
-    if (!log && !stream && cols <= detail::kExpChunk) {
-      const double total = detail::max_exp_sum_store_avx512(in, y, cols, &row_max);
-      if (row_max != -std::numeric_limits<float>::infinity()) {
-        detail::scale_avx512(y, cols, static_cast<float>(1.0 / total));
-        continue;
-      }
-    }
-    const double total = detail::max_exp_sum_avx512(in, cols, &row_max);
-    if (log) {
-      detail::log_softmax_avx512(in, y, cols, row_max, static_cast<float>(std::log(total)), stream);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t first = blk * kRows, count = std::min(rows, first + kRows) - first;
+    float maxes[kRows];
+    double totals[kRows];
+    if (short_rows) {
+      detail::max_exp_sum_rows_avx512(xp + first * cols, count, cols, maxes, totals,
+                                      keep_exps ? yp + first * cols : nullptr);
     } else {
-      detail::exp_scaled_avx512(in, y, cols, row_max, static_cast<float>(1.0 / total), stream);
+      for (int64_t i = 0; i < count; ++i)
+        totals[i] = detail::max_exp_sum_avx512(xp + (first + i) * cols, cols, &maxes[i]);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const float* in = xp + (first + i) * cols;
+      float* y = yp + (first + i) * cols;
+      // A row of -inf only kept nothing: exp_scaled writes it (NaN, as v1).
+      if (keep_exps && maxes[i] != -std::numeric_limits<float>::infinity()) {
+        detail::scale_avx512(y, cols, static_cast<float>(1.0 / totals[i]));
+      } else if (log) {
+        detail::log_softmax_avx512(in, y, cols, maxes[i], static_cast<float>(std::log(totals[i])), stream);
+      } else {
+        detail::exp_scaled_avx512(in, y, cols, maxes[i], static_cast<float>(1.0 / totals[i]), stream);
+      }
     }
   }
 }

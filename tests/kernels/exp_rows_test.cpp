@@ -345,7 +345,8 @@ TEST(FastExpRows, ShortSoftmaxRowsKeepTheirExpsAndGiveTheSameBits) {
 TEST(FastExpRows, RowsTakenTogetherGiveEachRowsBits) {
   SKIP_WITHOUT_AVX512_FMA();
   // max_exp_sum_rows_avx512 interleaves a few rows' maxes and sums; each row must come out as
-  // max_exp_sum_avx512 gives it alone, including a row of -inf only.
+  // max_exp_sum_avx512 (or, storing its exps, max_exp_sum_store_avx512) gives it alone, including a row of
+  // -inf only.
   const float minus_inf = -std::numeric_limits<float>::infinity();
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{65}, int64_t{130}, fast::kExpChunk}) {
     for (int64_t rows : {1, 3, 4, 5, 9}) {
@@ -353,13 +354,24 @@ TEST(FastExpRows, RowsTakenTogetherGiveEachRowsBits) {
       if (rows > 2) std::fill(x.begin() + n, x.begin() + 2 * n, minus_inf);  // row 1 fully masked
       std::vector<float> maxes(static_cast<size_t>(rows));
       std::vector<double> totals(static_cast<size_t>(rows));
-      fast::max_exp_sum_rows_avx512(x.data(), rows, n, maxes.data(), totals.data());
+      fast::max_exp_sum_rows_avx512(x.data(), rows, n, maxes.data(), totals.data(), nullptr);
+      // With y: the exps as max_exp_sum_store_avx512 writes them (a row of -inf only: untouched).
+      std::vector<float> y(x.size(), 3.0f), y_one(x.size(), 3.0f), maxes_y(maxes.size());
+      std::vector<double> totals_y(totals.size());
+      fast::max_exp_sum_rows_avx512(x.data(), rows, n, maxes_y.data(), totals_y.data(), y.data());
       for (int64_t r = 0; r < rows; ++r) {
-        float max = 0;
+        const std::string where =
+            "n " + std::to_string(n) + " rows " + std::to_string(rows) + " row " + std::to_string(r);
+        float max = 0, max_store = 0;
         const double total = fast::max_exp_sum_avx512(x.data() + r * n, n, &max);
-        EXPECT_EQ(maxes[static_cast<size_t>(r)], max) << "n " << n << " rows " << rows << " row " << r;
-        EXPECT_EQ(totals[static_cast<size_t>(r)], total) << "n " << n << " rows " << rows << " row " << r;
+        const double total_store =
+            fast::max_exp_sum_store_avx512(x.data() + r * n, y_one.data() + r * n, n, &max_store);
+        EXPECT_EQ(maxes[static_cast<size_t>(r)], max) << where;
+        EXPECT_EQ(totals[static_cast<size_t>(r)], total) << where;
+        EXPECT_EQ(maxes_y[static_cast<size_t>(r)], max_store) << where;
+        EXPECT_EQ(totals_y[static_cast<size_t>(r)], total_store) << where;
       }
+      EXPECT_EQ(0, std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float))) << "n " << n;
     }
   }
 }
