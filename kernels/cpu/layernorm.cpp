@@ -6,8 +6,8 @@
 // gradients sum over rows in fixed blocks of kRowBlock rows and then over the blocks in order, so they are
 // parallel and still independent of the thread count. That is v1, LayerNormKernel::CpuRowLoop. v2
 // (CpuAvx512) runs float32 rows through kernels/cpu/layernorm_avx512.h instead: float sums with FMAs, a
-// forward that takes rows four at a time, and a backward that writes dx and a block's parameter-gradient sums
-// in one sweep.
+// forward that takes rows several at a time, and a backward that writes dx and a block's parameter-gradient
+// sums in one sweep.
 #include <algorithm>
 #include <type_traits>
 #include <vector>

@@ -20,7 +20,7 @@ namespace brigade::kernels::cpu::detail {
 /// For the rows r = 0 .. rows - 1 of x and y ([rows, n], contiguous; n >= 1): mu[r] = mean(x[r]),
 /// inv_std[r] = 1 / sqrt(mean((x[r] - mu[r])^2) + eps) (the biased variance), and
 /// y[r][j] = ((x[r][j] - mu[r]) * inv_std[r]) * w[j] + b[j] rounded to float. A null w is all ones, a null
-/// b zeros. Rows are taken four at a time, their serial chains interleaved; a row's results do not
+/// b zeros. Rows are taken four or eight at a time, their serial chains interleaved; a row's results do not
 /// depend on how many rows a call has.
 void layernorm_forward_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, const float* w,
                                    const float* b, double eps, double* mu, double* inv_std);

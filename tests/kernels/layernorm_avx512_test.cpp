@@ -86,8 +86,8 @@ TEST(LayernormAvx512, ForwardMatchesLongDouble) {
   }
 }
 
-// The forward takes rows four at a time, their phases interleaved; a row's results must not depend on
-// how many rows share the call (the thread count and the block split decide that).
+// The forward takes rows four or eight at a time, their phases interleaved; a row's results must not depend
+// on how many rows share the call (the thread count and the block split decide that).
 TEST(LayernormAvx512, ForwardGivesEachRowTheSameBitsHoweverTheRowsAreGrouped) {
   SKIP_WITHOUT_AVX512_FMA();
   for (int64_t n : {1, 5, 16, 128, 133}) {
