@@ -21,6 +21,11 @@ namespace brigade::kernels::cpu::detail {
 /// Floats per chunk of max_exp_sum (8 KiB: a chunk is read from memory once, then again from L1).
 constexpr int64_t kExpChunk = 2048;
 
+/// Rows up to this many floats are taken several at a time (max_exp_sum_rows_avx512): their per-row chains
+/// cost more than their vectors. Longer rows go one at a time, so that a row is still in L1 for its
+/// output pass (8 rows of 1024 keys, 32 KiB of input and as much output, were 1.4x slower than one).
+constexpr int64_t kShortRow = 256;
+
 /// Whether this build has the loops below and this CPU runs them (AVX-512F and FMA).
 bool avx512_rows_run();
 

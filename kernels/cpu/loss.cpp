@@ -91,12 +91,13 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
   float* gp = grad.defined() ? grad.data<float>() : nullptr;
   const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
   const bool stream = gp != nullptr && detail::output_outgrows_caches(N * V);
-  // Rows of up to a chunk go in blocks of kRows: their maxes and sums interleaved (the same bits).
+  // Short rows go in blocks of kRows: their maxes and sums interleaved (the same bits).
   constexpr int64_t kRows = 8;
-  const int64_t blocks = (N + kRows - 1) / kRows;
+  const int64_t block = V <= detail::kShortRow ? kRows : 1;
+  const int64_t blocks = (N + block - 1) / block;
 #pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t first = blk * kRows, rows = std::min(N, first + kRows) - first;
+    const int64_t first = blk * block, rows = std::min(N, first + block) - first;
     float maxes[kRows];
     double totals[kRows];
     if (V <= detail::kExpChunk) {

@@ -43,8 +43,8 @@ void softmax_float32(const Tensor& x, const Tensor& out, bool log) {
 #if BRIGADE_CPU_X86
 // v2's float32 rows: one pass for the max and the sum of exps, one for the output. A softmax row that fits
 // one chunk (attention scores up to 2048 keys) and is not streamed keeps its exps in the output and scales
-// them in place from L1: each exp is computed once, and the same bits come out. Rows that fit a chunk go in
-// blocks of kRows, their maxes and sums interleaved (the same bits again).
+// them in place from L1: each exp is computed once, and the same bits come out. Short rows go in blocks of
+// kRows, their maxes and sums interleaved (the same bits again).
 void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
   constexpr int64_t kRows = 8;
   const int64_t rows = x.size(0), cols = x.size(1);
@@ -52,10 +52,11 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
   auto* yp = out.data<float>();
   const bool stream = detail::output_outgrows_caches(rows * cols);
   const bool short_rows = cols <= detail::kExpChunk, keep_exps = short_rows && !log && !stream;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
+  const int64_t block = cols <= detail::kShortRow ? kRows : 1;
+  const int64_t blocks = (rows + block - 1) / block;
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t first = blk * kRows, count = std::min(rows, first + kRows) - first;
+    const int64_t first = blk * block, count = std::min(rows, first + block) - first;
     float maxes[kRows];
     double totals[kRows];
     if (short_rows) {
