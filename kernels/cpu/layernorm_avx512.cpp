@@ -6,9 +6,13 @@
 //  - forward: two passes, the first from memory: the centred sums (1 load, 3 operations a vector), the
 //    output (3 loads, 3 operations, a store). ~4 loads and ~2 store cycles a vector, ~6 cycles: ~300
 //    cycles a row, plus ~100 for the row's serial tail (the reductions, a division, a square root).
-//    Measured in L1: ~112 ns (~390 cycles) a row. A row in and out at the ~60 GB/s this core copies a
-//    16 MiB buffer takes ~100 ns, so at GPT-2's rows the forward runs near the copy rate; v1's statistics
-//    in double made it ~210 ns.
+//    Measured in L1: ~112 ns (~390 cycles) a row alone, ~104 ns four at a time. A row in and out at the
+//    ~60 GB/s this core copies a 16 MiB buffer takes ~100 ns, so at GPT-2's rows the forward runs near the
+//    copy rate; v1's statistics in double made it ~210 ns.
+//  - forward, short rows: at C = 128 (8 vectors, ~35 cycles of loads and stores) the serial tail is most
+//    of a row: three reductions (~20 cycles each), a division, a square root. Rows alone measured
+//    ~34-53 ns (~120-190 cycles) in L1; eight at a time, each phase over all eight before the next, their
+//    tails overlap: ~26 ns.
 //  - backward: per row, the two sums (3 loads, 4 operations a vector); then dx (4 operations, a store)
 //    and the parameter gradients in double (the 16 floats of dy and of x widened as they are loaded
 //    again, in halves: 4 conversions, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row;
