@@ -19,8 +19,9 @@
 // and the lowest, the highest and the spread (max - min over rounds, over the median) say how much a
 // candidate's figure moved. Threads are left to the scheduler; --pin on runs stage s's thread pinned to
 // core s and this thread to core 0 (on a quiet 2-core machine that put the measured steps 41-46 % above the
-// predictions against 16-17 % unpinned, the replays agreeing either way: the excess was waiting, not work). Each profiled size prints the executor's factors over the layers timed alone
-// (model_profiler: measure_action_factors), which the prediction includes (--action-cost off: not).
+// predictions against 16-17 % unpinned, the replays agreeing either way: the excess was waiting, not work).
+// Each profiled size prints the executor's factors over the layers timed alone (model_profiler:
+// measure_action_factors), which the prediction includes (--action-cost off: not).
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
@@ -290,10 +291,21 @@ void bench_shape(const Shape& shape, const Flags& f) {
   print_load("after this shape");
 }
 
+void usage(const char* program, int code) {
+  std::fprintf(code == 0 ? stdout : stderr,
+               "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
+               "[--tie FRACTION] [--pin on|off] [--action-cost on|off]\n",
+               program);
+  std::exit(code);
+}
+
 Flags parse(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") usage(argv[0], 0);
+    if (i + 1 >= argc) usage(argv[0], 2);  // a flag without its value
+    const std::string v = argv[i + 1];
     if (a == "--shapes") {
       f.shapes.clear();
       std::stringstream in(v);
@@ -311,11 +323,7 @@ Flags parse(int argc, char** argv) {
     } else if ((a == "--pin" || a == "--action-cost") && (v == "on" || v == "off")) {
       (a == "--pin" ? f.pin : f.action_cost) = v == "on";
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
-                   "[--tie FRACTION] [--pin on|off] [--action-cost on|off]\n",
-                   argv[0]);
-      std::exit(2);
+      usage(argv[0], 2);
     }
   }
   return f;
