@@ -15,7 +15,7 @@
 //               V^T, O = P V, dQ = dS K.
 //   tile_atb    Acc[j][c] += sum_r A[r][j] X[r][c]: X's 8 rows x 2 zmm held in 16 registers, 4 rows j of
 //               Acc at a time (8 independent chains of 8 FMAs). dK += dS^T Q, dV += P^T dO.
-//   rows        max, exp (vector_math.h's exp_v, ~2 ulp), sum, 1/l, delta = dO.O, dS = P (dP - delta)
+//   rows        max, exp (exp_avx512.h's table exp, ~1 ulp), sum, 1/l, delta = dO.O, dS = P (dP - delta)
 //               scale: 16 lanes at a time, horizontal reductions at the end of a row.
 // Summation orders differ from v1/v2 (lane-partial sums, FMA's single rounding): v3 is checked against
 // kernels/reference/ within the op table's tolerance, not bit for bit against v2.
@@ -27,7 +27,7 @@
 //            table counts 4 B H T^2 D = 25 MFLOP (the full T x T). Bytes: q, k, v, out 4 x 8 KiB a task
 //            (L1-resident): 1.6 MB a call, 16 flops a byte at the exact count, far above this core's ridge
 //            (115.5 GFLOP/s over ~20 GB/s of one core's DRAM stream, ~6), and every operand fits in L1/L2:
-//            FMA bound. At the peak the exact work takes 0.11 ms; the exp (T^2/2 lanes, ~25 instructions a
+//            FMA bound. At the peak the exact work takes 0.11 ms; the exp (T^2/2 lanes, ~14 instructions a
 //            vector) and the padded 23 % add ~40 %.
 //   backward 5 products (S, dP, dQ, dK, dV): 2.5 x the forward's multiply-adds, plus the exp again.
 //   GPT-2 small at batch 1 (T 1024, D 64, H 12): forward 2 T(T+1)/2 D = 67 M multiply-adds a task (0.8
@@ -36,8 +36,13 @@
 // docs/kernels.md): 69-71 % at GPT-2's T = 1024, 30-43 % at T = 64, where the per-row work (masking,
 // reductions, exp, log) and the padded copies are the limit.
 
-// The 16-lane templates of vector_math.h are inlined into this file's AVX-512 functions.
+// 512-bit vector types pass through this file's inline functions (g++ notes the ABI change otherwise).
 #pragma GCC diagnostic ignored "-Wpsabi"
+// g++ 12 warns "__Y may be used uninitialized" inside the exp's intrinsics (their _mm512_undefined_*
+// pass-through operand, fully overwritten under an all-ones mask): a known false positive of its headers,
+// as in exp_rows_avx512.cpp. Before the includes: the warning points into them.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <cmath>
 #include <limits>
@@ -45,18 +50,12 @@
 
 #include "kernels/cpu/attention_tasks.h"
 #include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
+#include "kernels/cpu/exp_avx512.h"    // BRIGADE_AVX512*, exp16_not_above_88
 #include "tensor/bfloat16.h"
-
-#if BRIGADE_CPU_X86
-#include <immintrin.h>
-#endif
 
 namespace brigade::kernels::cpu::attention {
 #if BRIGADE_CPU_X86
 namespace {
-
-#define BRIGADE_AVX512 __attribute__((target("avx512f,fma")))
-#define BRIGADE_AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) inline
 
 constexpr int64_t kRows = 8;    // query rows per block: 8 x 2 accumulators + 2 loads of 32 zmm registers
 constexpr int64_t kLanes = 16;  // floats per zmm
@@ -216,12 +215,14 @@ BRIGADE_AVX512_INLINE float row_max(const float* row, int64_t cols) {
   return reduce<true>(m);
 }
 
-/// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their sum. -inf gives 0.
+/// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their sum. -inf gives 0. The
+/// arguments are never far above 0 (shift is the row's max, or its log-sum-exp), so exp16_not_above_88
+/// (~1 ulp, ~14 instructions a vector) serves.
 BRIGADE_AVX512_INLINE float exp_row_sum(float* row, float shift, int64_t cols) {
   const __m512 sh = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < cols; j += kLanes) {
-    const __m512 e = detail::exp_v(_mm512_sub_ps(_mm512_loadu_ps(row + j), sh));
+    const __m512 e = detail::exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(row + j), sh));
     _mm512_storeu_ps(row + j, e);
     sum = _mm512_add_ps(sum, e);
   }
