@@ -18,9 +18,9 @@ enum class SoftmaxKernel {
   /// CPU v2 (kernels/cpu/exp_rows_avx512.h): float32 rows in AVX-512 intrinsics with FMA: the max and the
   /// sum of the exps in one pass over memory (8 KiB chunks, the running max rescaled), a table-driven exp
   /// of ~1 ulp, the output written in one more pass (non-temporal stores when it is bigger than twice the
-  /// L3; a softmax row of one chunk keeps the exps of its sum pass and is scaled in place); the softmax
-  /// backward is v1's. Other dtypes, and CPUs without AVX-512F and FMA, run v1. The CPU
-  /// default where it runs.
+  /// L3; a softmax row of one chunk keeps the exps of its sum pass and is scaled in place); the backward's
+  /// row sums in double as v1's, the rest in float; rows up to 256 floats several at a time. Other dtypes,
+  /// and CPUs without AVX-512F and FMA, run v1. The CPU default where it runs.
   CpuAvx512,
   /// CUDA v1 (kernels/cuda/softmax.cu): one block per row, block_reduce, the row read again for each pass;
   /// any C; the default. v2 improves: the row read once into registers, shuffles only.

@@ -187,6 +187,62 @@ BRIGADE_AVX512 void log_softmax_backward_avx512(const float* dy, const float* y,
   });
 }
 
+namespace {
+
+/// sum_j a[j] (b null) or sum_j a[j] b[j] in double, as v1's sums: every float widened, so that a product
+/// of two floats is exact; two sets of accumulators, so that consecutive vectors do not wait on each other.
+BRIGADE_AVX512_INLINE double sum_in_double(const float* a, const float* b, int64_t n) {
+  __m512d acc[2][2] = {{_mm512_setzero_pd(), _mm512_setzero_pd()},
+                       {_mm512_setzero_pd(), _mm512_setzero_pd()}};
+  auto halves = [](__m512 v) BRIGADE_AVX512_LAMBDA {
+    return std::pair{_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+                     _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
+  };
+  for (int64_t j = 0, set = 0; j < n; j += 16, set ^= 1) {
+    const __mmask16 m = first_lanes(std::min<int64_t>(16, n - j));
+    const auto [a_lo, a_hi] = halves(_mm512_maskz_loadu_ps(m, a + j));
+    if (b == nullptr) {
+      acc[set][0] = _mm512_add_pd(acc[set][0], a_lo);
+      acc[set][1] = _mm512_add_pd(acc[set][1], a_hi);
+    } else {
+      const auto [b_lo, b_hi] = halves(_mm512_maskz_loadu_ps(m, b + j));
+      acc[set][0] = _mm512_fmadd_pd(a_lo, b_lo, acc[set][0]);
+      acc[set][1] = _mm512_fmadd_pd(a_hi, b_hi, acc[set][1]);
+    }
+  }
+  return _mm512_reduce_add_pd(
+      _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1])));
+}
+
+}  // namespace
+
+BRIGADE_AVX512 void softmax_backward_rows_avx512(const float* dy, const float* y, float* dx, int64_t rows,
+                                                 int64_t n, bool log) {
+  // Short rows four at a time: their sums (each ending in a reduction) first, then their outputs.
+  constexpr int64_t kGroup = 4;
+  const int64_t group = n <= kShortRow ? kGroup : 1;
+  for (int64_t r0 = 0; r0 < rows; r0 += group) {
+    const int64_t count = std::min(group, rows - r0);
+    double totals[kGroup];
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t r = (r0 + i) * n;
+      totals[i] = sum_in_double(dy + r, log ? nullptr : y + r, n);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t r = (r0 + i) * n;
+      if (log) {
+        log_softmax_backward_avx512(dy + r, y + r, dx + r, n, static_cast<float>(totals[i]));
+        continue;
+      }
+      const __m512 dot = _mm512_set1_ps(static_cast<float>(totals[i]));
+      write_row(dx + r, n, false, [&](int64_t j, __mmask16 m) BRIGADE_AVX512_LAMBDA {
+        return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + r + j),
+                             _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dy + r + j), dot));
+      });
+    }
+  }
+}
+
 BRIGADE_AVX512 void exp_avx512(const float* x, float* y, int64_t n) {
   write_row(y, n, false, [&](int64_t j, __mmask16 m) BRIGADE_AVX512_LAMBDA {
     return exp16(_mm512_maskz_loadu_ps(m, x + j));

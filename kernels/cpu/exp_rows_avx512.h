@@ -62,6 +62,12 @@ void log_softmax_avx512(const float* x, float* y, int64_t n, float max, float lo
 /// dx[j] = dy[j] - exp(y[j]) * dy_total, one FMA (log-softmax backward; y is a log-softmax, at most 0).
 void log_softmax_backward_avx512(const float* dy, const float* y, float* dx, int64_t n, float dy_total);
 
+/// The backward of `rows` rows of n floats ([rows, n] contiguous): softmax dx = y * (dy - sum_j dy[j] y[j]),
+/// or with `log`, log-softmax dx = dy - exp(y) * sum_j dy[j]; the sums in double (as v1's), the rest in
+/// float. Rows up to kShortRow floats four at a time, their sums first.
+void softmax_backward_rows_avx512(const float* dy, const float* y, float* dx, int64_t rows, int64_t n,
+                                  bool log);
+
 /// y[j] = exp16(x[j]) (for its accuracy test).
 void exp_avx512(const float* x, float* y, int64_t n);
 

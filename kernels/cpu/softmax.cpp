@@ -82,23 +82,33 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
 }
 #endif
 
-// float32 backward rows: as above.
+// float32 backward rows: v1's loops, or v2's (fast) in blocks of rows.
 void softmax_backward_float32(const Tensor& dy, const Tensor& y, const Tensor& dx, bool log, bool fast) {
   const int64_t rows = y.size(0), cols = y.size(1);
   const auto* dyp = static_cast<const float*>(dy.data_ptr());
   const auto* yp = static_cast<const float*>(y.data_ptr());
   auto* dxp = dx.data<float>();
+#if BRIGADE_CPU_X86
+  if (fast) {
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (rows + kBlock - 1) / kBlock;
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t first = blk * kBlock, count = std::min(rows, first + kBlock) - first;
+      detail::softmax_backward_rows_avx512(dyp + first * cols, yp + first * cols, dxp + first * cols, count,
+                                           cols, log);
+    }
+    return;
+  }
+#endif
+  (void)fast;
   const detail::ExpRowKernels& k = detail::exp_row_kernels();
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = dyp + r * cols;
     const float* yr = yp + r * cols;
     float* out = dxp + r * cols;
-    if (log && fast) {
-#if BRIGADE_CPU_X86
-      detail::log_softmax_backward_avx512(g, yr, out, cols, static_cast<float>(k.sum(g, cols)));
-#endif
-    } else if (log) {
+    if (log) {
       k.log_softmax_backward(g, yr, out, cols, k.sum(g, cols));
     } else {
       k.softmax_backward(g, yr, out, cols, k.dot(g, yr, cols));
