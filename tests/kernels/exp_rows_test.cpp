@@ -13,6 +13,8 @@
 //    masked (-inf) prefix longer than a chunk, and at every tail length;
 //  - the output loops against long double, the non-temporal stores giving the same bits, and a short
 //    softmax row's exps kept by the sum pass and scaled in place giving the same bits as computed twice;
+//  - short rows taken several at a time (the maxes and sums, the softmax backward) giving each row the
+//    bits it gets alone, and the softmax backward within 1e-6 of (1 + its terms) against long double;
 //  - GELU v1 and v3 (and their gradients) both within the same bound of the formula in double.
 // The ops themselves are checked against kernels/reference/ by the op table (tests/ops/).
 #include "kernels/cpu/exp_rows.h"
@@ -372,6 +374,43 @@ TEST(FastExpRows, RowsTakenTogetherGiveEachRowsBits) {
         EXPECT_EQ(totals_y[static_cast<size_t>(r)], total_store) << where;
       }
       EXPECT_EQ(0, std::memcmp(y.data(), y_one.data(), y.size() * sizeof(float))) << "n " << n;
+    }
+  }
+}
+
+TEST(FastExpRows, SoftmaxBackwardRowsAgreeWithLongDoubleAndDoNotDependOnTheGrouping) {
+  SKIP_WITHOUT_AVX512_FMA();
+  // dx = y (dy - sum dy y), or dy - exp(y) sum dy (log): within 1e-6 of (1 + |the terms|) against long
+  // double (the sums are double, the rest float: a few float roundings), and a row's bits the same whether
+  // it goes alone or with others (rows up to 256 floats go four at a time).
+  for (bool log : {false, true}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{65}, int64_t{300}}) {
+      for (int64_t rows : {1, 3, 4, 5, 9}) {
+        std::vector<float> y = normal_row(rows * n, 1500 + static_cast<uint64_t>(n + rows), 1.0);
+        const std::vector<float> dy = normal_row(rows * n, 1600 + static_cast<uint64_t>(n), 1.0);
+        for (float& v : y) v = log ? -std::fabs(v) : std::fabs(v) / static_cast<float>(n);
+        std::vector<float> dx(y.size()), dx_one(y.size());
+        fast::softmax_backward_rows_avx512(dy.data(), y.data(), dx.data(), rows, n, log);
+        for (int64_t r = 0; r < rows; ++r) {
+          fast::softmax_backward_rows_avx512(dy.data() + r * n, y.data() + r * n, dx_one.data() + r * n, 1, n,
+                                             log);
+          long double sum = 0;
+          for (int64_t j = 0; j < n; ++j)
+            sum += static_cast<long double>(dy[r * n + j]) * (log ? 1 : y[r * n + j]);
+          for (int64_t j = 0; j < n; ++j) {
+            const long double g = dy[r * n + j], p = y[r * n + j];
+            const long double want = log ? g - std::exp(p) * sum : p * (g - sum);
+            const double scale =
+                log ? std::fabs(static_cast<double>(g)) +
+                          std::exp(static_cast<double>(p)) * std::fabs(static_cast<double>(sum))
+                    : std::fabs(static_cast<double>(p * g)) + std::fabs(static_cast<double>(p * sum));
+            ASSERT_NEAR(dx[r * n + j], static_cast<double>(want), 1e-6 * (1.0 + scale))
+                << "log " << log << " n " << n << " rows " << rows << " row " << r << " j " << j;
+          }
+        }
+        EXPECT_EQ(0, std::memcmp(dx.data(), dx_one.data(), dx.size() * sizeof(float)))
+            << "log " << log << " n " << n << " rows " << rows;
+      }
     }
   }
 }
