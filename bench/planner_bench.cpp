@@ -218,6 +218,32 @@ double highest(const std::vector<double>& v) {
   return *std::max_element(v.begin(), v.end());
 }
 
+/// Each planned candidate's step with the rounds' common drift taken out: in every round, its step over
+/// the geometric mean of all planned candidates' steps in that round; the median of those ratios over the
+/// rounds, times the geometric mean of every step. The candidates of a round run back to back, so a slow
+/// spell of the machine that lasts a round scales them all and cancels here; one within a round does not.
+std::vector<double> round_relative(const std::vector<Run>& runs) {
+  std::vector<const Run*> planned;
+  for (const Run& r : runs) {
+    if (r.label != "default") planned.push_back(&r);
+  }
+  const size_t rounds = planned.front()->step.size();
+  std::vector<double> round_log_mean(rounds, 0.0);
+  double all_log_mean = 0.0;
+  for (size_t k = 0; k < rounds; ++k) {
+    for (const Run* r : planned)
+      round_log_mean[k] += std::log(r->step[k]) / static_cast<double>(planned.size());
+    all_log_mean += round_log_mean[k] / static_cast<double>(rounds);
+  }
+  std::vector<double> out;
+  for (const Run* r : planned) {
+    std::vector<double> ratios;
+    for (size_t k = 0; k < rounds; ++k) ratios.push_back(r->step[k] / std::exp(round_log_mean[k]));
+    out.push_back(nn::median(ratios) * std::exp(all_log_mean));
+  }
+  return out;
+}
+
 void report(const std::vector<Run>& runs, double tie) {
   std::vector<double> predicted, measured, low, high, pipe_predicted, pipe_measured, replay;
   for (const Run& r : runs) {
@@ -245,6 +271,7 @@ void report(const std::vector<Run>& runs, double tie) {
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured.front(), fallback = nn::median(runs.back().step);
   const pl::RankAgreement replayed = pl::rank_agreement(pipe_predicted, replay, tie);
+  const pl::RankAgreement relative = pl::rank_agreement(predicted, round_relative(runs), tie);
   std::printf(
       "kendall tau-b, predicted vs measured step: %.2f over all %zu (ceiling %.2f with %d tie groups at "
       "%.1f%%), %.2f over the %d distinct predictions\n",
@@ -253,6 +280,11 @@ void report(const std::vector<Run>& runs, double tie) {
       "kendall tau-b beyond the noise (measured pairs whose min-max ranges over the rounds overlap count as "
       "ties): %.2f over the %d pairs both orders resolve\n",
       a.tau_resolved, a.resolved_pairs);
+  std::printf(
+      "kendall tau-b, predicted vs measured relative to each round's geometric mean (the rounds' common "
+      "drift "
+      "taken out): %.2f over all, %.2f over distinct predictions\n",
+      relative.tau_all, relative.tau_distinct);
   std::printf("kendall tau-b, predicted pipeline vs replay: %.2f over all, %.2f over distinct predictions\n",
               replayed.tau_all, replayed.tau_distinct);
   std::printf(
@@ -262,9 +294,10 @@ void report(const std::vector<Run>& runs, double tie) {
       100 * median_error(pipe_predicted, pipe_measured), 100 * median_error(pipe_predicted, replay));
   std::printf(
       "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, beyond the "
-      "noise %s, pick %s\n",
+      "noise %s, round-relative %s, pick %s\n",
       a.tau_all >= 0.8 ? "met" : "missed", a.tau_distinct >= 0.8 ? "met" : "missed",
-      a.tau_resolved >= 0.8 ? "met" : "missed", pick / best <= 1.05 ? "met" : "missed");
+      a.tau_resolved >= 0.8 ? "met" : "missed", relative.tau_all >= 0.8 ? "met" : "missed",
+      pick / best <= 1.05 ? "met" : "missed");
 }
 
 void bench_shape(const Shape& shape, const Flags& f) {
