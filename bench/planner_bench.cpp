@@ -227,6 +227,7 @@ std::vector<double> round_relative(const std::vector<Run>& runs) {
   for (const Run& r : runs) {
     if (r.label != "default") planned.push_back(&r);
   }
+  if (planned.empty()) return {};
   const size_t rounds = planned.front()->step.size();
   std::vector<double> round_log_mean(rounds, 0.0);
   double all_log_mean = 0.0;
@@ -324,7 +325,7 @@ void bench_shape(const Shape& shape, const Flags& f) {
   print_load("after this shape");
 }
 
-void usage(const char* program, int code) {
+[[noreturn]] void usage(const char* program, int code) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
                "[--tie FRACTION] [--pin on|off] [--action-cost on|off]\n",

@@ -63,7 +63,8 @@ BRIGADE_AVX512_INLINE __m512 exp16_of_sixteenths(__m512 z) {
 }
 
 /// exp of 16 lanes at most 88 (or NaN): exp16's bits with half its clamp and no overflow check, for the
-/// softmax rows, whose arguments x - max are never positive. Below -104 the result is 0, as exp16's.
+/// softmax and cross-entropy rows (x - max, never positive) and attention's probabilities (s - max, or
+/// s - lse, at most a rounding above 0). Below -104 the result is 0, as exp16's; +inf would give NaN.
 BRIGADE_AVX512_INLINE __m512 exp16_not_above_88(__m512 x) {
   // vmaxps returns its second operand when one is NaN: a NaN x stays NaN.
   return exp16_in_range(_mm512_max_ps(_mm512_set1_ps(-104.0f), x));

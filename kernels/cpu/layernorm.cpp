@@ -200,6 +200,7 @@ void forward_float32_avx512(const Tensor& x, const Tensor& residual, const Tenso
                             double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                             const Tensor& rstd) {
   constexpr int64_t kFusedRows = 8;
+  static_assert(kFusedRows <= kRowBlock, "a block's statistics are held in kRowBlock slots");
   const int64_t rows = x.size(0), cols = x.size(1);
   const auto* xp = static_cast<const float*>(x.data_ptr());
   const auto* rsp = residual.defined() ? static_cast<const float*>(residual.data_ptr()) : nullptr;

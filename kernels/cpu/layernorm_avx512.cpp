@@ -11,8 +11,8 @@
 //    copy rate; v1's statistics in double made it ~210 ns.
 //  - forward, short rows: at C = 128 (8 vectors, ~35 cycles of loads and stores) the serial tail is most
 //    of a row: three reductions (~20 cycles each), a division, a square root. Rows alone measured
-//    ~34-53 ns (~120-190 cycles) in L1; eight at a time, each phase over all eight before the next, their
-//    tails overlap: ~26 ns.
+//    ~34-53 ns (~120-190 cycles) in L1 (the host's other tenants moved it between runs); four at a time,
+//    each phase over all four before the next, ~33 ns, and eight ~24-28 ns: their tails overlap.
 //  - backward: per row, the two sums (3 loads, 4 operations a vector); then dx (4 operations, a store)
 //    and the parameter gradients in double (the 16 floats of dy and of x widened as they are loaded
 //    again, in halves: 4 conversions, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row;
@@ -38,11 +38,11 @@
 
 #if BRIGADE_CPU_X86
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/layernorm_rows.h"  // layernorm_inv_std
 #endif
 
 // Every fused multiply-add below is written as one: g++ would otherwise fuse a multiply into the add or
@@ -311,10 +311,9 @@ BRIGADE_AVX512 void layernorm_forward_rows_avx512(const float* x, float* y, int6
                                                   const float* w, const float* b, double eps, double* mu,
                                                   double* inv_std) {
   // A group's statistics, then its outputs; while a group is written, the next is prefetched. Short rows
-  // go eight at a time (their chains are long against their vectors), long rows four (measured in L1:
-  // at n = 128, ~53 ns a row one at a time, ~34 four at a time, ~28 eight; at n = 768, eight was slower
-  // than four). Issuing the next group's statistics before this group's outputs (software pipelining)
-  // measured no faster.
+  // go eight at a time (their chains are long against their vectors), long rows four (the file comment
+  // has the measurements; at n = 768, eight was slower than four). Issuing the next group's statistics before
+  // this group's outputs (software pipelining) measured no faster.
   auto run = [&](auto group_size) BRIGADE_AVX512_LAMBDA {
     constexpr int G = decltype(group_size)::value;
     int64_t r = 0;

@@ -18,8 +18,9 @@
 namespace brigade::kernels::cpu::detail {
 
 /// 1 / sqrt(variance + eps) from a row's sum of squared deviations from its mean. The variance is the
-/// biased one (divided by the row length, not by length - 1), as in PyTorch's layernorm. Every dtype's
-/// forward computes it here: the float32 loops below and the scalar loops of layernorm.cpp.
+/// biased one (divided by the row length, not by length - 1), as in PyTorch's layernorm. v1's forwards
+/// compute it here: the float32 loops below and the scalar loops of layernorm.cpp (v2 takes four rows'
+/// square roots and divisions at once, layernorm_avx512.cpp).
 inline double layernorm_inv_std(double squares, int64_t cols, double eps) {
   return 1.0 / std::sqrt(squares / static_cast<double>(cols) + eps);  // biased variance
 }

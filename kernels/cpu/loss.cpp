@@ -100,11 +100,10 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
     const int64_t first = blk * block, rows = std::min(N, first + block) - first;
     float maxes[kRows];
     double totals[kRows];
-    if (V <= detail::kExpChunk) {
+    if (block > 1) {  // short rows (an ignored row's sums cost little and are not used)
       detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals, nullptr);
-    } else {
-      for (int64_t i = 0; i < rows; ++i)
-        totals[i] = detail::max_exp_sum_avx512(xp + (first + i) * V, V, &maxes[i]);
+    } else if (static_cast<int64_t>(tp[first]) != ignore_index) {
+      totals[0] = detail::max_exp_sum_avx512(xp + first * V, V, &maxes[0]);
     }
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t n = first + i;

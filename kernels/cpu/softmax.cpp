@@ -51,7 +51,7 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
   const auto* xp = static_cast<const float*>(x.data_ptr());
   auto* yp = out.data<float>();
   const bool stream = detail::output_outgrows_caches(rows * cols);
-  const bool short_rows = cols <= detail::kExpChunk, keep_exps = short_rows && !log && !stream;
+  const bool one_chunk = cols <= detail::kExpChunk, keep_exps = one_chunk && !log && !stream;
   const int64_t block = cols <= detail::kShortRow ? kRows : 1;
   const int64_t blocks = (rows + block - 1) / block;
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
@@ -59,7 +59,7 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
     const int64_t first = blk * block, count = std::min(rows, first + block) - first;
     float maxes[kRows];
     double totals[kRows];
-    if (short_rows) {
+    if (one_chunk) {
       detail::max_exp_sum_rows_avx512(xp + first * cols, count, cols, maxes, totals,
                                       keep_exps ? yp + first * cols : nullptr);
     } else {

@@ -90,10 +90,12 @@ TEST(LayernormAvx512, ForwardMatchesLongDouble) {
 // on how many rows share the call (the thread count and the block split decide that).
 TEST(LayernormAvx512, ForwardGivesEachRowTheSameBitsHoweverTheRowsAreGrouped) {
   SKIP_WITHOUT_AVX512_FMA();
-  for (int64_t n : {1, 5, 16, 128, 133}) {
+  for (int64_t n : {1, 5, 16, 128, 133, 300, 768}) {
     for (int64_t rows : {1, 3, 4, 5, 8, 9, 13}) {
       std::vector<float> x = normal_row(rows * n, 1200 + static_cast<uint64_t>(n), 1.5, 0.25);
-      x[0] += 40.0f;  // the first row's guess of its mean is off: that row takes its sums again
+      // The first row's first 16 elements far off: past 16 elements its guess of the mean (theirs) is then
+      // off by more than a spread, and that row takes its sums again.
+      for (int64_t j = 0; j < std::min<int64_t>(n, 16); ++j) x[static_cast<size_t>(j)] += 40.0f;
       const std::vector<float> w = normal_row(n, 1300, 1.0, 1.0), b = normal_row(n, 1400, 0.5, 0.0);
       std::vector<float> y_all(x.size()), y_one(x.size());
       std::vector<double> mu_all(static_cast<size_t>(rows)), rs_all(mu_all.size()), mu_one(mu_all.size()),

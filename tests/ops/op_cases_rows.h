@@ -106,6 +106,13 @@ inline void add_row_cases(OpTableBuilder& t) {
     c = make_case(Op::CrossEntropy, kFloat32, {in({128, 300}), targets({128}, 300, -100)});  // OpenMP path
     c.index = -100;
     t.add(c);
+    // Short rows go in blocks of 8 on the CPU's v2: several blocks and a tail, with and without a gradient.
+    for (bool grad : {true, false}) {
+      c = make_case(Op::CrossEntropy, kFloat32, {in({13, 50}), targets({13}, 50, -100)});
+      c.index = -100;
+      c.compute_grad = grad;
+      t.add(c);
+    }
     c = make_case(Op::CrossEntropy, kFloat32, {in({0, 5}), targets({0}, 5, -100)});
     c.index = -100;
     t.add(c);
