@@ -1,7 +1,7 @@
 // What the AVX-512 row loops share (softmax and cross-entropy v2, layernorm v2, GELU v3): the target
 // attributes that let one file hold AVX-512 code whatever the build's -march, the mask of a row's last
-// partial vector, and the loop that writes a row 16 lanes at a time. Include only from code called where
-// the CPU has AVX-512F and FMA (cpu_features()).
+// partial vector, a vector widened to doubles, and the loop that writes a row 16 lanes at a time. Include
+// only from code called where the CPU has AVX-512F and FMA (cpu_features()).
 #pragma once
 
 #include <algorithm>
@@ -23,6 +23,16 @@ namespace brigade::kernels::cpu::detail {
 /// The mask of the first `count` lanes (count in [0, 16]).
 BRIGADE_AVX512_INLINE __mmask16 first_lanes(int64_t count) {
   return static_cast<__mmask16>((1u << count) - 1u);
+}
+
+/// The 16 floats of a vector as doubles: the low 8 lanes, then the high 8.
+struct Wide {
+  __m512d lo, hi;
+};
+
+BRIGADE_AVX512_INLINE Wide widen(__m512 v) {
+  return {_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
+          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
 }
 
 /// y[j .. j + 16) = f(j, mask) over a row of n floats (mask: the lanes inside the row; the tail stores

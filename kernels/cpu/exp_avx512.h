@@ -80,9 +80,8 @@ BRIGADE_AVX512_INLINE __m512 exp16(__m512 x) {
 
 /// The sum of the 16 lanes in double, in a fixed order (8 + 8 widened, then a tree).
 BRIGADE_AVX512_INLINE double sum16_in_double(__m512 v) {
-  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-  const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+  const Wide w = widen(v);
+  return _mm512_reduce_add_pd(_mm512_add_pd(w.lo, w.hi));
 }
 
 }  // namespace brigade::kernels::cpu::detail

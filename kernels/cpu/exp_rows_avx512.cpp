@@ -68,8 +68,9 @@ BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shif
   const __m512 s = _mm512_set1_ps(shift);
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA {
-    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+    const Wide w = widen(v);
+    lo = _mm512_add_pd(lo, w.lo);
+    hi = _mm512_add_pd(hi, w.hi);
   };
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
@@ -135,7 +136,7 @@ BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_
     const int64_t group = std::min(kGroup, rows - r0);
     for (int64_t r = r0; r < r0 + group; ++r) max[r] = chunk_max(x + r * n, n);
     for (int64_t r = r0; r < r0 + group; ++r) {
-      // As max_exp_sum_avx512 and max_exp_sum_store_avx512: a row of -inf only sums to 0 and writes nothing.
+      // As max_exp_sum_avx512: a row of -inf only sums to 0 (and, storing, writes nothing).
       if (max[r] == -std::numeric_limits<float>::infinity()) {
         total[r] = 0.0;
       } else if (y != nullptr) {
@@ -148,11 +149,9 @@ BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_
 }
 
 BRIGADE_AVX512 double max_exp_sum_store_avx512(const float* x, float* y, int64_t n, float* max) {
-  const float m = chunk_max(x, n);
-  *max = m;
-  // A row of -inf only: nothing is stored, and the caller writes the row as exp_scaled would.
-  if (m == -std::numeric_limits<float>::infinity()) return 0.0;
-  return chunk_exp_sum<true>(x, n, m, nullptr, y);
+  double total = 0.0;
+  max_exp_sum_rows_avx512(x, 1, n, max, &total, y);
+  return total;
 }
 
 BRIGADE_AVX512 void scale_avx512(float* y, int64_t n, float scale) {
@@ -194,18 +193,14 @@ namespace {
 BRIGADE_AVX512_INLINE double sum_in_double(const float* a, const float* b, int64_t n) {
   __m512d acc[2][2] = {{_mm512_setzero_pd(), _mm512_setzero_pd()},
                        {_mm512_setzero_pd(), _mm512_setzero_pd()}};
-  auto halves = [](__m512 v) BRIGADE_AVX512_LAMBDA {
-    return std::pair{_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
-                     _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
-  };
   for (int64_t j = 0, set = 0; j < n; j += 16, set ^= 1) {
     const __mmask16 m = first_lanes(std::min<int64_t>(16, n - j));
-    const auto [a_lo, a_hi] = halves(_mm512_maskz_loadu_ps(m, a + j));
+    const auto [a_lo, a_hi] = widen(_mm512_maskz_loadu_ps(m, a + j));
     if (b == nullptr) {
       acc[set][0] = _mm512_add_pd(acc[set][0], a_lo);
       acc[set][1] = _mm512_add_pd(acc[set][1], a_hi);
     } else {
-      const auto [b_lo, b_hi] = halves(_mm512_maskz_loadu_ps(m, b + j));
+      const auto [b_lo, b_hi] = widen(_mm512_maskz_loadu_ps(m, b + j));
       acc[set][0] = _mm512_fmadd_pd(a_lo, b_lo, acc[set][0]);
       acc[set][1] = _mm512_fmadd_pd(a_hi, b_hi, acc[set][1]);
     }

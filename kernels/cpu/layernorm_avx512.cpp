@@ -115,19 +115,12 @@ BRIGADE_AVX512_INLINE RowGrad row_grad(const float* dy, const float* x, const fl
           _mm512_set1_pd(-static_cast<double>(mean) * rs)};
 }
 
-/// Two doubles a float lane: 16 floats from p + j widened, the low 8 lanes then the high 8 (under mask k
-/// for a row's tail).
-struct Wide {
-  __m512d lo, hi;
-};
-
+/// 16 floats from p + j widened to doubles (under mask k for a row's tail).
 BRIGADE_AVX512_INLINE Wide load_wide(const float* p, int64_t j, __mmask16 k) {
   if (k == 0xffff) {  // two 8-float loads converted as they load: no extract
     return {_mm512_cvtps_pd(_mm256_loadu_ps(p + j)), _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 8))};
   }
-  const __m512 v = _mm512_maskz_loadu_ps(k, p + j);
-  return {_mm512_cvtps_pd(_mm512_castps512_ps256(v)),
-          _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
+  return widen(_mm512_maskz_loadu_ps(k, p + j));
 }
 
 /// G consecutive rows from dy, x, dx (row length n): the sums of each row, then one sweep of the columns

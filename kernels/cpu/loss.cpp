@@ -39,6 +39,13 @@ int64_t count_targets(const I* tp, int64_t N, int64_t V, int64_t ignore_index, i
   return -1;
 }
 
+/// A row whose target is ignore_index: its loss and its gradient row (where there is one) are 0.
+template <typename L, typename T>
+void zero_ignored_row(L* loss, T* grad_row, int64_t V) {
+  *loss = L(0);
+  if (grad_row) std::fill(grad_row, grad_row + V, static_cast<T>(0.0f));
+}
+
 // float32 logits: the vector loops of exp_rows.h, sums and the gradient's arithmetic in double.
 // The exps go into the gradient row (or a per-thread scratch row without one), so the loss is the same
 // bits whether or not the gradient is asked for.
@@ -57,8 +64,7 @@ void loss_rows_float32(const Tensor& logits, const I* tp, int64_t ignore_index, 
     float* g = gp ? gp + n * V : nullptr;
     const auto t = static_cast<int64_t>(tp[n]);
     if (t == ignore_index) {
-      lp[n] = 0.0f;
-      if (g) std::fill(g, g + V, 0.0f);
+      zero_ignored_row(&lp[n], g, V);
       continue;
     }
     thread_local std::vector<float> scratch;
@@ -111,8 +117,7 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
       float* g = gp ? gp + n * V : nullptr;
       const auto t = static_cast<int64_t>(tp[n]);
       if (t == ignore_index) {
-        lp[n] = 0.0f;
-        if (g) std::fill(g, g + V, 0.0f);
+        zero_ignored_row(&lp[n], g, V);
         continue;
       }
       const double lse = static_cast<double>(maxes[i]) + std::log(totals[i]);
@@ -141,8 +146,7 @@ void loss_rows(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t 
     T* g = gp ? gp + n * V : nullptr;
     const auto t = static_cast<int64_t>(tp[n]);
     if (t == ignore_index) {
-      lp[n] = L(0);
-      if (g) std::fill(g, g + V, static_cast<T>(0.0f));
+      zero_ignored_row(&lp[n], g, V);
       continue;
     }
     double row_max = static_cast<double>(x[0]);
