@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -68,6 +69,7 @@ struct Flags {
   double tie = 0.01;
   bool pin = false;         // stage threads (and this thread) pinned to cores
   bool action_cost = true;  // price the executor's actions over the layers timed alone
+  bool by_step = true;      // --interleave steps: the candidates take turns step by step (else round by round)
 };
 
 struct Shape {
@@ -90,6 +92,7 @@ struct Run {
   std::string flags;
   double predicted_ms = -1.0, predicted_pipeline_ms = -1.0;  // -1: not planned (the default)
   std::vector<double> step, pipeline, replay;                // per round: the median over steps
+  std::vector<double> sweep;  // --interleave steps: every measured step, sweep by sweep (one per sweep)
 };
 
 void print_load(const char* when) {
@@ -122,25 +125,79 @@ pl::PipelineConfig default_config(const nn::GPT& model, bool pin) {
   return pc;
 }
 
-// One round of one configuration: 2 warm-up steps, then the medians over `steps` train steps of the
-// wall-clock step, the pipeline's span and its replay.
-void measure(nn::GPT& model, const nn::Batch& batch, int steps, Run& run) {
+struct StepTimes {
+  double step_ms, pipeline_ms, replay_ms;
+};
+
+// One train_step: its wall-clock time, the pipeline's span and its replay.
+StepTimes time_step(pl::Pipeline& pipe, nn::AdamW& optimizer, const nn::Batch& batch) {
+  const auto start = std::chrono::steady_clock::now();
+  const pl::StepResult r = pipe.train_step(batch.x, batch.y, optimizer);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return {ms, r.step_ms, pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time};
+}
+
+// Steps of one round of one candidate: their medians are the round's figures.
+struct RoundSteps {
+  std::vector<double> step, pipeline, replay;
+  void add(const StepTimes& t) {
+    step.push_back(t.step_ms), pipeline.push_back(t.pipeline_ms), replay.push_back(t.replay_ms);
+  }
+  void close(Run& run) const {
+    run.step.push_back(nn::median(step));
+    run.pipeline.push_back(nn::median(pipeline));
+    run.replay.push_back(nn::median(replay));
+  }
+};
+
+// --interleave rounds, one round of one configuration: a fresh pipeline, 2 warm-up steps, then `steps`
+// train steps back to back.
+void measure_round(nn::GPT& model, const nn::Batch& batch, int steps, Run& run) {
   pl::Pipeline pipe(model, run.config);
   nn::AdamW optimizer(model.parameters());  // after the Pipeline (executor.h)
-  std::vector<double> step, pipeline, replay;
+  RoundSteps round;
   for (int i = 0; i < steps + 2; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    const pl::StepResult r = pipe.train_step(batch.x, batch.y, optimizer);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i < 2) continue;
-    step.push_back(ms);
-    pipeline.push_back(r.step_ms);
-    replay.push_back(pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time);
+    const StepTimes t = time_step(pipe, optimizer, batch);
+    if (i >= 2) round.add(t);
   }
-  run.step.push_back(nn::median(step));
-  run.pipeline.push_back(nn::median(pipeline));
-  run.replay.push_back(nn::median(replay));
+  round.close(run);
+}
+
+// --interleave steps: every candidate keeps its own copy of the model (the same initial weights), pipeline
+// and optimizer for the whole shape, and the candidates take turns one step each (a sweep), in an order
+// rotated by one every sweep. A slow spell of the machine longer than a sweep (tens to hundreds of
+// milliseconds here) falls on every candidate alike, and sweep_relative takes it out.
+void measure_by_step(const nn::GPTConfig& c, const nn::Batch& batch, const Flags& f, std::vector<Run>& runs) {
+  struct Live {
+    std::unique_ptr<nn::GPT> model;
+    std::unique_ptr<pl::Pipeline> pipe;
+    std::unique_ptr<nn::AdamW> optimizer;
+  };
+  std::vector<Live> live;
+  for (const Run& run : runs) {
+    Live l;
+    l.model = std::make_unique<nn::GPT>(c, 1);
+    l.model->train();
+    l.pipe = std::make_unique<pl::Pipeline>(*l.model, run.config);
+    l.optimizer = std::make_unique<nn::AdamW>(l.model->parameters());  // after the Pipeline (executor.h)
+    live.push_back(std::move(l));
+  }
+  for (int warm = 0; warm < 2; ++warm) {
+    for (Live& l : live) time_step(*l.pipe, *l.optimizer, batch);
+  }
+  const size_t n = runs.size();
+  for (int round = 0, sweep = 0; round < f.rounds; ++round) {
+    std::vector<RoundSteps> rounds(n);
+    for (int s = 0; s < f.steps; ++s, ++sweep) {
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (k + static_cast<size_t>(sweep)) % n;
+        const StepTimes t = time_step(*live[i].pipe, *live[i].optimizer, batch);
+        rounds[i].add(t);
+        runs[i].sweep.push_back(t.step_ms);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) rounds[i].close(runs[i]);
+  }
 }
 
 std::vector<int64_t> random_tokens(int64_t n, int64_t vocab) {
@@ -184,7 +241,7 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
     });
     if (same != runs.end()) continue;  // the table says "the same program as rank k"
     runs.push_back(
-        {std::to_string(i + 1), config_of(c, f.pin), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}});
+        {std::to_string(i + 1), config_of(c, f.pin), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}, {}});
   }
   plan.ranked.resize(shown);  // the table up to the last candidate run
   std::printf("%s", plan.table().c_str());
@@ -193,6 +250,7 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
                   "--stages 2 --microbatches 4 --schedule 1f1b",
                   -1.0,
                   -1.0,
+                  {},
                   {},
                   {},
                   {}});
@@ -218,34 +276,35 @@ double highest(const std::vector<double>& v) {
   return *std::max_element(v.begin(), v.end());
 }
 
-/// Each planned candidate's step with the rounds' common drift taken out: in every round, its step over
-/// the geometric mean of all planned candidates' steps in that round; the median of those ratios over the
-/// rounds, times the geometric mean of every step. The candidates of a round run back to back, so a slow
-/// spell of the machine that lasts a round scales them all and cancels here; one within a round does not.
-std::vector<double> round_relative(const std::vector<Run>& runs) {
+/// Each planned candidate's step with the machine's common drift taken out: at every index of `series`
+/// (a round, or with --interleave steps a sweep), its step over the geometric mean of all planned
+/// candidates' steps at that index; the median of those ratios, times the geometric mean of every step.
+/// The candidates of a round (or a sweep) run back to back, so a slow spell of the machine that lasts one
+/// scales them all and cancels here; a shorter one does not.
+std::vector<double> drift_relative(const std::vector<Run>& runs, std::vector<double> Run::*series) {
   std::vector<const Run*> planned;
   for (const Run& r : runs) {
     if (r.label != "default") planned.push_back(&r);
   }
   if (planned.empty()) return {};
-  const size_t rounds = planned.front()->step.size();
-  std::vector<double> round_log_mean(rounds, 0.0);
+  const size_t points = (planned.front()->*series).size();
+  std::vector<double> point_log_mean(points, 0.0);
   double all_log_mean = 0.0;
-  for (size_t k = 0; k < rounds; ++k) {
+  for (size_t k = 0; k < points; ++k) {
     for (const Run* r : planned)
-      round_log_mean[k] += std::log(r->step[k]) / static_cast<double>(planned.size());
-    all_log_mean += round_log_mean[k] / static_cast<double>(rounds);
+      point_log_mean[k] += std::log((r->*series)[k]) / static_cast<double>(planned.size());
+    all_log_mean += point_log_mean[k] / static_cast<double>(points);
   }
   std::vector<double> out;
   for (const Run* r : planned) {
     std::vector<double> ratios;
-    for (size_t k = 0; k < rounds; ++k) ratios.push_back(r->step[k] / std::exp(round_log_mean[k]));
+    for (size_t k = 0; k < points; ++k) ratios.push_back((r->*series)[k] / std::exp(point_log_mean[k]));
     out.push_back(nn::median(ratios) * std::exp(all_log_mean));
   }
   return out;
 }
 
-void report(const std::vector<Run>& runs, double tie) {
+void report(const std::vector<Run>& runs, double tie, bool by_step) {
   std::vector<double> predicted, measured, low, high, pipe_predicted, pipe_measured, replay;
   for (const Run& r : runs) {
     if (r.label == "default") continue;
@@ -255,24 +314,28 @@ void report(const std::vector<Run>& runs, double tie) {
     replay.push_back(nn::median(r.replay));
   }
   const pl::RankAgreement a = pl::rank_agreement(predicted, measured, low, high, tie);
-  std::printf("%-8s %10s %9s %10s %9s %7s %6s %10s %10s %10s  %s\n", "rank", "predicted", "min", "measured",
-              "max", "spread", "tie", "pipe pred", "pipe meas", "replay", "configuration");
+  // "relative": the step with the common drift taken out, per sweep (--interleave steps) or per round.
+  const std::vector<double> drift_free = drift_relative(runs, by_step ? &Run::sweep : &Run::step);
+  std::printf("%-8s %10s %9s %10s %9s %7s %9s %6s %10s %10s %10s  %s\n", "rank", "predicted", "min",
+              "measured", "max", "spread", "relative", "tie", "pipe pred", "pipe meas", "replay",
+              "configuration");
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
-    char pred[32] = "-", pipe[32] = "-", group[16] = "-";
+    char pred[32] = "-", pipe[32] = "-", group[16] = "-", rel[32] = "-";
     if (r.predicted_ms >= 0) {
       std::snprintf(pred, sizeof pred, "%.3f", r.predicted_ms);
       std::snprintf(pipe, sizeof pipe, "%.3f", r.predicted_pipeline_ms);
       std::snprintf(group, sizeof group, "%d", a.groups[i] + 1);
+      std::snprintf(rel, sizeof rel, "%.3f", drift_free[i]);
     }
-    std::printf("%-8s %10s %9.3f %10.3f %9.3f %6.1f%% %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
-                lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), group, pipe,
+    std::printf("%-8s %10s %9.3f %10.3f %9.3f %6.1f%% %9s %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
+                lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), rel, group, pipe,
                 nn::median(r.pipeline), nn::median(r.replay), r.flags.c_str());
   }
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured.front(), fallback = nn::median(runs.back().step);
   const pl::RankAgreement replayed = pl::rank_agreement(pipe_predicted, replay, tie);
-  const pl::RankAgreement relative = pl::rank_agreement(predicted, round_relative(runs), tie);
+  const pl::RankAgreement relative = pl::rank_agreement(predicted, drift_free, tie);
   std::printf(
       "kendall tau-b, predicted vs measured step: %.2f over all %zu (ceiling %.2f with %d tie groups at "
       "%.1f%%), %.2f over the %d distinct predictions\n",
@@ -282,10 +345,9 @@ void report(const std::vector<Run>& runs, double tie) {
       "ties): %.2f over the %d pairs both orders resolve\n",
       a.tau_resolved, a.resolved_pairs);
   std::printf(
-      "kendall tau-b, predicted vs measured relative to each round's geometric mean (the rounds' common "
-      "drift "
-      "taken out): %.2f over all, %.2f over distinct predictions\n",
-      relative.tau_all, relative.tau_distinct);
+      "kendall tau-b, predicted vs measured relative to each %s's geometric mean (the machine's common "
+      "drift taken out): %.2f over all, %.2f over distinct predictions\n",
+      by_step ? "sweep" : "round", relative.tau_all, relative.tau_distinct);
   std::printf("kendall tau-b, predicted pipeline vs replay: %.2f over all, %.2f over distinct predictions\n",
               replayed.tau_all, replayed.tau_distinct);
   std::printf(
@@ -295,9 +357,10 @@ void report(const std::vector<Run>& runs, double tie) {
       100 * median_error(pipe_predicted, pipe_measured), 100 * median_error(pipe_predicted, replay));
   std::printf(
       "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, beyond the "
-      "noise %s, round-relative %s, pick %s\n",
+      "noise %s, %s-relative %s, pick %s\n",
       a.tau_all >= 0.8 ? "met" : "missed", a.tau_distinct >= 0.8 ? "met" : "missed",
-      a.tau_resolved >= 0.8 ? "met" : "missed", relative.tau_all >= 0.8 ? "met" : "missed",
+      a.tau_resolved >= 0.8 ? "met" : "missed", by_step ? "sweep" : "round",
+      relative.tau_all >= 0.8 ? "met" : "missed",
       pick / best <= 1.05 ? "met" : "missed");
 }
 
@@ -318,17 +381,22 @@ void bench_shape(const Shape& shape, const Flags& f) {
       static_cast<long long>(shape.vocab), static_cast<long long>(shape.batch),
       static_cast<long long>(model.num_parameters()));
   std::vector<Run> runs = plan_runs(shape, f, model, batch);
-  for (int round = 0; round < f.rounds; ++round) {
-    for (size_t k = 0; k < runs.size(); ++k) measure(model, batch, f.steps, runs[(k + round) % runs.size()]);
+  if (f.by_step) {
+    measure_by_step(c, batch, f, runs);
+  } else {
+    for (int round = 0; round < f.rounds; ++round) {
+      for (size_t k = 0; k < runs.size(); ++k)
+        measure_round(model, batch, f.steps, runs[(k + round) % runs.size()]);
+    }
   }
-  report(runs, f.tie);
+  report(runs, f.tie, f.by_step);
   print_load("after this shape");
 }
 
 [[noreturn]] void usage(const char* program, int code) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
-               "[--tie FRACTION] [--pin on|off] [--action-cost on|off]\n",
+               "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--interleave steps|rounds]\n",
                program);
   std::exit(code);
 }
@@ -354,6 +422,8 @@ Flags parse(int argc, char** argv) {
       f.steps = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--tie") {
       f.tie = std::max(0.0, std::atof(v.c_str()));
+    } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
+      f.by_step = v == "steps";
     } else if ((a == "--pin" || a == "--action-cost") && (v == "on" || v == "off")) {
       (a == "--pin" ? f.pin : f.action_cost) = v == "on";
     } else {
@@ -373,9 +443,9 @@ int main(int argc, char** argv) {
   const bool pinned = f.pin && pl::pin_thread_to_core(0);
   print_load("at start");
   std::printf(
-      "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), ties within %.1f%%, threads "
-      "%s, executor's action factors %s\n",
-      f.devices, f.top, f.rounds, f.steps, 100 * f.tie,
+      "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s\n",
+      f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
       f.action_cost ? "priced" : "not priced");
   for (const std::string& name : f.shapes) {
