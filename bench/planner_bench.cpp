@@ -69,7 +69,7 @@ struct Flags {
   double tie = 0.01;
   bool pin = false;         // stage threads (and this thread) pinned to cores
   bool action_cost = true;  // price the executor's actions over the layers timed alone
-  bool by_step = true;      // --interleave steps: the candidates take turns step by step (else round by round)
+  bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
 };
 
 struct Shape {
@@ -133,7 +133,8 @@ struct StepTimes {
 StepTimes time_step(pl::Pipeline& pipe, nn::AdamW& optimizer, const nn::Batch& batch) {
   const auto start = std::chrono::steady_clock::now();
   const pl::StepResult r = pipe.train_step(batch.x, batch.y, optimizer);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return {ms, r.step_ms, pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time};
 }
 
@@ -221,10 +222,15 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
     double layers_f = 0, layers_b = 0;
     for (const pl::LayerProfile& l : p.layers) layers_f += l.forward_ms, layers_b += l.backward_ms;
     std::printf(
-        "profile at %lld samples: layers F %.3f ms, B %.3f ms; executor's actions x%.3f (F), x%.3f (B)%s\n",
+        "profile at %lld samples: layers F %.3f ms, B %.3f ms; executor's actions x%.3f (F), x%.3f (B), "
+        "deferred Bw x%.3f (first chunk x%.3f)%s\n",
         static_cast<long long>(samples), layers_f, layers_b, p.action_forward_factor,
-        p.action_backward_factor, f.action_cost ? "" : " (not priced: --action-cost off)");
-    if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = 1.0;
+        p.action_backward_factor, p.deferred_weight_factor, p.deferred_first_weight_factor,
+        f.action_cost ? "" : " (not priced: --action-cost off)");
+    if (!f.action_cost) {
+      p.action_forward_factor = p.action_backward_factor = 1.0;
+      p.deferred_weight_factor = p.deferred_first_weight_factor = 1.0;
+    }
     return p;
   };
   pl::price_executor(request, model, 1);
@@ -328,9 +334,9 @@ void report(const std::vector<Run>& runs, double tie, bool by_step) {
       std::snprintf(group, sizeof group, "%d", a.groups[i] + 1);
       std::snprintf(rel, sizeof rel, "%.3f", drift_free[i]);
     }
-    std::printf("%-8s %10s %9.3f %10.3f %9.3f %6.1f%% %9s %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(), pred,
-                lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), rel, group, pipe,
-                nn::median(r.pipeline), nn::median(r.replay), r.flags.c_str());
+    std::printf("%-8s %10s %9.3f %10.3f %9.3f %6.1f%% %9s %6s %10s %10.3f %10.3f  %s\n", r.label.c_str(),
+                pred, lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), rel,
+                group, pipe, nn::median(r.pipeline), nn::median(r.replay), r.flags.c_str());
   }
   const double best = *std::min_element(measured.begin(), measured.end());
   const double pick = measured.front(), fallback = nn::median(runs.back().step);
@@ -360,8 +366,7 @@ void report(const std::vector<Run>& runs, double tie, bool by_step) {
       "noise %s, %s-relative %s, pick %s\n",
       a.tau_all >= 0.8 ? "met" : "missed", a.tau_distinct >= 0.8 ? "met" : "missed",
       a.tau_resolved >= 0.8 ? "met" : "missed", by_step ? "sweep" : "round",
-      relative.tau_all >= 0.8 ? "met" : "missed",
-      pick / best <= 1.05 ? "met" : "missed");
+      relative.tau_all >= 0.8 ? "met" : "missed", pick / best <= 1.05 ? "met" : "missed");
 }
 
 void bench_shape(const Shape& shape, const Flags& f) {

@@ -127,6 +127,14 @@ struct ModelProfile {
   /// (measure_action_factors, run/plan_model.h); profile_costs (partition.h) applies it.
   double action_forward_factor = 1.0;
   double action_backward_factor = 1.0;
+  /// How much longer a deferred Bw action takes than one right after its own Bi (>= 1; 1: not measured):
+  /// by the time a zero-bubble schedule runs a deferred Bw, other actions have pushed the activations and
+  /// output gradients it reads out of the core's caches. One factor for the chunks with a real split, one
+  /// for the first chunk, whose Bw is its whole backward (its input is token ids). Measured by running
+  /// the executor with each chunk's Bw deferred by one microbatch (measure_action_factors); profile_costs
+  /// prices ChunkCosts::weight_deferred with them.
+  double deferred_weight_factor = 1.0;
+  double deferred_first_weight_factor = 1.0;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   /// Elements of all distinct parameters of the model (a tied tensor once).

@@ -48,6 +48,9 @@ void Costs::check(int stages, int virtual_chunks) const {
                             (c.input >= 0 || c.weight <= c.backward),
                         "costs: model chunk ", k, " has f=", c.forward, " b=", c.backward, " w=", c.weight,
                         " r=", c.recompute, " (need all >= 0 and, without a measured Bi, w <= b)");
+    BRIGADE_CHECK_VALUE(c.weight_deferred < 0 || c.weight_deferred >= c.weight, "costs: model chunk ", k,
+                        " has a deferred Bw of ", c.weight_deferred, " below its Bw of ", c.weight,
+                        " (need >= w, or negative: w)");
   }
 }
 
@@ -76,7 +79,8 @@ double Costs::reduce_time(const Schedule& schedule, int stage, const Action& red
 
 namespace {
 
-double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
+// `deferred`: a Bw whose stage ran other compute actions since its own Bi (ChunkCosts::weight_deferred).
+double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs, bool deferred) {
   switch (a.kind) {
     case ActionKind::Forward:
       return c.forward;
@@ -85,7 +89,7 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs) {
     case ActionKind::BackwardInput:
       return c.backward_input();
     case ActionKind::BackwardWeight:
-      return c.weight;
+      return c.backward_weight(deferred);
     case ActionKind::Recompute:
       return c.recompute;
     case ActionKind::OptimizerStep:
@@ -133,6 +137,8 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
   std::vector<double> comm(S, 0.0);  // when each stage's comm lane is free (its last all-reduce's end)
   std::vector<bool> started(S, false);
   std::vector<size_t> next(S, 0);
+  std::vector<Action> last_compute(S,
+                                   Action{ActionKind::OptimizerStep});  // each stage's latest F, B, Bi, ...
   for (bool moved = true; moved;) {
     moved = false;
     for (int st = 0; st < S; ++st) {
@@ -161,8 +167,13 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           }
           t.start = std::max(clock[st], *ready);
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
-          t.end = t.start + cost_of(a, c, costs);
+          const Action& before = last_compute[st];
+          const bool deferred = a.kind == ActionKind::BackwardWeight &&
+                                !(before.kind == ActionKind::BackwardInput &&
+                                  before.microbatch == a.microbatch && before.chunk == a.chunk);
+          t.end = t.start + cost_of(a, c, costs, deferred);
           if (is_compute(a.kind)) {
+            last_compute[st] = a;
             StageStats& stats = timeline.stats[st];
             if (!started[st]) first_start[st] = t.start, started[st] = true;
             stats.busy += t.end - t.start;

@@ -60,9 +60,18 @@ struct ChunkCosts {
   /// costs). Measured, Bi + Bw exceeds B (backward/split_backward.h: two walks instead of one), so a
   /// profile that times the halves sets both. (Last, so that {f, b, w, r} initialisers keep their order.)
   double input = -1.0;
+  /// Bw when it does not follow its own Bi on the stage (other actions ran between them: a zero-bubble
+  /// schedule's deferred weight gradients). The activations and output gradients it reads have left the
+  /// core's caches by then; measured on a CPU, such a Bw takes about a fifth longer than one right after its
+  /// Bi (run/plan_model.h: measure_action_factors). Negative: `weight`, deferred or not.
+  double weight_deferred = -1.0;
 
   /// Bi's cost: `input`, or backward - weight when that is negative.
   double backward_input() const { return input >= 0 ? input : backward - weight; }
+  /// Bw's cost, right after its Bi or deferred.
+  double backward_weight(bool deferred) const {
+    return deferred && weight_deferred >= 0 ? weight_deferred : weight;
+  }
 };
 
 /// Action costs in any time unit (e.g. 1 = one forward, or milliseconds when measured).

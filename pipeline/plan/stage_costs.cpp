@@ -67,6 +67,7 @@ Costs scale_stage_costs(const Costs& costs, const ChunkLayout& layout, const std
       chunk.backward *= factor;
       chunk.weight *= factor;
       if (chunk.input >= 0) chunk.input *= factor;
+      if (chunk.weight_deferred >= 0) chunk.weight_deferred *= factor;
       chunk.recompute *= factor;
       scaled.per_chunk[static_cast<size_t>(layout.model_chunk(s, c))] = chunk;
     }

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <ctime>
 #include <limits>
 #include <thread>
@@ -39,7 +40,77 @@ ModelProfile profile_at(nn::GPT& model, const nn::Batch& sample, int threads, in
   return profile;
 }
 
+// 1-stage zb-v with each chunk's Bw moved to right after the next microbatch's Bi of that chunk (the last
+// microbatch's to the end): every Bw but the last is deferred by one microbatch's actions, as a zero-bubble
+// schedule's are on every stage but the last.
+Schedule deferred_weight_schedule(int microbatches) {
+  Schedule s = make_schedule("zb-v", 1, microbatches);
+  std::vector<Action>& list = s.actions[0];
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    for (int m = 0; m < microbatches; ++m) {
+      const Action w = Bw(m, chunk);
+      list.erase(std::find(list.begin(), list.end(), w));
+      const auto after = m + 1 < microbatches ? std::find(list.begin(), list.end(), Bi(m + 1, chunk))
+                                              : std::find(list.begin(), list.end(), optimizer_step()) - 1;
+      list.insert(after + 1, w);
+    }
+  }
+  return s;
+}
+
+// The median of each chunk's Bw action times in the steady steps of `schedule` (1 stage, 2 chunks), keeping
+// only the Bws whose own Bi ran just before them (`deferred` false) or those it did not (true).
+struct ChunkWeightTimes {
+  std::vector<double> first, split;
+};
+ChunkWeightTimes weight_times(nn::GPT& model, const PipelineConfig& config, const Tensor& ids,
+                              const Tensor& targets, int steps, bool deferred, bool cpu_time) {
+  ChunkWeightTimes times;
+  Pipeline pipeline(model, config);
+  for (int i = 0; i <= steps; ++i) {
+    const StepResult r = pipeline.forward_backward(ids, targets);
+    if (i == 0) continue;  // warm-up
+    const std::vector<TraceEvent>& events = r.trace.stages.front();
+    for (size_t k = 0; k < events.size(); ++k) {
+      const TraceEvent& e = events[k];
+      if (e.action.kind != ActionKind::BackwardWeight) continue;
+      // The compute action before it on the stage (sends and receives aside; one stage has none).
+      const Action& before = events[k - 1].action;
+      const bool adjacent = before.kind == ActionKind::BackwardInput &&
+                            before.microbatch == e.action.microbatch && before.chunk == e.action.chunk;
+      if (adjacent == deferred) continue;
+      const double ms = cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms;
+      (e.action.chunk == 0 ? times.first : times.split).push_back(ms);
+    }
+  }
+  return times;
+}
+
 }  // namespace
+
+DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
+                                              int microbatches, PipelineConfig config, int steps) {
+  BRIGADE_CHECK_VALUE(model.size() >= 2 && microbatches >= 2 && samples * microbatches <= sample.x.size(0),
+                      "measure_deferred_weight: needs 2 layers and 2 microbatches of ", samples,
+                      " samples from a sample batch of ", sample.x.size(0), " (got ", model.size(),
+                      " layers, ", microbatches, " microbatches)");
+  config.stages = 1;
+  config.microbatches = microbatches;
+  config.schedule = "zb-v";
+  config.virtual_chunks = 2;
+  const bool cpu_time = sample.x.device().is_cpu() && config.threads_per_stage == 1;
+  const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
+  const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
+  config.schedule_lists.reset();
+  const ChunkWeightTimes adjacent = weight_times(model, config, ids, targets, steps, false, cpu_time);
+  config.schedule_lists = deferred_weight_schedule(microbatches);
+  const ChunkWeightTimes deferred = weight_times(model, config, ids, targets, steps, true, cpu_time);
+  auto ratio = [](const std::vector<double>& late, const std::vector<double>& early) {
+    if (late.empty() || early.empty() || nn::median(early) <= 0) return 1.0;
+    return std::max(1.0, nn::median(late) / nn::median(early));
+  };
+  return {ratio(deferred.first, adjacent.first), ratio(deferred.split, adjacent.split)};
+}
 
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
   return [&model, sample, threads](int64_t samples) {
@@ -47,6 +118,8 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
     profile.action_forward_factor = factors.forward;
     profile.action_backward_factor = factors.backward;
+    profile.deferred_weight_factor = factors.deferred_weight;
+    profile.deferred_first_weight_factor = factors.deferred_first_weight;
     return profile;
   };
 }
@@ -84,10 +157,15 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
       }
     }
   }
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   ActionFactors factors;
   factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
   factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));
+  if (model.size() >= 2 && microbatches >= 2) {
+    const DeferredWeightFactors d = measure_deferred_weight(model, sample, b, microbatches, config, steps);
+    factors.deferred_weight = d.split;
+    factors.deferred_first_weight = d.first;
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   return factors;
 }
 

@@ -33,6 +33,9 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
 struct ActionFactors {
   double forward = 1.0;
   double backward = 1.0;
+  /// ModelProfile::deferred_weight_factor and deferred_first_weight_factor (measure_deferred_weight).
+  double deferred_weight = 1.0;
+  double deferred_first_weight = 1.0;
 };
 
 /// Measures the factors against `profile` (the layers of `model` profiled on the first rows of `sample`):
@@ -41,10 +44,28 @@ struct ActionFactors {
 /// profiled layers' forward (backward) times is one sample, and the median over the actions is kept (1
 /// when below: the executor cannot run a chunk faster than its layers, so that is noise). Timed like the
 /// profile (the thread's CPU clock on a CPU with `threads` == 1, the actions' wall-clock times otherwise).
-/// The model's gradients are left as they were. Costs (steps + 1) forward-backward passes over up to 16
-/// microbatches.
+/// The model's gradients are left as they were. Also measures the deferred Bw's factors
+/// (measure_deferred_weight) where the model has 2 layers and the sample 2 microbatches. Costs 3 (steps + 1)
+/// forward-backward passes over up to 16 microbatches.
 ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, const ModelProfile& profile,
                                      int threads, int steps = 3);
+
+/// How much longer a deferred Bw action takes than one right after its own Bi (plan/profile.h:
+/// ModelProfile::deferred_weight_factor), for the first chunk (`first`: its Bw is its whole backward) and
+/// for a chunk with a real split (`split`).
+struct DeferredWeightFactors {
+  double first = 1.0;
+  double split = 1.0;
+};
+
+/// Measures them: the whole model as one stage in two chunks (zb-v's V on one stage), `microbatches`
+/// microbatches of `samples` rows of `sample`, `steps` forward-backward passes after a warm-up, once as
+/// zb-v generates it (each Bw right after its Bi) and once with each Bw moved to after the next
+/// microbatch's Bi of its chunk; per chunk, the median deferred Bw over the median adjacent one (1 when
+/// below). `config` gives the threads and the rest; its stages, schedule and lists are set here. The model
+/// needs 2 layers or more. measure_action_factors calls it, and leaves the gradients as they were.
+DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
+                                              int microbatches, PipelineConfig config, int steps = 3);
 
 /// What train_step runs after the pipeline, in ms: the gradient norm over every parameter and one AdamW
 /// step (the optimizer brigade train uses), on one thread after every stage's backward. Measured on clones of

@@ -265,6 +265,20 @@ TEST(ProfileCosts, TheExecutorsFactorsScaleEveryAction) {
   EXPECT_NEAR(c.per_chunk[2].weight, 2.4, 1e-12);
 }
 
+// A deferred Bw: the first chunk's (its whole backward) times deferred_first_weight_factor, the others'
+// times deferred_weight_factor; without factors it costs what Bw costs.
+TEST(ProfileCosts, DeferredWeightGradientsArePricedByTheirFactors) {
+  ModelProfile p = profile_with_measured_halves();
+  const Costs plain = three_stage_costs_by_time(p);
+  for (const ChunkCosts& chunk : plain.per_chunk) EXPECT_NEAR(chunk.weight_deferred, chunk.weight, 1e-12);
+  p.deferred_first_weight_factor = 1.1;
+  p.deferred_weight_factor = 1.3;
+  const Costs c = three_stage_costs_by_time(p);
+  EXPECT_NEAR(c.per_chunk[0].weight_deferred, 1.1 * c.per_chunk[0].weight, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].weight_deferred, 1.3 * c.per_chunk[1].weight, 1e-12);
+  EXPECT_NEAR(c.per_chunk[2].weight_deferred, 1.3 * c.per_chunk[2].weight, 1e-12);
+}
+
 TEST(MakePartition, ExplicitBalanceAndItsErrors) {
   const ModelProfile p = hand_profile({1, 2, 3, 4, 5, 6, 7, 8});
   PartitionOptions o;

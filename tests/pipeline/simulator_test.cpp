@@ -194,6 +194,43 @@ TEST(Simulator, AMeasuredBackwardInputIsUsedAsItIs) {
   EXPECT_THROW(simulate(zb, c), ValueError);
 }
 
+// A Bw that does not follow its own Bi on its stage costs ChunkCosts::weight_deferred; one right after its
+// Bi costs weight. ZB-H1 on 2 stages defers every Bw of the last stage by a microbatch (stage 0 runs whole
+// Bs); ZB-V on one stage runs each Bw right after its Bi.
+TEST(Simulator, ADeferredWeightGradientCostsItsOwnPrice) {
+  Costs c;
+  c.per_chunk = {ChunkCosts{1.0, 2.0, 1.0, 1.0}, ChunkCosts{1.0, 2.0, 1.0, 1.0}};
+  for (ChunkCosts& chunk : c.per_chunk) chunk.weight_deferred = 1.25;
+  int deferred = 0, adjacent = 0;
+  for (const Schedule& s : {make_schedule("zb-h1", 2, 4), make_schedule("zb-v", 1, 4)}) {
+    const Timeline t = simulate(s, c);
+    for (int st = 0; st < s.stages; ++st) {
+      const TimedAction* before = nullptr;
+      for (const TimedAction& a : t.stages[st]) {
+        if (a.action.kind == ActionKind::BackwardWeight) {
+          const bool follows = before != nullptr && before->action.kind == ActionKind::BackwardInput &&
+                               before->action.microbatch == a.action.microbatch &&
+                               before->action.chunk == a.action.chunk;
+          EXPECT_NEAR(a.end - a.start, follows ? 1.0 : 1.25, 1e-12)
+              << s.name << " stage " << st << " Bw" << a.action.microbatch << "." << a.action.chunk;
+          ++(follows ? adjacent : deferred);
+        }
+        if (is_compute(a.action.kind)) before = &a;
+      }
+    }
+  }
+  EXPECT_EQ(deferred, 4);  // zb-h1's last stage
+  EXPECT_EQ(adjacent, 8);  // zb-v's two chunks
+  // Priced alike (negative: weight), zb-h1's last stage is 4 x 0.25 less busy.
+  const Schedule zb = make_schedule("zb-h1", 2, 4);
+  Costs plain = c;
+  for (ChunkCosts& chunk : plain.per_chunk) chunk.weight_deferred = -1.0;
+  EXPECT_NEAR(simulate(zb, c).stats[1].busy - simulate(zb, plain).stats[1].busy, 4 * 0.25, 1e-12);
+  // Below weight it is refused.
+  c.per_chunk[1].weight_deferred = 0.5;
+  EXPECT_THROW(simulate(zb, c), ValueError);
+}
+
 TEST(Simulator, CostsParseAndRefuseNonsense) {
   const Costs c = Costs::parse("f=1,b=3,w=1.5,t=0.25,r=0.5,step=2");
   EXPECT_EQ(c.forward, 1.0);

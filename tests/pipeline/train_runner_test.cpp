@@ -17,6 +17,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
+#include "pipeline/run/plan_model.h"
 #include "tensor/grad_mode.h"
 #include "test_support.h"
 #include "tiny_train_options.h"
@@ -317,6 +318,33 @@ TEST_F(TrainRunnerTest, PlanAutoRunsThePlannersPickAndReportsPredictedAgainstMea
   o.memory_budget = "1KiB";
   PipelineRunner refused(o);
   EXPECT_THROW(nn::train(o, {}, &refused), pipeline::MemoryBudgetExceeded);
+}
+
+// The deferred Bw's factors come from running the model (the executor, one stage in two chunks, each Bw
+// right after its Bi and then deferred by a microbatch): finite and at least 1. Too few microbatches are
+// refused with the numbers.
+TEST(DeferredWeight, MeasuredFactorsAreAtLeastOneAndTooFewMicrobatchesAreRefused) {
+  nn::GPTConfig c;
+  c.vocab_size = 16, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
+  nn::GPT model(c, 3);
+  model.train();
+  std::vector<int64_t> tokens(512);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7 + i / 5) % 16);
+  Generator generator(5);
+  const nn::Batch sample = nn::random_batch(tokens, 8, 8, generator);
+  pipeline::PipelineConfig config;
+  config.threads_per_stage = 1;
+  config.check_finite = false;
+  const pipeline::DeferredWeightFactors f = pipeline::measure_deferred_weight(model, sample, 2, 4, config, 2);
+  EXPECT_GE(f.first, 1.0);
+  EXPECT_GE(f.split, 1.0);
+  EXPECT_TRUE(std::isfinite(f.first) && std::isfinite(f.split));
+  try {
+    pipeline::measure_deferred_weight(model, sample, 2, 1, config);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 microbatches"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
