@@ -79,8 +79,9 @@ double Costs::reduce_time(const Schedule& schedule, int stage, const Action& red
 
 namespace {
 
-// `deferred`: a Bw whose stage ran other compute actions since its own Bi (ChunkCosts::weight_deferred).
-double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs, bool deferred) {
+// `before`: the stage's previous compute action. A Bw that does not follow its own Bi (a deferred one)
+// costs ChunkCosts::weight_deferred.
+double cost_of(const Action& a, const Action& before, const ChunkCosts& c, const Costs& costs) {
   switch (a.kind) {
     case ActionKind::Forward:
       return c.forward;
@@ -89,7 +90,8 @@ double cost_of(const Action& a, const ChunkCosts& c, const Costs& costs, bool de
     case ActionKind::BackwardInput:
       return c.backward_input();
     case ActionKind::BackwardWeight:
-      return c.backward_weight(deferred);
+      return c.backward_weight(!(before.kind == ActionKind::BackwardInput &&
+                                 before.microbatch == a.microbatch && before.chunk == a.chunk));
     case ActionKind::Recompute:
       return c.recompute;
     case ActionKind::OptimizerStep:
@@ -167,11 +169,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           }
           t.start = std::max(clock[st], *ready);
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
-          const Action& before = last_compute[st];
-          const bool deferred = a.kind == ActionKind::BackwardWeight &&
-                                !(before.kind == ActionKind::BackwardInput &&
-                                  before.microbatch == a.microbatch && before.chunk == a.chunk);
-          t.end = t.start + cost_of(a, c, costs, deferred);
+          t.end = t.start + cost_of(a, last_compute[st], c, costs);
           if (is_compute(a.kind)) {
             last_compute[st] = a;
             StageStats& stats = timeline.stats[st];
