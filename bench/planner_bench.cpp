@@ -3,7 +3,7 @@
 // here), and the bench runs its top --top distinct programs and `brigade train`'s default configuration (2
 // stages, 4 microbatches, 1f1b, no recomputation, cut by parameters) with the executor.
 //
-//   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 20 steps
+//   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 20 sweeps
 //   ./planner_bench --shapes wide --rounds 9 --steps 20 --devices 2 --top 6 --tie 0.01
 //
 // What is predicted is what runs (pipeline/run/plan_model.h: model_profiler, price_executor): per layer
@@ -14,14 +14,19 @@
 // the median of --steps steps after 2 warm-up steps; beside it the pipeline's own span (StepResult::step_ms,
 // first action to last) against the predicted pipeline, and the "replay": each measured step's action times
 // in thread CPU time put back through the simulator (simulate_measured), i.e. the pipeline had every stage
-// had its core. Rounds: every round runs every candidate once, in an order rotated by one each round, so
-// that a slow minute of a shared machine falls on all of them; the figure kept is the median over rounds,
+// had its core. The candidates take turns step by step (--interleave steps, the default): each keeps its own
+// copy of the model, pipeline and optimizer, and every sweep runs one step of each, in an order rotated by
+// one each sweep, so that a slow second of a shared machine falls on all of them; --rounds x --steps
+// sweeps. A round's figure is the median of its --steps steps; the figure kept is the median over rounds,
 // and the lowest, the highest and the spread (max - min over rounds, over the median) say how much a
-// candidate's figure moved. Threads are left to the scheduler; --pin on runs stage s's thread pinned to
+// candidate's figure moved. "relative" is each step over the geometric mean of its sweep's planned steps,
+// the median over the sweeps (drift_relative). --interleave rounds runs each candidate's --steps steps of
+// a round back to back instead (a fresh pipeline each round), the rounds' order rotated. Threads are left to the scheduler; --pin on runs stage s's thread pinned to
 // core s and this thread to core 0 (on a quiet 2-core machine that put the measured steps 41-46 % above the
 // predictions against 16-17 % unpinned, the replays agreeing either way: the excess was waiting, not work).
-// Each profiled size prints the executor's factors over the layers timed alone (model_profiler:
-// measure_action_factors), which the prediction includes (--action-cost off: not).
+// Each profiled size prints the executor's factors over the layers timed alone and a deferred Bw's over an
+// adjacent one (model_profiler: measure_action_factors), which the prediction includes (--action-cost off:
+// none of them; --deferred-cost off: not the deferred Bw's).
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
@@ -67,8 +72,9 @@ struct Flags {
   std::vector<std::string> shapes = {"small", "wide", "deep"};
   int devices = 2, top = 6, rounds = 5, steps = 20;
   double tie = 0.01;
-  bool pin = false;         // stage threads (and this thread) pinned to cores
-  bool action_cost = true;  // price the executor's actions over the layers timed alone
+  bool pin = false;           // stage threads (and this thread) pinned to cores
+  bool action_cost = true;    // price the executor's actions over the layers timed alone
+  bool deferred_cost = true;  // price a deferred Bw at its own measured factor
   bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
 };
 
@@ -226,11 +232,10 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
         "deferred Bw x%.3f (first chunk x%.3f)%s\n",
         static_cast<long long>(samples), layers_f, layers_b, p.action_forward_factor,
         p.action_backward_factor, p.deferred_weight_factor, p.deferred_first_weight_factor,
-        f.action_cost ? "" : " (not priced: --action-cost off)");
-    if (!f.action_cost) {
-      p.action_forward_factor = p.action_backward_factor = 1.0;
-      p.deferred_weight_factor = p.deferred_first_weight_factor = 1.0;
-    }
+        f.action_cost ? (f.deferred_cost ? "" : " (deferred Bw not priced: --deferred-cost off)")
+                      : " (not priced: --action-cost off)");
+    if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = 1.0;
+    if (!f.action_cost || !f.deferred_cost) p.deferred_weight_factor = p.deferred_first_weight_factor = 1.0;
     return p;
   };
   pl::price_executor(request, model, 1);
@@ -401,7 +406,8 @@ void bench_shape(const Shape& shape, const Flags& f) {
 [[noreturn]] void usage(const char* program, int code) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
-               "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--interleave steps|rounds]\n",
+               "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--deferred-cost on|off] "
+               "[--interleave steps|rounds]\n",
                program);
   std::exit(code);
 }
@@ -429,8 +435,9 @@ Flags parse(int argc, char** argv) {
       f.tie = std::max(0.0, std::atof(v.c_str()));
     } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
       f.by_step = v == "steps";
-    } else if ((a == "--pin" || a == "--action-cost") && (v == "on" || v == "off")) {
-      (a == "--pin" ? f.pin : f.action_cost) = v == "on";
+    } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost") &&
+               (v == "on" || v == "off")) {
+      (a == "--pin" ? f.pin : a == "--action-cost" ? f.action_cost : f.deferred_cost) = v == "on";
     } else {
       usage(argv[0], 2);
     }
@@ -449,10 +456,10 @@ int main(int argc, char** argv) {
   print_load("at start");
   std::printf(
       "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
-      "%s, ties within %.1f%%, threads %s, executor's action factors %s\n",
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s\n",
       f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
-      f.action_cost ? "priced" : "not priced");
+      f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced");
   for (const std::string& name : f.shapes) {
     const auto& shapes = all_shapes();
     const auto it =
