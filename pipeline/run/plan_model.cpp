@@ -40,6 +40,21 @@ ModelProfile profile_at(nn::GPT& model, const nn::Batch& sample, int threads, in
   return profile;
 }
 
+// Each layer's times from `other` where they are shorter (both profiles of the same model and size).
+void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    LayerProfile& l = profile.layers[i];
+    const LayerProfile& o = other.layers[i];
+    l.forward_ms = std::min(l.forward_ms, o.forward_ms);
+    l.backward_ms = std::min(l.backward_ms, o.backward_ms);
+    l.attention_core_ms = std::min(l.attention_core_ms, o.attention_core_ms);
+    if (l.split_measured() && o.split_measured()) {
+      l.backward_input_ms = std::min(l.backward_input_ms, o.backward_input_ms);
+      l.backward_weight_ms = std::min(l.backward_weight_ms, o.backward_weight_ms);
+    }
+  }
+}
+
 // 1-stage zb-v with each chunk's Bw moved to right after the next microbatch's Bi of that chunk (the last
 // microbatch's to the end): every Bw but the last is deferred by one microbatch's actions, as a zero-bubble
 // schedule's are on every stage but the last.
@@ -101,10 +116,13 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
   const bool cpu_time = sample.x.device().is_cpu() && config.threads_per_stage == 1;
   const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
   const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
+  std::vector<Tensor> params = model.parameters(), grads;  // set aside and put back
+  for (Tensor& p : params) grads.push_back(p.grad()), p.set_grad(Tensor());
   config.schedule_lists.reset();
   const ChunkWeightTimes adjacent = weight_times(model, config, ids, targets, steps, false, cpu_time);
   config.schedule_lists = deferred_weight_schedule(microbatches);
   const ChunkWeightTimes deferred = weight_times(model, config, ids, targets, steps, true, cpu_time);
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   auto ratio = [](const std::vector<double>& late, const std::vector<double>& early) {
     if (late.empty() || early.empty() || nn::median(early) <= 0) return 1.0;
     return std::max(1.0, nn::median(late) / nn::median(early));
@@ -114,12 +132,24 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
 
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
   return [&model, sample, threads](int64_t samples) {
+    // The layers are timed twice, the deferred Bw's runs between, and each layer keeps its faster times:
+    // on a shared machine a slow spell during one profile (seen here: a whole size's layers 36 % slow,
+    // in thread CPU time) would otherwise price that microbatch size against the others.
     ModelProfile profile = profile_at(model, sample, threads, samples);
+    DeferredWeightFactors deferred;
+    const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
+    if (model.size() >= 2 && microbatches >= 2) {
+      PipelineConfig config;
+      config.threads_per_stage = std::max(1, threads);
+      config.check_finite = false;
+      deferred = measure_deferred_weight(model, sample, samples, microbatches, config);
+    }
+    keep_faster_layers(profile, profile_at(model, sample, threads, samples));
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
     profile.action_forward_factor = factors.forward;
     profile.action_backward_factor = factors.backward;
-    profile.deferred_weight_factor = factors.deferred_weight;
-    profile.deferred_first_weight_factor = factors.deferred_first_weight;
+    profile.deferred_weight_factor = deferred.split;
+    profile.deferred_first_weight_factor = deferred.first;
     return profile;
   };
 }
@@ -160,11 +190,6 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
   ActionFactors factors;
   factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
   factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));
-  if (model.size() >= 2 && microbatches >= 2) {
-    const DeferredWeightFactors d = measure_deferred_weight(model, sample, b, microbatches, config, steps);
-    factors.deferred_weight = d.split;
-    factors.deferred_first_weight = d.first;
-  }
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   return factors;
 }

@@ -24,8 +24,10 @@ namespace brigade::pipeline {
 
 /// Profiles `model` at `samples` sequences per microbatch, the first rows of `sample` (which needs at
 /// least as many), timed like PipelineRunner's profile: the thread's CPU clock on a CPU with one thread per
-/// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs. Each
-/// profile also carries the executor's factors over the layers at its size (measure_action_factors).
+/// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs. The layers
+/// are timed twice, with the deferred Bw's runs (measure_deferred_weight) between, and each keeps its faster
+/// times. Each profile also carries the executor's factors over those layers at its size
+/// (measure_action_factors) and the deferred Bw's.
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads);
 
 /// How much longer the executor's actions take than the profiled layers (plan/profile.h:
@@ -33,9 +35,6 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
 struct ActionFactors {
   double forward = 1.0;
   double backward = 1.0;
-  /// ModelProfile::deferred_weight_factor and deferred_first_weight_factor (measure_deferred_weight).
-  double deferred_weight = 1.0;
-  double deferred_first_weight = 1.0;
 };
 
 /// Measures the factors against `profile` (the layers of `model` profiled on the first rows of `sample`):
@@ -44,9 +43,8 @@ struct ActionFactors {
 /// profiled layers' forward (backward) times is one sample, and the median over the actions is kept (1
 /// when below: the executor cannot run a chunk faster than its layers, so that is noise). Timed like the
 /// profile (the thread's CPU clock on a CPU with `threads` == 1, the actions' wall-clock times otherwise).
-/// The model's gradients are left as they were. Also measures the deferred Bw's factors
-/// (measure_deferred_weight) where the model has 2 layers and the sample 2 microbatches. Costs 3 (steps + 1)
-/// forward-backward passes over up to 16 microbatches.
+/// The model's gradients are left as they were. Costs (steps + 1) forward-backward passes over up to 16
+/// microbatches.
 ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, const ModelProfile& profile,
                                      int threads, int steps = 3);
 
@@ -63,7 +61,7 @@ struct DeferredWeightFactors {
 /// zb-v generates it (each Bw right after its Bi) and once with each Bw moved to after the next
 /// microbatch's Bi of its chunk; per chunk, the median deferred Bw over the median adjacent one (1 when
 /// below). `config` gives the threads and the rest; its stages, schedule and lists are set here. The model
-/// needs 2 layers or more. measure_action_factors calls it, and leaves the gradients as they were.
+/// needs 2 layers or more; its gradients are left as they were. Costs 2 (steps + 1) forward-backward passes.
 DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
                                               int microbatches, PipelineConfig config, int steps = 3);
 
