@@ -21,12 +21,13 @@
 // and the lowest, the highest and the spread (max - min over rounds, over the median) say how much a
 // candidate's figure moved. "relative" is each step over the geometric mean of its sweep's planned steps,
 // the median over the sweeps (drift_relative). --interleave rounds runs each candidate's --steps steps of
-// a round back to back instead (a fresh pipeline each round), the rounds' order rotated. Threads are left to the scheduler; --pin on runs stage s's thread pinned to
-// core s and this thread to core 0 (on a quiet 2-core machine that put the measured steps 41-46 % above the
-// predictions against 16-17 % unpinned, the replays agreeing either way: the excess was waiting, not work).
-// Each profiled size prints the executor's factors over the layers timed alone and a deferred Bw's over an
-// adjacent one (model_profiler: measure_action_factors), which the prediction includes (--action-cost off:
-// none of them; --deferred-cost off: not the deferred Bw's).
+// a round back to back instead (a fresh pipeline each round), the rounds' order rotated. Threads are left to
+// the scheduler; --pin on runs stage s's thread pinned to core s and this thread to core 0 (on a quiet 2-core
+// machine that put the measured steps 41-46 % above the predictions against 16-17 % unpinned, the replays
+// agreeing either way: the excess was waiting, not work). Each profiled size prints the executor's factors
+// over the layers timed alone and a deferred Bw's over an adjacent one (model_profiler:
+// measure_action_factors, measure_deferred_weight), which the prediction includes (--action-cost off: none of
+// them; --deferred-cost off: not the deferred Bw's).
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the

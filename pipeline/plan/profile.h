@@ -131,7 +131,7 @@ struct ModelProfile {
   /// by the time a zero-bubble schedule runs a deferred Bw, other actions have pushed the activations and
   /// output gradients it reads out of the core's caches. One factor for the chunks with a real split, one
   /// for the first chunk, whose Bw is its whole backward (its input is token ids). Measured by running
-  /// the executor with each chunk's Bw deferred by one microbatch (measure_action_factors); profile_costs
+  /// the executor with each chunk's Bw deferred by one microbatch (measure_deferred_weight); profile_costs
   /// prices ChunkCosts::weight_deferred with them.
   double deferred_weight_factor = 1.0;
   double deferred_first_weight_factor = 1.0;

@@ -286,8 +286,8 @@ std::string render_json(const Timeline& timeline) {
   for (size_t k = 0; k < c.per_chunk.size(); ++k) {
     const ChunkCosts& p = c.per_chunk[k];
     out << (k ? ", " : "") << "{\"forward\": " << n(p.forward) << ", \"backward\": " << n(p.backward)
-        << ", \"weight\": " << n(p.weight) << ", \"input\": " << n(p.backward_input())
-        << ", \"recompute\": " << n(p.recompute) << "}";
+        << ", \"weight\": " << n(p.weight) << ", \"weight_deferred\": " << n(p.backward_weight(true))
+        << ", \"input\": " << n(p.backward_input()) << ", \"recompute\": " << n(p.recompute) << "}";
   }
   out << "]},\n  \"step_time\": " << n(timeline.step_time) << ",\n  \"bubble\": " << n(timeline.bubble)
       << ",\n  \"stage_stats\": [";

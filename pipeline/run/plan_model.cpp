@@ -40,6 +40,32 @@ ModelProfile profile_at(nn::GPT& model, const nn::Batch& sample, int threads, in
   return profile;
 }
 
+// The model's gradients set aside for a measurement and put back however it ends (a throw included).
+class GradientsSetAside {
+ public:
+  explicit GradientsSetAside(nn::GPT& model) : params_(model.parameters()) {
+    for (Tensor& p : params_) grads_.push_back(p.grad()), p.set_grad(Tensor());
+  }
+  ~GradientsSetAside() {
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
+  }
+  GradientsSetAside(const GradientsSetAside&) = delete;
+  GradientsSetAside& operator=(const GradientsSetAside&) = delete;
+
+ private:
+  std::vector<Tensor> params_, grads_;
+};
+
+// `t`'s first `samples` rows twice: two microbatches where a sample holds one.
+Tensor rows_twice(const Tensor& t, int64_t samples) {
+  Shape shape = t.shape();
+  shape[0] = 2 * samples;
+  Tensor out = empty(shape, TensorOptions(t.dtype()).device(t.device()));
+  out.narrow(0, 0, samples).copy_(t.narrow(0, 0, samples));
+  out.narrow(0, samples, samples).copy_(t.narrow(0, 0, samples));
+  return out;
+}
+
 // Each layer's times from `other` where they are shorter (both profiles of the same model and size).
 void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
   for (size_t i = 0; i < profile.layers.size(); ++i) {
@@ -55,26 +81,8 @@ void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
   }
 }
 
-// 1-stage zb-v with each chunk's Bw moved to right after the next microbatch's Bi of that chunk (the last
-// microbatch's to the end): every Bw but the last is deferred by one microbatch's actions, as a zero-bubble
-// schedule's are on every stage but the last.
-Schedule deferred_weight_schedule(int microbatches) {
-  Schedule s = make_schedule("zb-v", 1, microbatches);
-  std::vector<Action>& list = s.actions[0];
-  for (int chunk = 0; chunk < 2; ++chunk) {
-    for (int m = 0; m < microbatches; ++m) {
-      const Action w = Bw(m, chunk);
-      list.erase(std::find(list.begin(), list.end(), w));
-      const auto after = m + 1 < microbatches ? std::find(list.begin(), list.end(), Bi(m + 1, chunk))
-                                              : std::find(list.begin(), list.end(), optimizer_step()) - 1;
-      list.insert(after + 1, w);
-    }
-  }
-  return s;
-}
-
-// The median of each chunk's Bw action times in the steady steps of `schedule` (1 stage, 2 chunks), keeping
-// only the Bws whose own Bi ran just before them (`deferred` false) or those it did not (true).
+// Each chunk's Bw action times in the steady steps of `config`'s pipeline (1 stage, 2 chunks), keeping only
+// the Bws whose own Bi ran just before them (`deferred` false) or those it did not (true).
 struct ChunkWeightTimes {
   std::vector<double> first, split;
 };
@@ -103,26 +111,41 @@ ChunkWeightTimes weight_times(nn::GPT& model, const PipelineConfig& config, cons
 
 }  // namespace
 
+Schedule deferred_weight_schedule(int microbatches) {
+  Schedule s = make_schedule("zb-v", 1, microbatches);
+  std::vector<Action>& list = s.actions[0];
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    for (int m = 0; m < microbatches; ++m) {
+      const Action w = Bw(m, chunk);
+      list.erase(std::find(list.begin(), list.end(), w));
+      const auto after = m + 1 < microbatches ? std::find(list.begin(), list.end(), Bi(m + 1, chunk))
+                                              : std::find(list.begin(), list.end(), optimizer_step()) - 1;
+      list.insert(after + 1, w);
+    }
+  }
+  return s;
+}
+
 DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
-                                              int microbatches, PipelineConfig config, int steps) {
+                                              int microbatches, int threads, int steps) {
   BRIGADE_CHECK_VALUE(model.size() >= 2 && microbatches >= 2 && samples * microbatches <= sample.x.size(0),
                       "measure_deferred_weight: needs 2 layers and 2 microbatches of ", samples,
                       " samples from a sample batch of ", sample.x.size(0), " (got ", model.size(),
                       " layers, ", microbatches, " microbatches)");
+  PipelineConfig config;
   config.stages = 1;
   config.microbatches = microbatches;
   config.schedule = "zb-v";
   config.virtual_chunks = 2;
-  const bool cpu_time = sample.x.device().is_cpu() && config.threads_per_stage == 1;
+  config.threads_per_stage = std::max(1, threads);
+  config.check_finite = false;
+  const bool cpu_time = sample.x.device().is_cpu() && threads == 1;  // timed like the profile
   const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
   const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
-  std::vector<Tensor> params = model.parameters(), grads;  // set aside and put back
-  for (Tensor& p : params) grads.push_back(p.grad()), p.set_grad(Tensor());
-  config.schedule_lists.reset();
+  const GradientsSetAside aside(model);
   const ChunkWeightTimes adjacent = weight_times(model, config, ids, targets, steps, false, cpu_time);
   config.schedule_lists = deferred_weight_schedule(microbatches);
   const ChunkWeightTimes deferred = weight_times(model, config, ids, targets, steps, true, cpu_time);
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   auto ratio = [](const std::vector<double>& late, const std::vector<double>& early) {
     if (late.empty() || early.empty() || nn::median(early) <= 0) return 1.0;
     return std::max(1.0, nn::median(late) / nn::median(early));
@@ -137,12 +160,13 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
     // in thread CPU time) would otherwise price that microbatch size against the others.
     ModelProfile profile = profile_at(model, sample, threads, samples);
     DeferredWeightFactors deferred;
-    const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
-    if (model.size() >= 2 && microbatches >= 2) {
-      PipelineConfig config;
-      config.threads_per_stage = std::max(1, threads);
-      config.check_finite = false;
-      deferred = measure_deferred_weight(model, sample, samples, microbatches, config);
+    if (model.size() >= 2) {
+      // At least two microbatches, so that a Bw can be deferred: a sample of one gives its rows twice.
+      const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
+      const nn::Batch runs = microbatches >= 2
+                                 ? sample
+                                 : nn::Batch{rows_twice(sample.x, samples), rows_twice(sample.y, samples)};
+      deferred = measure_deferred_weight(model, runs, samples, std::max(2, microbatches), threads);
     }
     keep_faster_layers(profile, profile_at(model, sample, threads, samples));
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
@@ -170,8 +194,7 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
   double layers_f = 0.0, layers_b = 0.0;
   for (const LayerProfile& layer : profile.layers)
     layers_f += layer.forward_ms, layers_b += layer.backward_ms;
-  std::vector<Tensor> params = model.parameters(), grads;  // set aside and put back, as profile_layers does
-  for (Tensor& p : params) grads.push_back(p.grad()), p.set_grad(Tensor());
+  const GradientsSetAside aside(model);  // as profile_layers does
   std::vector<double> ratio_f, ratio_b;
   {
     Pipeline pipeline(model, config);
@@ -190,7 +213,6 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
   ActionFactors factors;
   factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
   factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));
-  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(grads[i]);
   return factors;
 }
 

@@ -56,14 +56,19 @@ struct DeferredWeightFactors {
   double split = 1.0;
 };
 
-/// Measures them: the whole model as one stage in two chunks (zb-v's V on one stage), `microbatches`
+/// Measures them: the whole model as one stage in two chunks (zb-v's V on one stage), `microbatches` (>= 2)
 /// microbatches of `samples` rows of `sample`, `steps` forward-backward passes after a warm-up, once as
-/// zb-v generates it (each Bw right after its Bi) and once with each Bw moved to after the next
-/// microbatch's Bi of its chunk; per chunk, the median deferred Bw over the median adjacent one (1 when
-/// below). `config` gives the threads and the rest; its stages, schedule and lists are set here. The model
+/// zb-v generates it (each Bw right after its Bi) and once as deferred_weight_schedule lists it; per chunk,
+/// the median deferred Bw over the median adjacent one (1 when below: noise). Timed like the profile (the
+/// thread's CPU clock on a CPU with `threads` == 1, the actions' wall-clock times otherwise). The model
 /// needs 2 layers or more; its gradients are left as they were. Costs 2 (steps + 1) forward-backward passes.
 DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
-                                              int microbatches, PipelineConfig config, int steps = 3);
+                                              int microbatches, int threads, int steps = 3);
+
+/// The one-stage zb-v lists with each chunk's Bw moved to right after the next microbatch's Bi of that
+/// chunk, the last microbatch's to just before the optimizer step: every Bw follows another action than its
+/// own Bi, as a zero-bubble schedule's deferred ones do (measure_deferred_weight).
+Schedule deferred_weight_schedule(int microbatches);
 
 /// What train_step runs after the pipeline, in ms: the gradient norm over every parameter and one AdamW
 /// step (the optimizer brigade train uses), on one thread after every stage's backward. Measured on clones of

@@ -16,6 +16,8 @@
 #include "nn/layers.h"
 #include "pipeline/plan/profile.h"
 #include "pipeline/plan/simulator.h"
+#include "pipeline/plan/stage_costs.h"
+#include "pipeline/schedule/generators.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 
@@ -277,6 +279,11 @@ TEST(ProfileCosts, DeferredWeightGradientsArePricedByTheirFactors) {
   EXPECT_NEAR(c.per_chunk[0].weight_deferred, 1.1 * c.per_chunk[0].weight, 1e-12);
   EXPECT_NEAR(c.per_chunk[1].weight_deferred, 1.3 * c.per_chunk[1].weight, 1e-12);
   EXPECT_NEAR(c.per_chunk[2].weight_deferred, 1.3 * c.per_chunk[2].weight, 1e-12);
+  // A stage's factor (scale_stage_costs) scales the deferred Bw with the rest.
+  const ChunkLayout layout = make_schedule("1f1b", 3, 3).layout();
+  const Costs scaled = scale_stage_costs(c, layout, {1.0, 2.0, 1.0});
+  EXPECT_NEAR(scaled.per_chunk[1].weight_deferred, 2.0 * c.per_chunk[1].weight_deferred, 1e-12);
+  EXPECT_NEAR(scaled.per_chunk[0].weight_deferred, c.per_chunk[0].weight_deferred, 1e-12);
 }
 
 TEST(MakePartition, ExplicitBalanceAndItsErrors) {

@@ -18,6 +18,7 @@
 #include "nn/checkpoint.h"
 #include "nn/trainer.h"
 #include "pipeline/run/plan_model.h"
+#include "pipeline/schedule/validate.h"
 #include "tensor/grad_mode.h"
 #include "test_support.h"
 #include "tiny_train_options.h"
@@ -320,10 +321,31 @@ TEST_F(TrainRunnerTest, PlanAutoRunsThePlannersPickAndReportsPredictedAgainstMea
   EXPECT_THROW(nn::train(o, {}, &refused), pipeline::MemoryBudgetExceeded);
 }
 
-// The deferred Bw's factors come from running the model (the executor, one stage in two chunks, each Bw
-// right after its Bi and then deferred by a microbatch): finite and at least 1. Too few microbatches are
-// refused with the numbers.
-TEST(DeferredWeight, MeasuredFactorsAreAtLeastOneAndTooFewMicrobatchesAreRefused) {
+// The deferred Bw's lists: the one-stage zb-v with every Bw after another action than its own Bi, valid,
+// each Bw once and after its Bi.
+TEST(DeferredWeight, TheScheduleDefersEveryWeightGradientAndIsValid) {
+  for (int m : {2, 3, 8}) {
+    const pipeline::Schedule s = pipeline::deferred_weight_schedule(m);
+    EXPECT_NO_THROW(pipeline::validate(s)) << m << " microbatches";
+    const std::vector<pipeline::Action>& list = s.actions[0];
+    int weights = 0;
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (list[k].kind != pipeline::ActionKind::BackwardWeight) continue;
+      ++weights;
+      ASSERT_GT(k, 0u);
+      const pipeline::Action& before = list[k - 1];
+      EXPECT_FALSE(before.kind == pipeline::ActionKind::BackwardInput &&
+                   before.microbatch == list[k].microbatch && before.chunk == list[k].chunk)
+          << "Bw" << list[k].microbatch << "." << list[k].chunk << " right after its Bi";
+    }
+    EXPECT_EQ(weights, 2 * m);
+  }
+}
+
+// Measured on the model (the executor, one stage in two chunks, each Bw right after its Bi and then
+// deferred): factors of at least 1, the model's gradients left as they were (here: set, and the same
+// values after), and too few microbatches refused with the numbers.
+TEST(DeferredWeight, MeasuringLeavesTheGradientsAndRefusesOneMicrobatch) {
   nn::GPTConfig c;
   c.vocab_size = 16, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
   nn::GPT model(c, 3);
@@ -332,15 +354,20 @@ TEST(DeferredWeight, MeasuredFactorsAreAtLeastOneAndTooFewMicrobatchesAreRefused
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7 + i / 5) % 16);
   Generator generator(5);
   const nn::Batch sample = nn::random_batch(tokens, 8, 8, generator);
-  pipeline::PipelineConfig config;
-  config.threads_per_stage = 1;
-  config.check_finite = false;
-  const pipeline::DeferredWeightFactors f = pipeline::measure_deferred_weight(model, sample, 2, 4, config, 2);
+  std::vector<Tensor> params = model.parameters();
+  const Tensor grad = ones(params.front().shape());
+  params.front().set_grad(grad);
+  const pipeline::DeferredWeightFactors f = pipeline::measure_deferred_weight(model, sample, 2, 4, 1, 2);
   EXPECT_GE(f.first, 1.0);
   EXPECT_GE(f.split, 1.0);
   EXPECT_TRUE(std::isfinite(f.first) && std::isfinite(f.split));
+  // The same gradient tensor is back, untouched; the others are still unset.
+  ASSERT_TRUE(params.front().grad().defined());
+  EXPECT_EQ(params.front().grad().data_ptr(), grad.data_ptr());
+  EXPECT_EQ(grad.data<float>()[0], 1.0f);
+  for (size_t i = 1; i < params.size(); ++i) EXPECT_FALSE(params[i].grad().defined()) << i;
   try {
-    pipeline::measure_deferred_weight(model, sample, 2, 1, config);
+    pipeline::measure_deferred_weight(model, sample, 2, 1, 1);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("2 microbatches"), std::string::npos) << e.what();
