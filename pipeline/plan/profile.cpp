@@ -88,26 +88,6 @@ class ScopedMeasure {
   bool cpu_time_;
 };
 
-// Takes the parameters' gradients out for the profile's runs and puts them back afterwards (also when a
-// run throws), so that profiling leaves the model's gradients as it found them.
-class GradientStash {
- public:
-  explicit GradientStash(const nn::Module& model) : params_(model.parameters()) {
-    for (Tensor& p : params_) {
-      grads_.push_back(p.grad());
-      p.set_grad(Tensor());
-    }
-  }
-  ~GradientStash() {
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
-  }
-  GradientStash(const GradientStash&) = delete;
-  GradientStash& operator=(const GradientStash&) = delete;
-
- private:
-  std::vector<Tensor> params_, grads_;
-};
-
 }  // namespace
 
 int64_t ModelProfile::total_parameters() const {
@@ -354,7 +334,7 @@ ModelProfile profile_layers(nn::Sequential& model, const Tensor& input, const Pr
   const size_t L = static_cast<size_t>(model.size());
   Generator generator(options.seed);
   autograd::GradModeGuard grad_on(true);  // profiling needs the graph even under the caller's NoGradGuard
-  GradientStash stash(model);
+  GradientsSetAside stash(model);
 
   std::vector<std::vector<double>> fwd_ms(L), bwd_ms(L);
   for (int run = 0; run < options.warmup + options.repeats; ++run)

@@ -176,4 +176,24 @@ double thread_cpu_ms();
 /// "1.5 MiB", "512 B": bytes for tables and messages.
 std::string format_bytes(double bytes);
 
+/// Takes the parameters' gradients out for a measurement's runs and puts them back afterwards (also when a
+/// run throws), so that profiling leaves the model's gradients as it found them.
+class GradientsSetAside {
+ public:
+  explicit GradientsSetAside(const nn::Module& model) : params_(model.parameters()) {
+    for (Tensor& p : params_) {
+      grads_.push_back(p.grad());
+      p.set_grad(Tensor());
+    }
+  }
+  ~GradientsSetAside() {
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
+  }
+  GradientsSetAside(const GradientsSetAside&) = delete;
+  GradientsSetAside& operator=(const GradientsSetAside&) = delete;
+
+ private:
+  std::vector<Tensor> params_, grads_;
+};
+
 }  // namespace brigade::pipeline

@@ -40,22 +40,6 @@ ModelProfile profile_at(nn::GPT& model, const nn::Batch& sample, int threads, in
   return profile;
 }
 
-// The model's gradients set aside for a measurement and put back however it ends (a throw included).
-class GradientsSetAside {
- public:
-  explicit GradientsSetAside(nn::GPT& model) : params_(model.parameters()) {
-    for (Tensor& p : params_) grads_.push_back(p.grad()), p.set_grad(Tensor());
-  }
-  ~GradientsSetAside() {
-    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad(grads_[i]);
-  }
-  GradientsSetAside(const GradientsSetAside&) = delete;
-  GradientsSetAside& operator=(const GradientsSetAside&) = delete;
-
- private:
-  std::vector<Tensor> params_, grads_;
-};
-
 // `t`'s first `samples` rows twice: two microbatches where a sample holds one.
 Tensor rows_twice(const Tensor& t, int64_t samples) {
   Shape shape = t.shape();
