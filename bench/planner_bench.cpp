@@ -174,7 +174,7 @@ void measure_round(nn::GPT& model, const nn::Batch& batch, int steps, Run& run) 
 // --interleave steps: every candidate keeps its own copy of the model (the same initial weights), pipeline
 // and optimizer for the whole shape, and the candidates take turns one step each (a sweep), in an order
 // rotated by one every sweep. A slow spell of the machine longer than a sweep (tens to hundreds of
-// milliseconds here) falls on every candidate alike, and sweep_relative takes it out.
+// milliseconds here) falls on every candidate alike, and drift_relative takes it out.
 void measure_by_step(const nn::GPTConfig& c, const nn::Batch& batch, const Flags& f, std::vector<Run>& runs) {
   struct Live {
     std::unique_ptr<nn::GPT> model;

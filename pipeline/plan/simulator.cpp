@@ -90,8 +90,7 @@ double cost_of(const Action& a, const Action& before, const ChunkCosts& c, const
     case ActionKind::BackwardInput:
       return c.backward_input();
     case ActionKind::BackwardWeight:
-      return c.backward_weight(!(before.kind == ActionKind::BackwardInput &&
-                                 before.microbatch == a.microbatch && before.chunk == a.chunk));
+      return c.backward_weight(is_deferred_weight(a, before));
     case ActionKind::Recompute:
       return c.recompute;
     case ActionKind::OptimizerStep:

@@ -63,7 +63,7 @@ struct ChunkCosts {
   /// Bw when it does not follow its own Bi on the stage (other actions ran between them: a zero-bubble
   /// schedule's deferred weight gradients). The activations and output gradients it reads have left the
   /// core's caches by then; measured on a CPU, such a Bw takes about a fifth longer than one right after its
-  /// Bi (run/plan_model.h: measure_action_factors). Negative: `weight`, deferred or not.
+  /// Bi (run/plan_model.h: measure_deferred_weight). Negative: `weight`, deferred or not.
   double weight_deferred = -1.0;
 
   /// Bi's cost: `input`, or backward - weight when that is negative.

@@ -65,14 +65,21 @@ void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
   }
 }
 
-// Each chunk's Bw action times in the steady steps of `config`'s pipeline (1 stage, 2 chunks), keeping only
-// the Bws whose own Bi ran just before them (`deferred` false) or those it did not (true).
-struct ChunkWeightTimes {
-  std::vector<double> first, split;
-};
-ChunkWeightTimes weight_times(nn::GPT& model, const PipelineConfig& config, const Tensor& ids,
-                              const Tensor& targets, int steps, bool deferred, bool cpu_time) {
-  ChunkWeightTimes times;
+// The whole model as one stage on `microbatches` microbatches of `samples` rows of `sample`, as the
+// measurements below run it: `config` (its stages, microbatches and threads set here), one warm-up pass,
+// then `steps` forward-backward passes. visit(events, k, ms) sees every action of the steady passes, with
+// its time taken like the profile's (the thread's CPU clock on a CPU with `threads` == 1, wall clock
+// otherwise).
+template <typename Visit>
+void run_one_stage(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches, int threads,
+                   PipelineConfig config, int steps, Visit visit) {
+  config.stages = 1;
+  config.microbatches = microbatches;
+  config.threads_per_stage = std::max(1, threads);
+  config.check_finite = false;
+  const bool cpu_time = sample.x.device().is_cpu() && threads == 1;
+  const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
+  const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
   Pipeline pipeline(model, config);
   for (int i = 0; i <= steps; ++i) {
     const StepResult r = pipeline.forward_backward(ids, targets);
@@ -80,17 +87,9 @@ ChunkWeightTimes weight_times(nn::GPT& model, const PipelineConfig& config, cons
     const std::vector<TraceEvent>& events = r.trace.stages.front();
     for (size_t k = 0; k < events.size(); ++k) {
       const TraceEvent& e = events[k];
-      if (e.action.kind != ActionKind::BackwardWeight) continue;
-      // The compute action before it on the stage (sends and receives aside; one stage has none).
-      const Action& before = events[k - 1].action;
-      const bool adjacent = before.kind == ActionKind::BackwardInput &&
-                            before.microbatch == e.action.microbatch && before.chunk == e.action.chunk;
-      if (adjacent == deferred) continue;
-      const double ms = cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms;
-      (e.action.chunk == 0 ? times.first : times.split).push_back(ms);
+      visit(events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
     }
   }
-  return times;
 }
 
 }  // namespace
@@ -117,19 +116,27 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
                       " samples from a sample batch of ", sample.x.size(0), " (got ", model.size(),
                       " layers, ", microbatches, " microbatches)");
   PipelineConfig config;
-  config.stages = 1;
-  config.microbatches = microbatches;
   config.schedule = "zb-v";
   config.virtual_chunks = 2;
-  config.threads_per_stage = std::max(1, threads);
-  config.check_finite = false;
-  const bool cpu_time = sample.x.device().is_cpu() && threads == 1;  // timed like the profile
-  const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
-  const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
   const GradientsSetAside aside(model);
-  const ChunkWeightTimes adjacent = weight_times(model, config, ids, targets, steps, false, cpu_time);
+  // Each chunk's Bw times (the first chunk's apart), keeping only the adjacent ones or the deferred ones.
+  struct ChunkWeightTimes {
+    std::vector<double> first, split;
+  } adjacent, deferred;
+  auto weight_times = [&](ChunkWeightTimes& times, bool deferred_ones) {
+    run_one_stage(model, sample, samples, microbatches, threads, config, steps,
+                  [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
+                    const Action& a = events[k].action;
+                    // A Bw is never first: its Bi comes before it.
+                    if (a.kind != ActionKind::BackwardWeight ||
+                        is_deferred_weight(a, events[k - 1].action) != deferred_ones)
+                      return;
+                    (a.chunk == 0 ? times.first : times.split).push_back(ms);
+                  });
+  };
+  weight_times(adjacent, false);
   config.schedule_lists = deferred_weight_schedule(microbatches);
-  const ChunkWeightTimes deferred = weight_times(model, config, ids, targets, steps, true, cpu_time);
+  weight_times(deferred, true);
   auto ratio = [](const std::vector<double>& late, const std::vector<double>& early) {
     if (late.empty() || early.empty() || nn::median(early) <= 0) return 1.0;
     return std::max(1.0, nn::median(late) / nn::median(early));
@@ -169,31 +176,17 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
                       "measure_action_factors: a microbatch of ", b, " samples from a sample batch of ",
                       sample.x.size(0), ", ", steps, " steps");
   const int microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / b));
-  PipelineConfig config;
-  config.stages = 1;
-  config.microbatches = microbatches;
-  config.threads_per_stage = std::max(1, threads);
-  config.check_finite = false;
-  const bool cpu_time = sample.x.device().is_cpu() && threads == 1;
   double layers_f = 0.0, layers_b = 0.0;
   for (const LayerProfile& layer : profile.layers)
     layers_f += layer.forward_ms, layers_b += layer.backward_ms;
   const GradientsSetAside aside(model);  // as profile_layers does
   std::vector<double> ratio_f, ratio_b;
-  {
-    Pipeline pipeline(model, config);
-    const Tensor ids = sample.x.narrow(0, 0, b * microbatches);
-    const Tensor targets = sample.y.narrow(0, 0, b * microbatches);
-    for (int i = 0; i <= steps; ++i) {
-      const StepResult r = pipeline.forward_backward(ids, targets);
-      if (i == 0) continue;  // warm-up
-      for (const TraceEvent& e : r.trace.stages.front()) {
-        const double ms = cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms;
-        if (e.action.kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
-        if (e.action.kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);
-      }
-    }
-  }
+  run_one_stage(model, sample, b, microbatches, threads, PipelineConfig{}, steps,
+                [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
+                  const ActionKind kind = events[k].action.kind;
+                  if (kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
+                  if (kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);
+                });
   ActionFactors factors;
   factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
   factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));

@@ -44,6 +44,11 @@ bool is_compute(ActionKind kind) {
   return !is_transfer(kind) && kind != ActionKind::Reduce;
 }
 
+bool is_deferred_weight(const Action& weight, const Action& before) {
+  return !(before.kind == ActionKind::BackwardInput && before.microbatch == weight.microbatch &&
+           before.chunk == weight.chunk);
+}
+
 namespace {
 Action make(ActionKind kind, int microbatch, int chunk, int peer = -1) {
   Action action;

@@ -77,6 +77,11 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+/// Whether `weight`, a Bw, is deferred: `before`, the compute action its stage ran just before it, is not
+/// its own Bi (same microbatch and chunk). A deferred Bw reads inputs that other actions have pushed out
+/// of the caches (ChunkCosts::weight_deferred).
+bool is_deferred_weight(const Action& weight, const Action& before);
+
 /// Factories, so that hand-written schedules (tests, docs) read like the pictures.
 Action F(int microbatch, int chunk = 0);
 Action B(int microbatch, int chunk = 0);
