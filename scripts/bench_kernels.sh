@@ -54,7 +54,7 @@ nice -n 19 cmake --build "$build" -j "${BRIGADE_JOBS:-2}" --target "${targets[@]
 if commit=$(git rev-parse --short HEAD 2>/dev/null); then
   git diff --quiet HEAD -- 2>/dev/null || commit="${commit}-dirty"  # uncommitted changes anywhere in the tree
 else
-  commit=unknown
+  commit="${BRIGADE_COMMIT:-unknown}"  # a copy of the tree without its .git: the caller says which commit
 fi
 date=$(date -u +%Y%m%d-%H%M)
 slug() { tr 'A-Z' 'a-z' | sed -e 's/([^)]*)//g' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//' | cut -c1-40; }
