@@ -51,12 +51,14 @@ inline int usage_error(const CLI::App& command, std::string message) {
   return kUsageExit;
 }
 
-/// "" when `device` exists on this machine; otherwise the usage message for the --device flag
-/// of value `flag_value`: "--device cuda:3 is not available (1 CUDA device)", with the reason when none is.
-inline std::string unavailable_device(const Device& device, const std::string& flag_value) {
+/// "" when `device` exists on this machine; otherwise the usage message naming it as `what`, by default the
+/// --device flag of value `flag_value`: "--device cuda:3 is not available (1 CUDA device)", with the reason
+/// when none is.
+inline std::string unavailable_device(const Device& device, const std::string& flag_value,
+                                      const std::string& flag = "--device ") {
   const int count = cuda_device_count();
   if (!device.is_cuda() || device.index < count) return "";
-  return "--device " + flag_value + " is not available (" + std::to_string(count) + " CUDA device" +
+  return flag + flag_value + " is not available (" + std::to_string(count) + " CUDA device" +
          (count == 1 ? "" : "s") + (count == 0 ? ": " + cuda_unavailable_reason() : std::string()) + ")";
 }
 

@@ -98,6 +98,12 @@ std::string check_flags(const CLI::App& cmd, const std::optional<nn::Checkpoint>
   }
   const std::string unavailable = unavailable_device(Device::parse(options.device), options.device);
   if (!unavailable.empty()) return unavailable;
+  if (!options.devices.empty()) {  // every stage's device, not only the first (which --device shares)
+    for (const Device& d : pipeline::stage_devices(options)) {
+      const std::string missing = unavailable_device(d, d.str(), "--devices '" + options.devices + "': ");
+      if (!missing.empty()) return missing;
+    }
+  }
   if (!options.data.empty()) {
     try {
       (void)nn::read_text_file(options.data);

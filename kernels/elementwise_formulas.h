@@ -40,6 +40,23 @@ BRIGADE_HOST_DEVICE inline float sqrt_of(float x) {
 BRIGADE_HOST_DEVICE inline double sqrt_of(double x) {
   return ::sqrt(x);
 }
+// a * b rounded to A before anything else uses it: nvcc may fuse a product into a following add or subtract
+// (one FMA, the product unrounded), so `a * b - c` with c == a * b computed elsewhere is not exactly 0 on the
+// device. The _rn intrinsics are never fused. The host compiles a * b (x86-64 without -mfma never fuses).
+BRIGADE_HOST_DEVICE inline float rounded_product(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+BRIGADE_HOST_DEVICE inline double rounded_product(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
 BRIGADE_HOST_DEVICE inline float tanh_of(float x) {
   return ::tanhf(x);
 }

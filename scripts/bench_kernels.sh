@@ -51,10 +51,12 @@ if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
 fi
 nice -n 19 cmake --build "$build" -j "${BRIGADE_JOBS:-2}" --target "${targets[@]}" >/dev/null
 
-if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+if [ -n "${BRIGADE_COMMIT:-}" ]; then
+  commit="$BRIGADE_COMMIT"  # the caller says which commit (a copy of the tree may carry a stale .git)
+elif commit=$(git rev-parse --short HEAD 2>/dev/null); then
   git diff --quiet HEAD -- 2>/dev/null || commit="${commit}-dirty"  # uncommitted changes anywhere in the tree
 else
-  commit="${BRIGADE_COMMIT:-unknown}"  # a copy of the tree without its .git: the caller says which commit
+  commit=unknown
 fi
 date=$(date -u +%Y%m%d-%H%M)
 slug() { tr 'A-Z' 'a-z' | sed -e 's/([^)]*)//g' -e 's/[^a-z0-9]\+/-/g' -e 's/^-//' -e 's/-$//' | cut -c1-40; }

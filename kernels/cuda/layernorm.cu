@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     SumPair<A> partial{A(0), A(0)};
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       A g = static_cast<A>(dyr[j]);
-      if (weight != nullptr) g *= static_cast<A>(weight[j]);
+      // Unfused (rounded_product): with C == 1, g - mean_g below must be exactly 0.
+      if (weight != nullptr) g = formulas::rounded_product(g, static_cast<A>(weight[j]));
       A xhat = (static_cast<A>(xr[j]) - mu) * rs;
       partial.a += g;
       partial.b += g * xhat;
@@ -106,7 +107,8 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     const A mean_gx = total.b / static_cast<A>(C);
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
       A g = static_cast<A>(dyr[j]);
-      if (weight != nullptr) g *= static_cast<A>(weight[j]);
+      // Unfused (rounded_product): with C == 1, g - mean_g below must be exactly 0.
+      if (weight != nullptr) g = formulas::rounded_product(g, static_cast<A>(weight[j]));
       A xhat = (static_cast<A>(xr[j]) - mu) * rs;
       dxr[j] = static_cast<T>(rs * (g - mean_g - xhat * mean_gx));
     }

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
       const int j = lane + t * kWarpSize;
       const A d = j < C ? static_cast<A>(dyr[j]) : A(0);
       xhat[t] = j < C ? (static_cast<A>(xr[j]) - mu) * rs : A(0);
-      g[t] = d * w[t];
+      g[t] = formulas::rounded_product(d, w[t]);  // unfused, as g - mean_g below needs (C == 1 gives 0)
       sum_g += g[t];
       sum_gx += g[t] * xhat[t];
       dw[t] += d * xhat[t];

@@ -4,8 +4,8 @@
 //   C[b] (M x N, row-major, ldc) = op(A[b]) (M x K) @ op(B[b]) (K x N)     (GemmArgs, kernels/backend.h)
 //   float32 and bfloat16 accumulate in float (bfloat16 in, float math, bfloat16 out), float64 in double.
 //
-// Which implementation runs is kernels::matmul_backend(): Native -> default_matmul_kernel(CUDA, dtype) (v2
-// Tiled for float32 and float64, v5 Wmma for bfloat16); Cublas -> gemm_cublas
+// Which implementation runs is kernels::matmul_backend(): Native -> default_matmul_kernel(CUDA, dtype) (v4
+// Warptiled for float32, v2 Tiled for float64, v7 MmaSync for bfloat16); Cublas -> gemm_cublas
 // (kernels/cuda/matmul_cublas.cu). The initial value comes from BRIGADE_MATMUL_BACKEND=native|cublas (see
 // kernels/matmul.cpp). gemm_native(args, MatmulKernel) runs any version directly; the versions are registered
 // in kernels/matmul_versions.h (all_matmul_kernels(), gemm_with).
@@ -25,8 +25,8 @@
 //   it is load bound (L1/L2 catch most of the reuse): expect ~1-3 TFLOP/s. Kept for teaching and as a
 //   second opinion in tests.
 //
-// v2 gemm_tiled_kernel<BM, BN, BK, TM, TN> — shared-memory tiling with register blocking (the float32 and
-//   float64 default).
+// v2 gemm_tiled_kernel<BM, BN, BK, TM, TN> — shared-memory tiling with register blocking (the float64
+//   default).
 //   Launch: 256 threads per block, grid (ceil(M/BM), ceil(N/BN), batch); one block owns a BM x BN tile of
 //   C. Per K step of BK, the block stages a BM x BK tile of op(A) and a BK x BN tile of op(B) in shared
 //   memory (converted to the accumulation type, zero-filled outside the matrix, read from global memory

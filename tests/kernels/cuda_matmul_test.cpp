@@ -116,8 +116,9 @@ TEST(CudaGemmKernels, ListNamesAndDtypeTable) {
   EXPECT_TRUE(matmul_kernel_supports(GemmKernel::CudaWmmaAsync, kBFloat16));
   EXPECT_TRUE(matmul_kernel_supports(GemmKernel::CudaMmaSync, kBFloat16));
   EXPECT_FALSE(matmul_kernel_supports(GemmKernel::CudaMmaSync, kFloat32));
-  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kBFloat16), GemmKernel::CudaWmma);
-  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kFloat32), GemmKernel::CudaTiled);
+  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kBFloat16), GemmKernel::CudaMmaSync);
+  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kFloat32), GemmKernel::CudaWarptiled);
+  EXPECT_EQ(kernels::default_matmul_kernel(DeviceKind::CUDA, kFloat64), GemmKernel::CudaTiled);
 }
 
 // Runs without a GPU: the dtype check comes before any CUDA call.

@@ -72,6 +72,7 @@ TEST_F(CudaTrain, ResumeOnCudaIsBitExactAndCpuCheckpointsContinueOnCuda) {
   TrainOptions on_cpu = resumed;
   on_cpu.device = "cpu";
   on_cpu.save = "";
+  on_cpu.save_every = 0;  // nothing saved: --save-every needs --save
   TrainResult cpu = train(on_cpu);
   ASSERT_EQ(cpu.losses.size(), 5u);
   EXPECT_NEAR(cpu.losses[0], full.losses[5], 1e-4 * std::fabs(full.losses[5]));

@@ -339,9 +339,12 @@ inline OpCall implementation_call(const OpCase& c, const Implementation& impl, c
             int64_t count = 0;
             k::cross_entropy_with(kernel, logits, targets, c.index, row_loss,
                                   grad.defined() ? grad.view(logits.shape()) : grad, &count);
-            // The mean over the counted rows, as the public op reduces it.
-            Tensor loss = k::sum(row_loss);
+            // The mean over the counted rows, as the public op reduces it (float64 on the host: the CUDA
+            // versions compute float64 rows, but the CUDA sum is float32 and bfloat16 only).
+            const bool on_host = row_loss.dtype() == kFloat64;
+            Tensor loss = k::sum(on_host ? row_loss.to(Device::cpu()) : row_loss);
             if (count > 0) loss = k::binary(k::BinaryOp::Mul, loss, 1.0 / static_cast<double>(count));
+            if (on_host) loss = loss.to(row_loss.device());
             std::vector<Tensor> out = {loss, from_vector<int64_t>({count}, {})};
             if (c.compute_grad) out.push_back(grad);
             return out;

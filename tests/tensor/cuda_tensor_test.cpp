@@ -219,12 +219,15 @@ TEST(CudaTensor, RecordStreamDefersReuseUntilTheOtherStreamFinishes) {
   void* first = nullptr;
   Event b_done;
   {
+    // Two blocks cached on A first, so that the reallocation below takes the other one from the cache: a
+    // cudaMalloc of 512 MiB there can outlast B's work (seen on an H200), and the check needs B still busy.
     StreamGuard on_a(stream_a);
+    { Tensor w1 = empty({kElements}, TensorOptions(kCuda)), w2 = empty({kElements}, TensorOptions(kCuda)); }
     Tensor x = empty({kElements}, TensorOptions(kCuda));  // from stream A's pool
     first = x.data_ptr();
     {
       StreamGuard on_b(stream_b);
-      for (int i = 0; i < 40; ++i) x.fill_(i);  // ~6 ms of work queued on B
+      for (int i = 0; i < 80; ++i) x.fill_(i);  // ~10 ms of work queued on B
       b_done.record(stream_b);
     }
     record_stream(*x.storage(), stream_b);
@@ -266,6 +269,9 @@ TEST(CudaTensor, BlocksAreNotSharedAcrossStreams) {
 
 TEST(CudaTensor, EmptyCacheDropsReservedToInUse) {
   BRIGADE_REQUIRE_CUDA();
+  // Segments cached by earlier tests of this process first: `keep` must get a segment of its own (a cached
+  // larger one would be split, and a segment partly in use is never released).
+  empty_cache(kCuda);
   Tensor keep = empty({1 << 20}, TensorOptions(kCuda));  // 4 MiB: exactly one segment, fully used
   {
     Tensor a = empty({5 << 20}, TensorOptions(kCuda));
