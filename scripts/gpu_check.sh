@@ -110,7 +110,10 @@ check_memcheck() {  # memcheck over the CUDA op test executables, all at once
   for exe in "$build"/tests/kernels_cuda_* "$build"/tests/tensor_cuda_*; do
     [ -x "$exe" ] || continue
     total=$((total + 1))
-    sanitize_one memcheck "$exe" >> "$OUT/memcheck.txt" &
+    local filter='*'
+    # The out-of-memory test asks cudaMalloc for 1 PiB on purpose: memcheck would report that API error.
+    [ "$(basename "$exe")" = tensor_cuda_tensor_test ] && filter='-CudaTensor.OutOfMemory*'
+    sanitize_one memcheck "$exe" "$filter" >> "$OUT/memcheck.txt" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" && clean=$((clean + 1)); done
