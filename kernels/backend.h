@@ -43,6 +43,9 @@ enum class ReduceOp { Sum, Max, ArgMax };
   /* Reduces each row of x [R, C] (contiguous) into out [R] (contiguous; int64 for ArgMax). Sum of an empty */ \
   /* row is 0; Max/ArgMax of an empty row is rejected before this is called. */                             \
   void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out);                                        \
+  /* Column sums: out [C] = the sum of x [R, C] over its rows, both contiguous, R >= 0, C >= 1 (a bias */    \
+  /* gradient: the sum over the leading dims). */                                                          \
+  void sum_columns(const Tensor& x, const Tensor& out);                                                     \
   void gemm(const GemmArgs& args);                                                                          \
   /* x, out [R, C] contiguous; softmax (or log_softmax when log) of each row. */                            \
   void softmax_rows(const Tensor& x, const Tensor& out, bool log);                                          \

@@ -84,10 +84,9 @@ Tensor reduce(ReduceOp rop, const char* op, const Tensor& x, const std::vector<i
   NoGradGuard no_grad;  // raw op: the permute/contiguous below must not be recorded
   detail::check_defined(op, "x", x);
   detail::check_floating(op, "x", x);
-  // A contiguous CPU tensor summed over its leading dims: column sums in place (cpu::sum_columns), with the
-  // bits of the general path, instead of a transposed copy and then row sums.
-  if (rop == ReduceOp::Sum && x.device().is_cpu() && x.is_contiguous() && x.numel() > 0 &&
-      reduces_leading_dims(x, dims)) {
+  // A contiguous tensor summed over its leading dims: column sums in place (sum_columns; on the CPU with the
+  // bits of the general path), instead of a transposed copy and then row sums.
+  if (rop == ReduceOp::Sum && x.is_contiguous() && x.numel() > 0 && reduces_leading_dims(x, dims)) {
     const int64_t k = static_cast<int64_t>(dims.size());
     Shape out_shape;
     int64_t rows = 1;
@@ -100,7 +99,7 @@ Tensor reduce(ReduceOp rop, const char* op, const Tensor& x, const std::vector<i
       }
     }
     Tensor out = empty({x.numel() / rows}, detail::output_options(x, x.dtype()));
-    cpu::sum_columns(x.view({rows, x.numel() / rows}), out);
+    BRIGADE_ON_BACKEND(x.device(), sum_columns(x.view({rows, x.numel() / rows}), out));
     return out.view(out_shape);
   }
   RowsLayout layout = to_rows(op, x, dims, keepdim);

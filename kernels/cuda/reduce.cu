@@ -1,4 +1,5 @@
-// Row reductions on CUDA: out[r] = sum / max / argmax of x[r, :] for x [R, C] contiguous.
+// Row reductions on CUDA: out[r] = sum / max / argmax of x[r, :] for x [R, C] contiguous; and column sums
+// (sum_columns, below), the sum over the leading dims without a transposed copy.
 //
 // Launch shape: one block per row (grid-stride over rows beyond 65535 blocks), row_threads(C) threads
 // (a multiple of 32, at most 1024). Each thread folds the columns j = tid, tid + blockDim, ... (coalesced
@@ -11,6 +12,8 @@
 //
 // Napkin math (H200, ~4.3 TB/s): reads R*C elements once, writes R. R*C = 64M float32 = 256 MiB -> ~60 us.
 // For small C (< 32) most lanes idle; those shapes are small in absolute terms.
+#include <algorithm>
+
 #include "kernels/backend.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -81,7 +84,83 @@ __global__ void __launch_bounds__(kMaxRowThreads)
   }
 }
 
+// ---- column sums: out[c] = sum over r of x[r, c], x [R, C] contiguous (a bias gradient) ------------------
+//
+// Summing over the leading dims needs no transposed copy: a warp reads 32 neighbouring columns of one row
+// (coalesced), and a column's rows are spread over many blocks. Two passes, no atomics:
+//   1. sum_columns_slab_kernel, grid (ceil(C / 32), S), block (32, 16): block (i, s) sums columns
+//      [32 i, 32 i + 32) over slab s of the rows; thread (x, y) takes column 32 i + x and every 16th row of
+//      the slab, in four independent double accumulators (four loads in flight), then the 16 y-partials are
+//      added in shared memory in order. Writes partials[s, c] (double).
+//   2. sum_columns_partials_kernel: one thread per column adds its S partials in order and casts to T.
+// S depends on the shape alone (about 1024 blocks, at least 64 rows a slab), so the result is the same on
+// every run and every GPU. Sums in double as the row sums do.
+// Napkin math (H200, ~4.2 TB/s measured copy): reads R*C elements once; the partials are S*C doubles (at
+// GPT-2's fc bias gradient, R 8192, C 3072: 100 MB of float32 and 0.3 MB of partials) -> ~25 us. The general
+// path it replaces (a transposed contiguous copy, then row sums) measured 252 us there.
+constexpr int kColumnTile = 32, kRowLanes = 16;
+constexpr int64_t kTargetBlocks = 1024, kMinSlabRows = 64;
+
+template <typename T>
+__global__ void __launch_bounds__(kColumnTile* kRowLanes)
+    sum_columns_slab_kernel(const T* __restrict__ x, double* __restrict__ partials, int64_t R, int64_t C,
+                            int64_t slab_rows) {
+  __shared__ double lane_sums[kRowLanes][kColumnTile];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * slab_rows;
+  const int64_t end = first + slab_rows < R ? first + slab_rows : R;
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  if (c < C) {
+    int64_t r = first + threadIdx.y;
+    for (; r + 3 * kRowLanes < end; r += 4 * kRowLanes) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        acc[u] += static_cast<double>(static_cast<acc_t<T>>(x[(r + u * kRowLanes) * C + c]));
+    }
+    for (; r < end; r += kRowLanes) acc[0] += static_cast<double>(static_cast<acc_t<T>>(x[r * C + c]));
+  }
+  lane_sums[threadIdx.y][threadIdx.x] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    double total = 0.0;
+    for (int y = 0; y < kRowLanes; ++y) total += lane_sums[y][threadIdx.x];
+    partials[static_cast<int64_t>(blockIdx.y) * C + c] = total;
+  }
+}
+
+template <typename T>
+__global__ void sum_columns_partials_kernel(const double* __restrict__ partials, T* __restrict__ out,
+                                            int64_t C, int64_t slabs) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C; c += stride) {
+    double total = 0.0;
+    for (int64_t s = 0; s < slabs; ++s) total += partials[s * C + c];
+    out[c] = static_cast<T>(total);
+  }
+}
+
 }  // namespace
+
+void sum_columns(const Tensor& x, const Tensor& out) {
+  const int64_t R = x.size(0), C = x.size(1);
+  if (C == 0) return;
+  cudaStream_t stream = stream_for(x);
+  const int64_t tiles = (C + kColumnTile - 1) / kColumnTile;
+  const int64_t max_slabs = std::max<int64_t>(1, (R + kMinSlabRows - 1) / kMinSlabRows);
+  const int64_t slabs = std::min(max_slabs, std::max<int64_t>(1, (kTargetBlocks + tiles - 1) / tiles));
+  const int64_t slab_rows = std::max<int64_t>(1, (R + slabs - 1) / slabs);
+  Tensor partials = empty({slabs, C}, TensorOptions(kFloat64).device(x.device()));
+  BRIGADE_DISPATCH_FLOATING(x.dtype(), "sum_columns", [&] {
+    sum_columns_slab_kernel<scalar_t>
+        <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slabs)), dim3(kColumnTile, kRowLanes), 0,
+           stream>>>(x.data<scalar_t>(), partials.data<double>(), R, C, slab_rows);
+    BRIGADE_CUDA_CHECK_LAUNCH("sum_columns_slab_kernel");
+    sum_columns_partials_kernel<scalar_t>
+        <<<grid_for(C, kElementwiseThreads), kElementwiseThreads, 0, stream>>>(
+            partials.data<double>(), out.data<scalar_t>(), C, slabs);
+    BRIGADE_CUDA_CHECK_LAUNCH("sum_columns_partials_kernel");
+  });
+}
 
 void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t R = out.numel();

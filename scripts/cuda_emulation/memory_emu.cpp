@@ -2,9 +2,10 @@
 // *_with functions of kernels/elementwise_versions.h, adamw_versions.h, cross_entropy_versions.h and
 // embedding_backward_versions.h, on CPU tensors standing in for device ones): elementwise v1 and v2 (unary
 // and backward for every op, binary with full, bias-row, scalar-tensor and in-place operands, binary with a
-// scalar), AdamW v1 and v2, cross-entropy v1 and v2, embedding backward v1 (atomic) and v2 (sorted). The
-// kernel files (elementwise, elementwise_vec, optim, loss, embedding) are transformed and compiled as
-// separate translation units by run.sh, with memory_emu_support.h force-included, and linked here.
+// scalar), AdamW v1 and v2, cross-entropy v1 and v2, embedding backward v1 (atomic) and v2 (sorted), and the
+// column sums of kernels/cuda/reduce.cu. The kernel files (elementwise, elementwise_vec, optim, loss,
+// embedding, reduce) are transformed and compiled as separate translation units by run.sh, with
+// memory_emu_support.h force-included, and linked here.
 //
 // Checks: sizes around the pack widths (1..300 elements; AdamW up to 1027) at offsets 0-3 elements from a
 // 16-byte boundary, inputs and outputs at the same and at different offsets (v2 runs its head/packs/tail
@@ -293,6 +294,26 @@ void check_embedding(DType dt) {
   }
 }
 
+/// Column sums (kernels/cuda/reduce.cu, sum_columns): against the CPU backend's, and bit for bit against a
+/// second run. Shapes: one row, a partial tile of 32 columns, one slab and several (the last one short).
+void check_sum_columns(DType dt) {
+  for (auto [R, C] : {std::pair<int64_t, int64_t>{1, 1}, {5, 33}, {64, 31}, {1000, 77}, {3000, 40}}) {
+    const Tensor x = random_values({R, C}, dt, R * 31 + C, 1.0);
+    Tensor ref = empty({C}, TensorOptions(dt));
+    cpu::sum_columns(x, ref);
+    Tensor got[2];
+    for (int run = 0; run < 2; ++run) {
+      got[run] = full({C}, 7.0, TensorOptions(dt));  // poisoned: every column must be written
+      kc::sum_columns(x, got[run]);
+    }
+    const std::string name =
+        std::string("sum_columns ") + dtype_name(dt) + " " + std::to_string(R) + "x" + std::to_string(C);
+    // Both sum in double, in other orders: float32 and bfloat16 results differ by at most one rounding.
+    expect(worst(got[0], ref, tol_for(dt)) <= 1, name + ": vs cpu");
+    expect(same_bits(got[0], got[1]), name + ": differs between runs");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -302,6 +323,7 @@ int main() {
     check_cross_entropy(dt);
     check_embedding<int64_t>(dt);
     check_embedding<int32_t>(dt);
+    check_sum_columns(dt);
   }
   std::printf("memory-bound kernels emulation: %d failures\n", failures);
   return failures != 0;

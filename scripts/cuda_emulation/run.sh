@@ -66,12 +66,12 @@ emulate flash_tc attention_flash_tc flash_tc_emu.cpp  # attention v3/v4 (WMMA; v
 emulate attention_v1 attention attention_v1_emu.cpp
 python3 "$here/transform.py" "$repo/kernels/cuda/layernorm.cu" "$out/layernorm.cpp"
 emulate rows_v1 softmax rows_v1_emu.cpp -DGEN_FILE2="\"$out/layernorm.cpp\""  # softmax, layernorm v1
-# The memory-bound kernels (elementwise v1/v2, AdamW, cross-entropy, embedding backward) through the CUDA
+# The memory-bound kernels (elementwise v1/v2, AdamW, cross-entropy, embedding backward, column sums) through the CUDA
 # sides of their *_with functions (kernels/<op>_versions.h): each kernel file its own unit,
 # memory_emu_support.h force-included (host atomics; CPU tensors stand in for device ones).
 if wanted memory; then
   memory_objects=()
-  for src in elementwise elementwise_vec optim loss embedding; do
+  for src in elementwise elementwise_vec optim loss embedding reduce; do
     python3 "$here/transform.py" "$repo/kernels/cuda/$src.cu" "$out/memory_$src.cpp"
     "${cxx[@]}" -include "$here/memory_emu_support.h" -x c++ -c "$out/memory_$src.cpp" -o "$out/memory_$src.o"
     memory_objects+=("$out/memory_$src.o")

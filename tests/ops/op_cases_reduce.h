@@ -69,6 +69,14 @@ inline void add_reduction_cases(OpTableBuilder& t) {
     c = make_case(Op::Mean, kBFloat16, {in({4, 300})});
     c.dims = {1};
     t.add(c);
+    // Sums over the leading dims of a contiguous tensor (a bias gradient): the column-sum path, on CUDA with
+    // rows split over several slabs (the last one short) and a partial tile of 32 columns.
+    c = make_case(Op::Sum, kFloat32, {in({1000, 77})});
+    c.dims = {0};
+    t.add(c);
+    c = make_case(Op::Sum, kBFloat16, {in({8, 130, 40})});
+    c.dims = {0, 1};
+    t.add(c);
   }
   for (DType d : floating) {
     for (auto [dim, keep] : std::vector<std::pair<int64_t, bool>>{{0, false}, {1, true}, {-1, false}}) {
