@@ -57,8 +57,8 @@ const std::vector<AttentionKernel>& all_attention_kernels();
 bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head_dim);
 
 /// What kernels::causal_attention (and its backward) runs on `backend`: CpuAvx512 where it runs (float32,
-/// bfloat16 with AVX-512F), else CpuAvx2 where it runs, else CpuBaseline; CUDA v1 (the flash versions stay
-/// opt-in until a GPU has measured them).
+/// bfloat16 with AVX-512F), else CpuAvx2 where it runs, else CpuBaseline; on CUDA v4 (bfloat16) or v2
+/// (float32) where the head dim is 64 or 128, else v1 (the fastest measured on an H200, docs/kernels.md).
 AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_t head_dim);
 
 /// causal_attention_forward / causal_attention_backward of kernels/backend.h (tensors on the version's

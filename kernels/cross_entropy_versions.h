@@ -43,8 +43,8 @@ const std::vector<CrossEntropyKernel>& all_cross_entropy_kernels();
 /// hands rows it cannot align to v1).
 bool cross_entropy_kernel_supports(CrossEntropyKernel kernel);
 
-/// What kernels::cross_entropy runs on `backend`: CPU v2 where it runs, else v1; CUDA v1 (v2 stays opt-in
-/// until a GPU has measured it).
+/// What kernels::cross_entropy runs on `backend`: CPU v2 where it runs, else v1; CUDA v2 (0.63 of v1's time
+/// on an H200 at GPT-2's logits).
 CrossEntropyKernel default_cross_entropy_kernel(DeviceKind backend);
 
 /// cross_entropy of kernels/backend.h (tensors on the version's backend) by one version: returns the first

@@ -75,8 +75,8 @@ bool matmul_kernel_supports(MatmulKernel kernel, DType dtype);
 
 /// What kernels::matmul runs on `backend` for `dtype` (when matmul_backend() is Native): on the CPU the
 /// fastest version that runs here (float32: v3, else v2, else v1; bfloat16: v4, else v3, else v2, else
-/// v1; float64: v1); on CUDA CudaWmma for bfloat16 and CudaTiled for float32 and float64 (the faster
-/// float32 versions stay opt-in until a GPU has measured them).
+/// v1; float64: v1); on CUDA CudaMmaSync for bfloat16, CudaWarptiled for float32 and CudaTiled for float64
+/// (the fastest measured on an H200 at GPT-2's layer shapes, docs/kernels.md).
 MatmulKernel default_matmul_kernel(DeviceKind backend, DType dtype);
 
 /// Runs `kernel` on `args` (kernels/backend.h; pointers to memory of the version's backend; a CUDA version
