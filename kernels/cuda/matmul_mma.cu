@@ -40,7 +40,7 @@
 //   kernels, and a 128 x 128 tile with 2 blocks per SM and no warp specialisation sits below that.
 //   Expect ~50-65% of cuBLAS at 8192^3 (v6 was estimated 40-55%); wgmma + TMA (v8) is the way past it.
 //   Measured on an H200 (scripts/gpu_check.sh, bench/results/gpu-20261204-1513-ebaddd8/): 233 TFLOP/s at 8192^3,
-//   30 % of cuBLAS (780), 21-26 % of the measured peak at GPT-2's layer products; short of the expectation.
+//   30 % of cuBLAS (766), 22-27 % of the measured peak at GPT-2's layer products; short of the expectation.
 //   It is still 2.5-3.7x v5, and the bfloat16 default.
 //
 // Next: v8 (kernels/cuda/matmul_wgmma.cu) uses Hopper's wgmma, which reads both operands from swizzled

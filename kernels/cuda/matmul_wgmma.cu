@@ -36,7 +36,7 @@
 //   limit (one m64n128k16 = 262 kFLOP per warpgroup). Expect ~350-550 TFLOP/s at 8192^3, between v6 and the
 //   790 bar; 128 x 256 tiles, TMA + mbarriers, a producer warpgroup and a persistent grid are what close the
 //   gap. Measured on an H200 (scripts/gpu_check.sh, bench/results/gpu-20261204-1513-ebaddd8/): 328 TFLOP/s at
-//   8192^3 with B transposed (42 % of cuBLAS), under the expectation; 2.9 ms on GPT-2's logits product, where
+//   8192^3 with B transposed (43 % of cuBLAS), under the expectation; 2.9 ms on GPT-2's logits product, where
 //   cuBLAS takes 6.6 ms.
 //
 // Next (not written yet): TMA loads with mbarriers, a producer warpgroup, 128 x 256 tiles, MN-major
