@@ -308,6 +308,23 @@ pipeline_gap=$(sed -n 's/^  relative difference .*: \([0-9.]*%\)$/\1/p' "$OUT/pi
 pipeline_bench_line="$pipeline_bench (default run measured vs simulated ${pipeline_gap:-?})"
 log "pipeline benches on cuda: $pipeline_bench_line"
 
+# Where a GPT-2 step's GPU time goes, by kernel (own timeout: 60 s): Nsight Compute times every kernel of two steps
+# (one warm-up) of a 2-layer GPT-2-shaped model in bf16 (the other shapes as gpt2_step_bench's defaults), and
+# scripts/ncu_by_kernel.py sums them per kernel and grid into ncu_by_kernel.txt (the raw CSV beside it).
+# --clock-control none: the card's clocks are left as they are.
+profile_line="not run (no ncu)"
+if command -v ncu > /dev/null && [ "$build_status" = ok ]; then
+  profile_line=FAILED
+  profile_args=(--device cuda --dtype bf16 --layers 2 --steps 1 --warmup 1)
+  if t=$(capped 60) && timeout "$t" ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+       --csv "$build/bench/gpt2_step_bench" "${profile_args[@]}" > "$OUT/ncu_gpt2_l2_bf16.csv" 2> "$OUT/ncu.log" &&
+     python3 scripts/ncu_by_kernel.py "$OUT/ncu_gpt2_l2_bf16.csv" --steps 2 \
+       --command "ncu ... gpt2_step_bench ${profile_args[*]}" > "$OUT/ncu_by_kernel.txt" 2>> "$OUT/ncu.log"; then
+    profile_line="$(sed -n 's/^# kernel time per step //p' "$OUT/ncu_by_kernel.txt"), largest: $(sed -n '4p' "$OUT/ncu_by_kernel.txt" | sed -E 's/^ *([0-9.]+) +([0-9.]+%) +[0-9.]+ +/\1 ms (\2) /')"
+  fi
+fi
+log "GPT-2 bf16 step (2 layers) by kernel: $profile_line"
+
 # ---- summary ------------------------------------------------------------------------------------------------------
 elapsed=$(($(date +%s) - start))
 ctest_line=$(read_result ctest)
@@ -316,6 +333,7 @@ summary="$summary; gpt2 step $gpt2_ok/4 runs ($gpt2_brief)"
 summary="$summary; gemm v8 wgmma $(read_result wgmma)"
 summary="$summary; train --devices cuda:0,cuda:0 $(read_result train_devices); mpi $(read_result mpi)"
 summary="$summary; memory-bound ($memory_bound)"
+summary="$summary; profile ($profile_line)"
 echo "$summary" | tee "$OUT/summary.txt"
 clean_fraction() { local r; r=$(read_result "$1"); [[ "$r" == */* ]] && [ "${r%%/*}" = "${r#*/}" ]; }  # "3/3"
 [ "$build_status" = ok ] && [[ "$ctest_line" == "rc 0 "* ]] && clean_fraction memcheck && clean_fraction racecheck &&
