@@ -104,21 +104,31 @@ sanitize_one() {  # sanitize_one TOOL EXE [GTEST_FILTER]: compute-sanitizer over
   esac
 }
 
-check_memcheck() {  # memcheck over the CUDA op test executables, all at once
-  local exe pids=() total=0 clean=0 pid
-  command -v compute-sanitizer >/dev/null 2>&1 || { result memcheck "compute-sanitizer not found"; return; }
-  for exe in "$build"/tests/kernels_cuda_* "$build"/tests/tensor_cuda_*; do
-    [ -x "$exe" ] || continue
+# sanitize_all TOOL EXE:FILTER...: compute-sanitizer TOOL over each test executable (with its gtest filter), all
+# at once; the result is "clean/total".
+sanitize_all() {
+  local tool=$1 spec pids=() total=0 clean=0 pid
+  shift
+  command -v compute-sanitizer >/dev/null 2>&1 || { result "$tool" "compute-sanitizer not found"; return; }
+  for spec in "$@"; do
+    [ -x "${spec%%:*}" ] || continue
     total=$((total + 1))
-    local filter='*'
-    # The out-of-memory test asks cudaMalloc for 1 PiB on purpose: memcheck would report that API error.
-    [ "$(basename "$exe")" = tensor_cuda_tensor_test ] && filter='-CudaTensor.OutOfMemory*'
-    sanitize_one memcheck "$exe" "$filter" >> "$OUT/memcheck.txt" &
+    sanitize_one "$tool" "${spec%%:*}" "${spec#*:}" >> "$OUT/$tool.txt" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" && clean=$((clean + 1)); done
-  result memcheck "$clean/$total"
-  log "memcheck clean: $clean/$total; $(grep -v ': clean' "$OUT/memcheck.txt" 2>/dev/null | tr '\n' ' ')"
+  result "$tool" "$clean/$total"
+  log "$tool clean: $clean/$total; $(grep -v ': clean' "$OUT/$tool.txt" 2>/dev/null | tr '\n' ' ')"
+}
+
+check_memcheck() {  # memcheck over the CUDA op test executables
+  local exe specs=()
+  for exe in "$build"/tests/kernels_cuda_* "$build"/tests/tensor_cuda_*; do
+    # The out-of-memory test asks cudaMalloc for 1 PiB on purpose: memcheck would report that API error.
+    if [ "$(basename "$exe")" = tensor_cuda_tensor_test ]; then specs+=("$exe:-CudaTensor.OutOfMemory*")
+    else specs+=("$exe:*"); fi
+  done
+  sanitize_all memcheck "${specs[@]}"
 }
 
 # memcheck cannot see a missing __syncthreads. racecheck runs one small test each of the hand-written
@@ -126,18 +136,8 @@ check_memcheck() {  # memcheck over the CUDA op test executables, all at once
 # attention version forward + backward on head-split views at D 64 and 128 in bf16 (the op table's cases,
 # ops_cuda_op_table_test). docs/kernels.md.
 check_racecheck() {
-  local spec pids=() total=0 clean=0 pid
-  command -v compute-sanitizer >/dev/null 2>&1 || { result racecheck "compute-sanitizer not found"; return; }
-  for spec in kernels_cuda_matmul_test:CudaGemmKernels.PaddedMisalignedAndBroadcastOperands \
-              'ops_cuda_op_table_test:Table/CudaOpTableTest.CudaMatchesReference/attention*bf16_2x77x3x3x*'; do
-    [ -x "$build/tests/${spec%%:*}" ] || continue
-    total=$((total + 1))
-    sanitize_one racecheck "$build/tests/${spec%%:*}" "${spec#*:}" >> "$OUT/racecheck.txt" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" && clean=$((clean + 1)); done
-  result racecheck "$clean/$total"
-  log "racecheck clean: $clean/$total; $(grep -v ': clean' "$OUT/racecheck.txt" 2>/dev/null | tr '\n' ' ')"
+  sanitize_all racecheck "$build/tests/kernels_cuda_matmul_test:CudaGemmKernels.PaddedMisalignedAndBroadcastOperands" \
+    "$build/tests/ops_cuda_op_table_test:Table/CudaOpTableTest.CudaMatchesReference/attention*bf16_2x77x3x3x*"
 }
 
 # the default `brigade train` end to end on the GPU; it must reach >= 90% held-out accuracy. (The CPU-vs-CUDA
