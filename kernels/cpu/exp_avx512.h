@@ -9,8 +9,11 @@
 //   x = (16 m + j) ln2/16 + r,  |r| <= ln2/32 ~ 0.0217,  exp(x) = 2^m * 2^(j/16) * exp(r)
 //   exp(r) ~ 1 + r + r^2/2 + r^3/6: the first term dropped, r^4/24 < 1e-8, is 0.08 ulp at 1.
 // 2^m is applied by vscalefps, which also gives the denormals and the underflow to 0 that a bit shift would
-// get wrong. ~12 instructions per 16 lanes, 9 of them FMA-port work. Measured error (tests/kernels/
-// exp_rows_test.cpp, against exp in double over [-87.3, 88]): max 1.06 ulp, from the table's rounding.
+// get wrong; it floors its exponent operand itself. k = round(x 16/ln2) comes from adding a shifter in the
+// FMA that scales x, whose low mantissa bits are then the table's index. 11 instructions per 16 lanes, all
+// of them on the vector FP pipes (Zen 4 issues two 512-bit ones a cycle: ~6 cycles). Measured error
+// (tests/kernels/ exp_rows_test.cpp, against exp in double over [-87.3, 88]): max 1.06 ulp, from the table's
+// rounding.
 //
 // Domain: below -103.9 the result is 0 (exp underflows float there), from there up to -87.3 a denormal;
 // above 88 it is +inf (exp overflows float at 88.72; the band in between is taken as overflow, as exp_v
@@ -24,8 +27,9 @@
 namespace brigade::kernels::cpu::detail {
 
 /// 2^(k/16) * e^r for an integer-valued k (|k| < 2^12) and |r| <= ln2/32 (or NaN): the table, polynomial and
-/// scaling that every exp16 variant ends in.
-BRIGADE_AVX512_INLINE __m512 exp16_from(__m512 k, __m512 r) {
+/// scaling that every exp16 variant ends in. `index` holds k mod 16 in the low 4 bits of each lane (the
+/// integer k itself, or the bits of k + 1.5 * 2^23 as a float: see exp16_in_range).
+BRIGADE_AVX512_INLINE __m512 exp16_from(__m512 k, __m512i index, __m512 r) {
   // 2^(j/16) for j = 0..15, each rounded to float.
   const __m512 table = _mm512_setr_ps(1.0f, 1.04427373f, 1.09050775f, 1.13878858f, 1.18920708f, 1.24185777f,
                                       1.29683959f, 1.35425556f, 1.41421354f, 1.47682619f, 1.54221082f,
@@ -34,32 +38,35 @@ BRIGADE_AVX512_INLINE __m512 exp16_from(__m512 k, __m512 r) {
   __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_mul_ps(p, r);
-  // j = k mod 16 is the low 4 bits of the integer k, which is all vpermps reads of an index.
-  const __m512 t = _mm512_permutexvar_ps(_mm512_cvtps_epi32(k), table);
+  // j = k mod 16 is the low 4 bits of the index, which is all vpermps reads of it.
+  const __m512 t = _mm512_permutexvar_ps(index, table);
   const __m512 mantissa = _mm512_fmadd_ps(t, p, t);
-  // m = floor(k / 16), exact: k is an integer below 2^12 in magnitude.
-  const __m512 m = _mm512_roundscale_ps(_mm512_mul_ps(k, _mm512_set1_ps(0.0625f)),
-                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  return _mm512_scalef_ps(mantissa, m);
+  // vscalefps multiplies by 2^floor(its second operand): 2^m with m = floor(k / 16), no rounding
+  // instruction of our own (k / 16 is exact).
+  return _mm512_scalef_ps(mantissa, _mm512_mul_ps(k, _mm512_set1_ps(0.0625f)));
 }
 
 /// exp of 16 lanes whose values lie in [-104, 88] (or are NaN): exp16 without its clamp, for callers that
 /// have bounded their argument already.
 BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
-  // k = round(x * 16 / ln2); r = x - k ln2/16 with ln2/16 in two parts (k * hi is exact: |k| <= 2401,
-  // 12 bits each).
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(23.0831206542f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // k = round(x * 16 / ln2) by the shifter 1.5 * 2^23: one FMA rounds x * 16/ln2 + shifter to an integer
+  // (the float's ulp there is 1), whose low mantissa bits are then k's own (k + 2^22, and 2^22 is a
+  // multiple of 16), so they index the table with no conversion; subtracting the shifter gives k exactly.
+  // r = x - k ln2/16 with ln2/16 in two parts (k * hi is exact: |k| <= 2401, 12 bits each).
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 shifted = _mm512_fmadd_ps(xc, _mm512_set1_ps(23.0831206542f), shifter);
+  const __m512 k = _mm512_sub_ps(shifted, shifter);
   __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.0433197021484375f), xc);  // ln2/16, high 12 bits
   r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.99663646e-06f), r);              // ln2/16 - high
-  return exp16_from(k, r);
+  return exp16_from(k, _mm512_castps_si512(shifted), r);
 }
 
 /// exp(z ln2/16) for z in sixteenths of ln2, |z| < 2^11 (or NaN): for a caller that can fold the factor
 /// 16/ln2 into its own constants (GELU). k = round(z) and z - k are exact, so r costs one multiply.
 BRIGADE_AVX512_INLINE __m512 exp16_of_sixteenths(__m512 z) {
   const __m512 k = _mm512_roundscale_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return exp16_from(k, _mm512_mul_ps(_mm512_sub_ps(z, k), _mm512_set1_ps(0.0433216989f)));  // ln2/16
+  return exp16_from(k, _mm512_cvtps_epi32(k),
+                    _mm512_mul_ps(_mm512_sub_ps(z, k), _mm512_set1_ps(0.0433216989f)));  // ln2/16
 }
 
 /// exp of 16 lanes at most 88 (or NaN): exp16's bits with half its clamp and no overflow check, for the

@@ -4,10 +4,11 @@
 //
 // What changes from v1's loops (exp_rows.h). v1 makes three passes over a row for softmax (max; exp with
 // its sum, stored; scale) and keeps every ISA to the same bits, so no FMA and a degree-5 exp. Here:
-//  - max_exp_sum takes the max and the sum of exp(x - max) in one pass over memory: the row is walked in
-//    chunks of kExpChunk floats (8 KiB, in L1), each chunk's max first, then its exps summed against the
-//    running max; when a later chunk raises the max, the sum so far is rescaled by exp(old - new) in
-//    double. Nothing is stored, so cross-entropy without a gradient reads its logits once.
+//  - max_exp_sum takes the max and the sum of exp(x - max) in one pass over memory. A row of up to
+//    kExpChunk floats (8 KiB, in L1) takes its max first, then its exps from L1. A longer row goes once:
+//    its exps are summed against a shift (the max of its first 64 floats), which is raised, the sum so
+//    far rescaled in double, only when an element passes it by more than 16; at the end the sum is moved
+//    to the row's max. Nothing is stored, so cross-entropy without a gradient reads its logits once.
 //  - outputs are then written in one more pass (exp_scaled, log_softmax), optionally with non-temporal
 //    stores when the output is too big for the caches (it would only evict the input).
 //  - exp16 (exp_avx512.h): ~1 ulp, about half the instructions of v1's exp.
@@ -18,7 +19,8 @@
 
 namespace brigade::kernels::cpu::detail {
 
-/// Floats per chunk of max_exp_sum (8 KiB: a chunk is read from memory once, then again from L1).
+/// Rows up to this many floats (8 KiB) are read twice by max_exp_sum, for the max and then from L1 for the
+/// exps; longer rows once, against a running shift.
 constexpr int64_t kExpChunk = 2048;
 
 /// Rows up to this many floats are taken several at a time (max_exp_sum_rows_avx512): their per-row chains
