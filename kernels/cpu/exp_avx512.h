@@ -11,8 +11,8 @@
 // 2^m is applied by vscalefps, which also gives the denormals and the underflow to 0 that a bit shift would
 // get wrong; it floors its exponent operand itself. k = round(x 16/ln2) comes from adding a shifter in the
 // FMA that scales x, whose low mantissa bits are then the table's index. 11 instructions per 16 lanes, all
-// of them on the vector FP pipes (Zen 4 issues two 512-bit ones a cycle: ~6 cycles). Measured error
-// (tests/kernels/ exp_rows_test.cpp, against exp in double over [-87.3, 88]): max 1.06 ulp, from the table's
+// of them on the vector FP pipes (Zen 4 issues two 512-bit ones a cycle: ~6 cycles at best). Measured error
+// (tests/kernels/exp_rows_test.cpp, against exp in double over [-87.3, 88]): max 1.06 ulp, from the table's
 // rounding.
 //
 // Domain: below -103.9 the result is 0 (exp underflows float there), from there up to -87.3 a denormal;

@@ -236,7 +236,7 @@ TEST(FastExpRows, ExpOutsideItsRange) {
   EXPECT_EQ(y[8], 1.0f);
 }
 
-TEST(FastExpRows, MaxExpSumTakesTheRowInChunks) {
+TEST(FastExpRows, MaxExpSumAgreesWithLongDoubleOnShortAndLongRows) {
   SKIP_WITHOUT_AVX512_FMA();
   const float minus_inf = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> lengths;
@@ -246,11 +246,12 @@ TEST(FastExpRows, MaxExpSumTakesTheRowInChunks) {
     lengths.push_back(n);
   }
   for (int64_t n : lengths) {
-    for (int shape = 0; shape < 3; ++shape) {
+    for (int shape = 0; shape < 4; ++shape) {
       std::vector<float> x = normal_row(n, 500 + static_cast<uint64_t>(n), 4.0);
-      if (shape == 1) {  // a rising ramp: every chunk raises the max
+      if (shape == 1) {  // a rising ramp: every chunk raises the max, a long row's shift many times
         for (size_t j = 0; j < x.size(); ++j) x[j] += 0.01f * static_cast<float>(j);
       }
+      if (shape == 3) x[x.size() * 2 / 3] = 60.0f;  // one element far above the rest: the shift jumps
       if (shape == 2) {  // a masked prefix longer than a chunk (rows this short are all but one masked)
         for (size_t j = 0; j + 1 < x.size() && j < 3000; ++j) x[j] = minus_inf;
       }
@@ -264,6 +265,13 @@ TEST(FastExpRows, MaxExpSumTakesTheRowInChunks) {
       EXPECT_NEAR(total, static_cast<double>(exps), 1e-6 * static_cast<double>(exps))
           << "n " << n << " shape " << shape;
     }
+  }
+  // A NaN anywhere in a row gives a NaN sum, short row or long.
+  for (int64_t n : {int64_t{100}, int64_t{5000}}) {
+    std::vector<float> x = normal_row(n, 42, 1.0);
+    x[static_cast<size_t>(n) / 2] = std::numeric_limits<float>::quiet_NaN();
+    float max = 0;
+    EXPECT_TRUE(std::isnan(fast::max_exp_sum_avx512(x.data(), n, &max))) << "n " << n;
   }
 }
 
