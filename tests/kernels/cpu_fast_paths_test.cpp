@@ -7,17 +7,21 @@
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
 //    run on 2 threads there even on a 1-core machine), bit for bit;
 //  - column sums (a sum over leading dims) against the transposed copy's row sums, bit for bit;
-//  - the float AdamW update (eight lanes at a time where the CPU has AVX-512) against the scalar formula in
-//    double, bit for bit, over a length with a tail.
+//  - the float AdamW update, v1 (eight lanes at a time where the CPU has AVX-512) against the scalar formula
+//    in double, bit for bit, over a length with a tail; v2 (float, 16 lanes, FMAs) within a few float
+//    roundings of it, relative to the terms that make each value.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "kernels/adamw_versions.h"
 #include "kernels/cpu/gemm_packing.h"
 #include "kernels/kernels.h"
 #include "tensor/philox.h"
@@ -394,33 +398,99 @@ TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
   }
 }
 
-// The update in double, rounded to float once per stored value, in the order of kernels/cpu/optim.cpp's
-// scalar loop: the vector path must give exactly these bits (IEEE operations, no fused multiply-add).
-TEST(CpuFastPaths, FloatAdamWEqualsTheScalarFormulaBitForBit) {
-  const int64_t n = 1003;  // 125 vectors of 8 and a tail of 3
-  Tensor p = normal_tensor({n}, 50), grad = normal_tensor({n}, 51);
-  Tensor m = normal_tensor({n}, 52), v = normal_tensor({n}, 53, kFloat32, 0.1);
-  v = kernels::binary(kernels::BinaryOp::Mul, v, v);  // a second moment is >= 0
-  std::vector<float> want_p = p.to_vector<float>(), want_m = m.to_vector<float>(),
-                     want_v = v.to_vector<float>();
+/// p, m and v after one AdamW step in double, rounded to float once per stored value, in the order of
+/// kernels/cpu/optim.cpp's scalar loop.
+struct AdamWExpected {
+  std::vector<float> p, m, v;
+};
+AdamWExpected adamw_in_double(const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
+                              const kernels::AdamWStep& s) {
+  AdamWExpected want{p.to_vector<float>(), m.to_vector<float>(), v.to_vector<float>()};
   const std::vector<float> g = grad.to_vector<float>();
-  const kernels::AdamWStep s{1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
-  const double inv_bias1 = 1.0 / (1.0 - std::pow(s.beta1, 3.0)),
-               inv_bias2 = 1.0 / (1.0 - std::pow(s.beta2, 3.0));
-  for (int64_t i = 0; i < n; ++i) {
+  const double step = static_cast<double>(s.step);
+  const double inv_bias1 = 1.0 / (1.0 - std::pow(s.beta1, step)),
+               inv_bias2 = 1.0 / (1.0 - std::pow(s.beta2, step));
+  for (size_t i = 0; i < g.size(); ++i) {
     const double gi = g[i];
-    const double m_new = s.beta1 * double(want_m[i]) + (1.0 - s.beta1) * gi;
-    const double v_new = s.beta2 * double(want_v[i]) + (1.0 - s.beta2) * gi * gi;
-    want_m[i] = float(m_new);
-    want_v[i] = float(v_new);
-    const double pi = want_p[i];
-    want_p[i] =
+    const double m_new = s.beta1 * double(want.m[i]) + (1.0 - s.beta1) * gi;
+    const double v_new = s.beta2 * double(want.v[i]) + (1.0 - s.beta2) * gi * gi;
+    want.m[i] = float(m_new);
+    want.v[i] = float(v_new);
+    const double pi = want.p[i];
+    want.p[i] =
         float(pi - s.lr * (m_new * inv_bias1 / (std::sqrt(v_new * inv_bias2) + s.eps) + s.weight_decay * pi));
   }
-  kernels::adamw_update(p, grad, m, v, s);
-  EXPECT_EQ(p.to_vector<float>(), want_p);
-  EXPECT_EQ(m.to_vector<float>(), want_m);
-  EXPECT_EQ(v.to_vector<float>(), want_v);
+  return want;
+}
+
+/// Inputs of n elements (a second moment is >= 0).
+std::vector<Tensor> adamw_inputs(int64_t n) {
+  Tensor v = normal_tensor({n}, 53, kFloat32, 0.1);
+  return {normal_tensor({n}, 50), normal_tensor({n}, 51), normal_tensor({n}, 52),
+          kernels::binary(kernels::BinaryOp::Mul, v, v)};
+}
+
+/// The largest |got - want| / scale over the elements, in units of 2^-24 (a float rounding's relative
+/// size).
+double max_units(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::vector<double>& scale) {
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i)
+    worst =
+        std::max(worst, std::fabs(double(got[i]) - double(want[i])) / (std::ldexp(scale[i], -24) + 1e-300));
+  return worst;
+}
+
+// v1: the vector path must give exactly the scalar formula's bits (IEEE operations, no fused multiply-add).
+TEST(CpuFastPaths, FloatAdamWV1EqualsTheScalarFormulaBitForBit) {
+  const int64_t n = 1003;  // 125 vectors of 8 and a tail of 3
+  std::vector<Tensor> x = adamw_inputs(n);
+  const kernels::AdamWStep s{1e-3, 0.9, 0.95, 1e-8, 0.1, 3};
+  const AdamWExpected want = adamw_in_double(x[0], x[1], x[2], x[3], s);
+  kernels::adamw_with(kernels::AdamWKernel::CpuLoop, x[0], x[1], x[2], x[3], s);
+  EXPECT_EQ(x[0].to_vector<float>(), want.p);
+  EXPECT_EQ(x[2].to_vector<float>(), want.m);
+  EXPECT_EQ(x[3].to_vector<float>(), want.v);
+}
+
+// v2 computes in float with FMAs. Its errors are a few float roundings, relative not to each result (a
+// moment whose two terms nearly cancel) but to the terms that made it: m within 3 units of 2^-24 of
+// |beta1 m| + |(1 - beta1) g|, v of |beta2 v| + |(1 - beta2) g^2|, and p of |p| + lr (|adaptive|'s bound
+// from m's terms + wd |p|) up to 8 units (m's error passes into the adaptive step, then a sqrt, a division
+// and two FMAs). Checked at the first step (the bias corrections largest) and two later ones; the measured
+// worst are recorded as properties.
+TEST(CpuFastPaths, FloatAdamWV2IsWithinAFewRoundingsOfTheFormulaInDouble) {
+  if (!kernels::adamw_kernel_supports(kernels::AdamWKernel::CpuAvx512))
+    GTEST_SKIP() << "this CPU lacks AVX-512F or FMA: AdamW v2 does not run here";
+  const int64_t n = 1003;  // 62 vectors of 16 and a masked tail of 11
+  double worst_p = 0, worst_m = 0, worst_v = 0;
+  for (int64_t step : {1, 3, 1000}) {
+    std::vector<Tensor> x = adamw_inputs(n);
+    const kernels::AdamWStep s{1e-3, 0.9, 0.95, 1e-8, 0.1, step};
+    const AdamWExpected want = adamw_in_double(x[0], x[1], x[2], x[3], s);
+    const std::vector<float> p0 = x[0].to_vector<float>(), g = x[1].to_vector<float>(),
+                             m0 = x[2].to_vector<float>(), v0 = x[3].to_vector<float>();
+    const double inv_bias1 = 1.0 / (1.0 - std::pow(s.beta1, double(step))),
+                 inv_bias2 = 1.0 / (1.0 - std::pow(s.beta2, double(step)));
+    std::vector<double> scale_p(p0.size()), scale_m(p0.size()), scale_v(p0.size());
+    for (size_t i = 0; i < p0.size(); ++i) {
+      scale_m[i] = std::fabs(s.beta1 * m0[i]) + std::fabs((1.0 - s.beta1) * g[i]);
+      scale_v[i] = std::fabs(s.beta2 * v0[i]) + (1.0 - s.beta2) * double(g[i]) * g[i];
+      const double denominator = std::sqrt(double(want.v[i]) * inv_bias2) + s.eps;
+      scale_p[i] = std::fabs(p0[i]) +
+                   s.lr * (scale_m[i] * inv_bias1 / denominator + s.weight_decay * std::fabs(p0[i]));
+    }
+    kernels::adamw_with(kernels::AdamWKernel::CpuAvx512, x[0], x[1], x[2], x[3], s);
+    worst_p = std::max(worst_p, max_units(x[0].to_vector<float>(), want.p, scale_p));
+    worst_m = std::max(worst_m, max_units(x[2].to_vector<float>(), want.m, scale_m));
+    worst_v = std::max(worst_v, max_units(x[3].to_vector<float>(), want.v, scale_v));
+  }
+  RecordProperty("max_units_p", std::to_string(worst_p));
+  RecordProperty("max_units_m", std::to_string(worst_m));
+  RecordProperty("max_units_v", std::to_string(worst_v));
+  EXPECT_LE(worst_p, 8.0);
+  EXPECT_LE(worst_m, 3.0);
+  EXPECT_LE(worst_v, 3.0);
 }
 
 // The GEMMs' per-thread scratch (gemm_packing.h): whatever sizes are asked for, in whatever order, the
