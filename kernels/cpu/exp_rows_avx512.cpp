@@ -231,25 +231,49 @@ BRIGADE_AVX512 void log_softmax_backward_avx512(const float* dy, const float* y,
 
 namespace {
 
-/// sum_j a[j] (b null) or sum_j a[j] b[j] in double, as v1's sums: every float widened, so that a product
-/// of two floats is exact; two sets of accumulators, so that consecutive vectors do not wait on each other.
-BRIGADE_AVX512_INLINE double sum_in_double(const float* a, const float* b, int64_t n) {
-  __m512d acc[2][2] = {{_mm512_setzero_pd(), _mm512_setzero_pd()},
-                       {_mm512_setzero_pd(), _mm512_setzero_pd()}};
-  for (int64_t j = 0, set = 0; j < n; j += 16, set ^= 1) {
+/// sum_j a[j] (b null) or sum_j a[j] b[j] in double, as v1's sums, left in 8 lanes (a row's total is their
+/// _mm512_reduce_add_pd): every float widened, so that a product of two floats is exact; two sets of
+/// accumulators, so that consecutive vectors do not wait on each other.
+BRIGADE_AVX512_INLINE __m512d lanes_in_double(const float* a, const float* b, int64_t n) {
+  // Two sets of accumulators, even and odd vectors, each as two halves of 8 doubles. Named, not an array
+  // indexed by the vector's parity: g++ kept such an array in memory, a store and a reload every vector.
+  __m512d even_lo = _mm512_setzero_pd(), even_hi = _mm512_setzero_pd();
+  __m512d odd_lo = _mm512_setzero_pd(), odd_hi = _mm512_setzero_pd();
+  auto add = [&](int64_t j, __m512d& lo, __m512d& hi) BRIGADE_AVX512_LAMBDA {
     const __mmask16 m = first_lanes(std::min<int64_t>(16, n - j));
     const auto [a_lo, a_hi] = widen(_mm512_maskz_loadu_ps(m, a + j));
     if (b == nullptr) {
-      acc[set][0] = _mm512_add_pd(acc[set][0], a_lo);
-      acc[set][1] = _mm512_add_pd(acc[set][1], a_hi);
+      lo = _mm512_add_pd(lo, a_lo);
+      hi = _mm512_add_pd(hi, a_hi);
     } else {
       const auto [b_lo, b_hi] = widen(_mm512_maskz_loadu_ps(m, b + j));
-      acc[set][0] = _mm512_fmadd_pd(a_lo, b_lo, acc[set][0]);
-      acc[set][1] = _mm512_fmadd_pd(a_hi, b_hi, acc[set][1]);
+      lo = _mm512_fmadd_pd(a_lo, b_lo, lo);
+      hi = _mm512_fmadd_pd(a_hi, b_hi, hi);
     }
+  };
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    add(j, even_lo, even_hi);
+    add(j + 16, odd_lo, odd_hi);
   }
-  return _mm512_reduce_add_pd(
-      _mm512_add_pd(_mm512_add_pd(acc[0][0], acc[0][1]), _mm512_add_pd(acc[1][0], acc[1][1])));
+  if (j < n) add(j, even_lo, even_hi);
+  if (j + 16 < n) add(j + 16, odd_lo, odd_hi);
+  return _mm512_add_pd(_mm512_add_pd(even_lo, even_hi), _mm512_add_pd(odd_lo, odd_hi));
+}
+
+/// The totals of four rows' lanes_in_double vectors, each in _mm512_reduce_add_pd's order (lane i + lane i +
+/// 4, then j + j + 2, then 0 + 1: the bits of a row alone), the four reductions side by side: 7 shuffles and
+/// 4 adds where one at a time takes 4 x 6 dependent steps.
+BRIGADE_AVX512_INLINE void reduce_four(__m512d v0, __m512d v1, __m512d v2, __m512d v3, double* totals) {
+  // [row a's lanes 0-3 + 4-7 | row b's]: the halves of two rows gathered, then added.
+  const __m512d s01 = _mm512_add_pd(_mm512_shuffle_f64x2(v0, v1, 0x44), _mm512_shuffle_f64x2(v0, v1, 0xee));
+  const __m512d s23 = _mm512_add_pd(_mm512_shuffle_f64x2(v2, v3, 0x44), _mm512_shuffle_f64x2(v2, v3, 0xee));
+  // [row 0's lanes 0-1 + 2-3 | row 1's | row 2's | row 3's].
+  const __m512d t = _mm512_add_pd(_mm512_shuffle_f64x2(s01, s23, 0x88), _mm512_shuffle_f64x2(s01, s23, 0xdd));
+  // Each pair's two lanes added: a row's total in the even lane.
+  alignas(64) double out[8];
+  _mm512_store_pd(out, _mm512_add_pd(t, _mm512_permute_pd(t, 0x55)));
+  for (int r = 0; r < 4; ++r) totals[r] = out[2 * r];
 }
 
 }  // namespace
@@ -262,9 +286,15 @@ BRIGADE_AVX512 void softmax_backward_rows_avx512(const float* dy, const float* y
   for (int64_t r0 = 0; r0 < rows; r0 += group) {
     const int64_t count = std::min(group, rows - r0);
     double totals[kGroup];
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t r = (r0 + i) * n;
-      totals[i] = sum_in_double(dy + r, log ? nullptr : y + r, n);
+    if (group == kGroup) {  // short rows: four sums' lanes, then their reductions side by side
+      __m512d lanes[kGroup];
+      for (int64_t i = 0; i < kGroup; ++i) {
+        const int64_t r = (r0 + i) * n;
+        lanes[i] = i < count ? lanes_in_double(dy + r, log ? nullptr : y + r, n) : _mm512_setzero_pd();
+      }
+      reduce_four(lanes[0], lanes[1], lanes[2], lanes[3], totals);
+    } else {
+      totals[0] = _mm512_reduce_add_pd(lanes_in_double(dy + r0 * n, log ? nullptr : y + r0 * n, n));
     }
     for (int64_t i = 0; i < count; ++i) {
       const int64_t r = (r0 + i) * n;
