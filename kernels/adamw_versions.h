@@ -15,8 +15,9 @@ enum class AdamWKernel {
   CpuLoop,
   /// CPU v2 (kernels/cpu/optim.cpp), on a CPU with AVX-512F and FMA: float32 parameters with float32
   /// moments updated in float, 16 lanes a vector, FMAs, one vsqrtps and one vdivps a vector where v1
-  /// widens to double (vsqrtpd and vdivpd on 8 lanes bound it while the tensors are in cache). Its own bits,
-  /// within an ulp or two of v1's; other dtypes run v1. The CPU default where it runs.
+  /// widens to double (vsqrtpd and vdivpd on 8 lanes bind it, in cache and from DRAM). Its own bits,
+  /// within a few float roundings of the terms that make each value; other dtypes run v1. The CPU default
+  /// where it runs.
   CpuAvx512,
   /// CUDA v1 (kernels/cuda/optim.cu): one element per thread, grid-stride. v2 improves: 16-byte accesses.
   CudaScalar,

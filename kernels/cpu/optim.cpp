@@ -8,8 +8,9 @@
 // ~60 GB/s: ~0.2-0.4 ms if memory bound. v1's double lanes spend a vsqrtpd and a vdivpd on every 8
 // elements, each holding its unit for many cycles on 512-bit double vectors: the update measured ~0.37 ms
 // for 0.41 M elements (31 GB/s), where PyTorch's fused float update took ~0.22. v2 does 16 lanes in float
-// per vsqrtps and vdivps, ~12 other instructions a vector. GPT-2's 124 M parameters (3.5 GB a step) stream
-// from DRAM at what one core reads and writes, ~25-29 GB/s, in either version.
+// per vsqrtps and vdivps, ~12 other instructions a vector: ~0.13 ms (89 GB/s). GPT-2's 124 M parameters
+// (3.5 GB a step) come from DRAM: v1 measured 26-30 GB/s there (the divider binds it still), v2 42-47 GB/s,
+// PyTorch's fused update 46-51 GB/s.
 //
 // Why one loop over every parameter: a model's parameters are many small tensors (the baby GPT: 50
 // tensors, none over 65k elements, under kParallelGrain, so each update ran on one thread) and a call per
@@ -88,8 +89,9 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) int64_t adamw_fl
 // v2: sixteen float elements per iteration, all in float: the moments by FMAs (beta * m + (1 - beta) * g,
 // the product (1 - beta) * g rounded first), one vsqrtps and one vdivps, the decay and the step as two more
 // FMAs, p - lr * (adaptive + wd * p). A masked last vector, so every element of a segment gets the same
-// arithmetic. Against v1 in double, each element is within an ulp or two of its value (op table: the CPU
-// tolerance).
+// arithmetic. Against v1 in double, each stored value is within two or three float roundings of the terms
+// that make it (a moment whose two terms cancel can be many ulps of itself off; tests/kernels/
+// cpu_fast_paths_test.cpp measures it).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f,fma"))) void adamw_float_v2_avx512(float* pp, const float* gp, float* mp,
