@@ -16,8 +16,12 @@
 # 3. scripts/bench_cpu_vs_torch.sh: brigade against the current PyTorch from PyPI on the baby GPT and the
 #    GPT-2-small shape, 2 threads (its JSON and chart).
 # 4. brigade's baby GPT step in float32 and under the bfloat16 autocast, alternating, ROUNDS each.
+# 5. scripts/bench_row_ops_vs_torch.sh: every CPU row op, attention, embedding and AdamW against PyTorch's
+#    ATen op at the baby GPT's and GPT-2 small's sizes, one thread, ROW_ROUNDS rounds (default 3, about
+#    6 minutes a round).
 # Needs the build's bench targets (cmake --build BUILD_DIR --target cpu_peak_bench matmul_bench
-# train_step_bench) and, for part 3, network access the first time (scripts/torch_venv.sh).
+# train_step_bench kernels_bench) and, for parts 3 and 5, network access the first time
+# (scripts/torch_venv.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,3 +77,7 @@ wall32, wall16, cpu32, cpu16 = med("0", 4), med("1", 4), med("0", -1), med("1", 
 print(f"baby GPT, 2 threads: fp32 {wall32:.2f} ms/step (cpu {cpu32:.2f}), bf16 autocast {wall16:.2f} ms/step "
       f"(cpu {cpu16:.2f}): bf16 / fp32 = {wall16 / wall32:.3f} wall, {cpu16 / cpu32:.3f} cpu")'
 load "bf16 vs fp32 step, end"
+
+load "row ops vs PyTorch, start"
+ROUNDS="${ROW_ROUNDS:-3}" OUT_DIR="$OUT" "$ROOT/scripts/bench_row_ops_vs_torch.sh" "$BUILD_DIR"
+load "row ops vs PyTorch, end"
