@@ -33,10 +33,8 @@ MIN_TIME="${MIN_TIME:-0.1}"
 # The baby GPT's products, GPT-2 small's layer products (one 1024-token sequence) and the squares.
 FILTER="${FILTER:-matmul\.[a-z_]+/baby/.*/cpu/|matmul\.(qkv|attn_proj|fc|fc_proj)/gpt2-b1/.*/cpu/|matmul\.square[0-9]+/square/.*/cpu/}"
 mkdir -p "$OUT"
-commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
-stamp="$(date -u +%Y%m%d-%H%M)"
-machine="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//' | cut -c1-24)"
+# commit, cpu, stamp, machine: the results file name
+source "$ROOT/scripts/result_name.sh"
 load() { echo "# $1: $(date -u +%H:%M:%S) load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
 PY=/usr/bin/python3
 [[ -x $PY ]] || PY=python3

@@ -78,11 +78,8 @@ if [[ -n "${BASELINE:-}" ]]; then
 fi
 [[ ${#sides[@]} -gt 0 || -n "$BASELINE_BENCH" ]] || { echo "bench_cpu_vs_torch: nothing to compare against" >&2; exit 1; }
 
-commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-stamp="$(date -u +%Y%m%d-%H%M)"
-machine="$(echo "$cpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//' | cut -c1-24)"
+# commit, cpu, stamp, machine: the results file name
+source "$ROOT/scripts/result_name.sh"
 raw="$(mktemp)"
 trap 'rm -f "$raw"' EXIT
 printf 'meta\tdate\t%s\nmeta\tcommit\t%s\nmeta\tcpu\t%s (%s cores)\nmeta\tbrigade\t%s\nmeta\tload_start\t%s\n' \

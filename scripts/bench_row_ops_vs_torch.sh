@@ -33,11 +33,8 @@ if [[ ! -x "$BRIGADE" ]]; then
 fi
 PY="$("$ROOT/scripts/torch_venv.sh")"
 
-commit="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-git -C "$ROOT" diff --quiet HEAD -- . 2>/dev/null || commit="$commit-dirty"
-cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-stamp="$(date -u +%Y%m%d-%H%M)"
-machine="$(echo "$cpu" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//' | cut -c1-24)"
+# commit, cpu, stamp, machine: the results file name
+source "$ROOT/scripts/result_name.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "# $cpu ($(nproc) cores), commit $commit, $THREADS thread(s), load $(cut -d' ' -f1-3 /proc/loadavg)"
