@@ -35,6 +35,13 @@ BRIGADE_AVX512_INLINE Wide widen(__m512 v) {
           _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))};
 }
 
+/// sum += v widened: a running sum of float vectors kept in 16 double lanes.
+BRIGADE_AVX512_INLINE void add_widened(Wide& sum, __m512 v) {
+  const Wide w = widen(v);
+  sum.lo = _mm512_add_pd(sum.lo, w.lo);
+  sum.hi = _mm512_add_pd(sum.hi, w.hi);
+}
+
 /// y[j .. j + 16) = f(j, mask) over a row of n floats (mask: the lanes inside the row; the tail stores
 /// those only). With `stream`, the stores from the first 64-byte boundary of y on are non-temporal (they
 /// need that alignment), then a fence: for outputs too big to stay in the cache.

@@ -66,12 +66,8 @@ BRIGADE_AVX512_INLINE float chunk_max(const float* x, int64_t n) {
 template <bool kStore = false>
 BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shift, float* out = nullptr) {
   const __m512 s = _mm512_set1_ps(shift);
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA {
-    const Wide w = widen(v);
-    lo = _mm512_add_pd(lo, w.lo);
-    hi = _mm512_add_pd(hi, w.hi);
-  };
+  Wide sum{_mm512_setzero_pd(), _mm512_setzero_pd()};
+  auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA { add_widened(sum, v); };
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
     const __m512 e0 = exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
@@ -97,7 +93,7 @@ BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shif
     if constexpr (kStore) _mm512_mask_storeu_ps(out + j, m, e);
     add(_mm512_maskz_mov_ps(m, e));
   }
-  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+  return _mm512_reduce_add_pd(_mm512_add_pd(sum.lo, sum.hi));
 }
 
 /// How far above the shift an element may lie before the shift is raised: its exp is then at most e^16,
@@ -116,7 +112,7 @@ BRIGADE_AVX512_INLINE double long_row_exp_sum(const float* x, int64_t n, float* 
   // exp(-inf) = 0, and the first finite element raises it.
   float shift = std::max(chunk_max(x, 64), std::numeric_limits<float>::lowest());
   __m512 m = minus_inf, s = _mm512_set1_ps(shift), limit = _mm512_set1_ps(shift + kShiftSlack);
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  Wide sum{_mm512_setzero_pd(), _mm512_setzero_pd()};
   // Takes the block's max into the running max, and raises the shift to the running max when the block
   // passes the limit.
   auto see = [&](__m512 block_max) BRIGADE_AVX512_LAMBDA {
@@ -125,18 +121,14 @@ BRIGADE_AVX512_INLINE double long_row_exp_sum(const float* x, int64_t n, float* 
       const float raised = _mm512_reduce_max_ps(m);
       const __m512d factor =
           _mm512_set1_pd(std::exp(static_cast<double>(shift) - static_cast<double>(raised)));
-      lo = _mm512_mul_pd(lo, factor);
-      hi = _mm512_mul_pd(hi, factor);
+      sum.lo = _mm512_mul_pd(sum.lo, factor);
+      sum.hi = _mm512_mul_pd(sum.hi, factor);
       shift = raised;
       s = _mm512_set1_ps(shift);
       limit = _mm512_set1_ps(shift + kShiftSlack);
     }
   };
-  auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA {
-    const Wide w = widen(v);
-    lo = _mm512_add_pd(lo, w.lo);
-    hi = _mm512_add_pd(hi, w.hi);
-  };
+  auto add = [&](__m512 v) BRIGADE_AVX512_LAMBDA { add_widened(sum, v); };
   int64_t j = 0;
   for (; j + 64 <= n; j += 64) {
     const __m512 v0 = _mm512_loadu_ps(x + j), v1 = _mm512_loadu_ps(x + j + 16);
@@ -155,7 +147,7 @@ BRIGADE_AVX512_INLINE double long_row_exp_sum(const float* x, int64_t n, float* 
   }
   *max = _mm512_reduce_max_ps(m);
   if (*max == -std::numeric_limits<float>::infinity()) return 0.0;  // -inf only: nothing to add
-  const double total = _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+  const double total = _mm512_reduce_add_pd(_mm512_add_pd(sum.lo, sum.hi));
   return *max == shift ? total : total * std::exp(static_cast<double>(shift) - static_cast<double>(*max));
 }
 
