@@ -233,12 +233,12 @@ BRIGADE_AVX512_INLINE __m512d lanes_in_double(const float* a, const float* b, in
   __m512d odd_lo = _mm512_setzero_pd(), odd_hi = _mm512_setzero_pd();
   auto add = [&](int64_t j, __m512d& lo, __m512d& hi) BRIGADE_AVX512_LAMBDA {
     const __mmask16 m = first_lanes(std::min<int64_t>(16, n - j));
-    const auto [a_lo, a_hi] = widen(_mm512_maskz_loadu_ps(m, a + j));
+    const auto [a_lo, a_hi] = load_wide(a, j, m);
     if (b == nullptr) {
       lo = _mm512_add_pd(lo, a_lo);
       hi = _mm512_add_pd(hi, a_hi);
     } else {
-      const auto [b_lo, b_hi] = widen(_mm512_maskz_loadu_ps(m, b + j));
+      const auto [b_lo, b_hi] = load_wide(b, j, m);
       lo = _mm512_fmadd_pd(a_lo, b_lo, lo);
       hi = _mm512_fmadd_pd(a_hi, b_hi, hi);
     }

@@ -115,14 +115,6 @@ BRIGADE_AVX512_INLINE RowGrad row_grad(const float* dy, const float* x, const fl
           _mm512_set1_pd(-static_cast<double>(mean) * rs)};
 }
 
-/// 16 floats from p + j widened to doubles (under mask k for a row's tail).
-BRIGADE_AVX512_INLINE Wide load_wide(const float* p, int64_t j, __mmask16 k) {
-  if (k == 0xffff) {  // two 8-float loads converted as they load: no extract
-    return {_mm512_cvtps_pd(_mm256_loadu_ps(p + j)), _mm512_cvtps_pd(_mm256_loadu_ps(p + j + 8))};
-  }
-  return widen(_mm512_maskz_loadu_ps(k, p + j));
-}
-
 /// G consecutive rows from dy, x, dx (row length n): the sums of each row, then one sweep of the columns
 /// writing every row's dx and, with kParams, adding the rows in order into pw and pb. Those sums are in
 /// double, as v1's: a column's dweight adds rows * (dy * xhat) terms whose total is often far smaller than

@@ -6,6 +6,7 @@
 // exp_rows_avx512.h: the row's max and sum of exps in one read, the gradient in one more pass.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -86,8 +87,10 @@ void loss_rows_float32(const Tensor& logits, const I* tp, int64_t ignore_index, 
 }
 
 #if BRIGADE_CPU_X86
-// v2's float32 logits: the loss from one read of the row (nothing stored); the gradient row recomputes the
-// exps in its own pass, (exp(x - max) / (total * count)) in float, the target's entry in double.
+// v2's float32 logits: the loss from one read of the row; the gradient row is (exp(x - max) / (total *
+// count)) in float, the target's entry in double. A short row's exps are stored into its gradient row by the
+// sums' pass and scaled in place (the same bits: the same exps times the same factor); a longer row's
+// gradient recomputes them in its own pass (they would not stay in L1 between the two).
 template <typename I>
 void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_index, int64_t count,
                               const Tensor& row_loss, const Tensor& grad) {
@@ -100,6 +103,7 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
   // Short rows go in blocks of kRows: their maxes and sums interleaved (the same bits).
   constexpr int64_t kRows = 8;
   const int64_t block = V <= detail::kShortRow ? kRows : 1;
+  const bool keep_exps = gp != nullptr && block > 1 && !stream;
   const int64_t blocks = (N + block - 1) / block;
 #pragma omp parallel for if (N * V >= kParallelGrain) schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -107,7 +111,8 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
     float maxes[kRows];
     double totals[kRows];
     if (block > 1) {  // short rows (an ignored row's sums cost little and are not used)
-      detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals, nullptr);
+      detail::max_exp_sum_rows_avx512(xp + first * V, rows, V, maxes, totals,
+                                      keep_exps ? gp + first * V : nullptr);
     } else if (static_cast<int64_t>(tp[first]) != ignore_index) {
       totals[0] = detail::max_exp_sum_avx512(xp + first * V, V, &maxes[0]);
     }
@@ -123,7 +128,13 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
       const double lse = static_cast<double>(maxes[i]) + std::log(totals[i]);
       lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
       if (g) {
-        detail::exp_scaled_avx512(x, g, V, maxes[i], static_cast<float>(inv_count / totals[i]), stream);
+        // A row of -inf only stored nothing: exp_scaled writes it (NaN, as v1).
+        const auto scale = static_cast<float>(inv_count / totals[i]);
+        if (keep_exps && maxes[i] != -std::numeric_limits<float>::infinity()) {
+          detail::scale_avx512(g, V, scale);
+        } else {
+          detail::exp_scaled_avx512(x, g, V, maxes[i], scale, stream);
+        }
         g[t] = static_cast<float>((std::exp(static_cast<double>(x[t]) - lse) - 1.0) * inv_count);
       }
     }

@@ -32,6 +32,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/exp_rows_avx512.h"
 #include "kernels/cpu/vector_math.h"  // kGeluULimit
+#include "kernels/kernels.h"
 #include "tensor/philox.h"
 #include "tests/kernels/vector_isas.h"
 
@@ -350,6 +351,38 @@ TEST(FastExpRows, ShortSoftmaxRowsKeepTheirExpsAndGiveTheSameBits) {
   EXPECT_EQ(fast::max_exp_sum_store_avx512(masked.data(), y.data(), 8, &max), 0.0);
   EXPECT_EQ(max, minus_inf);
   EXPECT_EQ(y, std::vector<float>(8, 3.0f));
+}
+
+TEST(FastExpRows, CrossEntropyGradientGivesTheBitsOfItsFormulaWhetherItKeepsTheExpsOrNot) {
+  SKIP_WITHOUT_AVX512_FMA();
+  // Short rows (65) keep their exps in the gradient row and scale them in place; longer rows (300)
+  // compute them again. Either way each entry must be the formula's bits: exp_scaled's exp(x - max) times
+  // float(1 / (total count)), the target's entry (exp(x_t - lse) - 1) / count in double, an ignored row 0.
+  for (int64_t V : {int64_t{65}, int64_t{300}}) {
+    const int64_t N = 11;
+    std::vector<float> x = normal_row(N * V, 900 + static_cast<uint64_t>(V), 5.0);
+    x[static_cast<size_t>(2 * V + 7)] = -std::numeric_limits<float>::infinity();  // a masked logit
+    std::vector<int64_t> t(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) t[static_cast<size_t>(n)] = (n * 13) % V;
+    t[4] = -100;
+    kernels::CrossEntropyOutput ce =
+        kernels::cross_entropy(from_vector<float>(x, {N, V}), from_vector<int64_t>(t, {N}));
+    const std::vector<float> got = ce.grad_logits.to_vector<float>();
+    const double inv_count = 1.0 / static_cast<double>(N - 1);
+    std::vector<float> want(x.size(), 0.0f);
+    for (int64_t n = 0; n < N; ++n) {
+      if (t[static_cast<size_t>(n)] < 0) continue;
+      const float* row = x.data() + n * V;
+      float* g = want.data() + n * V;
+      float max = 0;
+      const double total = fast::max_exp_sum_avx512(row, V, &max);
+      fast::exp_scaled_avx512(row, g, V, max, static_cast<float>(inv_count / total), false);
+      const double lse = static_cast<double>(max) + std::log(total);
+      const int64_t target = t[static_cast<size_t>(n)];
+      g[target] = static_cast<float>((std::exp(static_cast<double>(row[target]) - lse) - 1.0) * inv_count);
+    }
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << "V " << V;
+  }
 }
 
 TEST(FastExpRows, RowsTakenTogetherGiveEachRowsBits) {
