@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <ctime>
 #include <limits>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -67,34 +66,28 @@ void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
 }
 
 // The whole model as one stage on `microbatches` microbatches of `samples` rows of `sample`, as the
-// measurements below run it: each of `configs` (its stages, microbatches and threads set here) is one
-// pipeline, and the pipelines take turns pass by pass (so that a slow spell of the machine falls on them
-// alike): one warm-up pass each, then `steps` forward-backward passes each. visit(c, events, k, ms) sees
-// every action of config c's steady passes, with its time taken like the profile's (the thread's CPU clock
-// on a CPU with `threads` == 1, wall clock otherwise).
+// measurements below run it: `config` (its stages, microbatches and threads set here), one warm-up pass,
+// then `steps` forward-backward passes. visit(events, k, ms) sees every action of the steady passes, with
+// its time taken like the profile's (the thread's CPU clock on a CPU with `threads` == 1, wall clock
+// otherwise).
 template <typename Visit>
 void run_one_stage(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches, int threads,
-                   std::vector<PipelineConfig> configs, int steps, Visit visit) {
+                   PipelineConfig config, int steps, Visit visit) {
+  config.stages = 1;
+  config.microbatches = microbatches;
+  config.threads_per_stage = std::max(1, threads);
+  config.check_finite = false;
   const bool cpu_time = sample.x.device().is_cpu() && threads == 1;
   const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
   const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
-  std::vector<std::unique_ptr<Pipeline>> pipelines;
-  for (PipelineConfig& config : configs) {
-    config.stages = 1;
-    config.microbatches = microbatches;
-    config.threads_per_stage = std::max(1, threads);
-    config.check_finite = false;
-    pipelines.push_back(std::make_unique<Pipeline>(model, config));
-  }
+  Pipeline pipeline(model, config);
   for (int i = 0; i <= steps; ++i) {
-    for (size_t c = 0; c < pipelines.size(); ++c) {
-      const StepResult r = pipelines[c]->forward_backward(ids, targets);
-      if (i == 0) continue;  // warm-up
-      const std::vector<TraceEvent>& events = r.trace.stages.front();
-      for (size_t k = 0; k < events.size(); ++k) {
-        const TraceEvent& e = events[k];
-        visit(c, events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
-      }
+    const StepResult r = pipeline.forward_backward(ids, targets);
+    if (i == 0) continue;  // warm-up
+    const std::vector<TraceEvent>& events = r.trace.stages.front();
+    for (size_t k = 0; k < events.size(); ++k) {
+      const TraceEvent& e = events[k];
+      visit(events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
     }
   }
 }
@@ -131,8 +124,8 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
     std::vector<double> first, split;
   } adjacent, deferred;
   auto weight_times = [&](ChunkWeightTimes& times, bool deferred_ones) {
-    run_one_stage(model, sample, samples, microbatches, threads, {config}, steps,
-                  [&](size_t, const std::vector<TraceEvent>& events, size_t k, double ms) {
+    run_one_stage(model, sample, samples, microbatches, threads, config, steps,
+                  [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
                     const Action& a = events[k].action;
                     // A Bw is never first: its Bi comes before it.
                     if (a.kind != ActionKind::BackwardWeight ||
@@ -161,16 +154,18 @@ double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t sa
   // On one stage, 1F1B runs each backward right after its own forward (warm) and GPipe runs every forward
   // first, so that each backward but the last microbatch's follows other microbatches' forwards (cold).
   std::vector<double> warm, cold;
-  PipelineConfig one_f_one_b, gpipe;
-  one_f_one_b.schedule = "1f1b";
-  gpipe.schedule = "gpipe";
-  run_one_stage(model, sample, samples, microbatches, threads, {one_f_one_b, gpipe}, steps,
-                [&](size_t c, const std::vector<TraceEvent>& events, size_t k, double ms) {
-                  const Action& a = events[k].action;
-                  if (a.kind != ActionKind::Backward) return;
-                  if (c == 0) warm.push_back(ms);
-                  if (c == 1 && a.microbatch != microbatches - 1) cold.push_back(ms);
-                });
+  for (const char* order : {"1f1b", "gpipe"}) {
+    PipelineConfig config;
+    config.schedule = order;
+    const bool gpipe = config.schedule == "gpipe";
+    run_one_stage(model, sample, samples, microbatches, threads, config, steps,
+                  [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
+                    const Action& a = events[k].action;
+                    if (a.kind != ActionKind::Backward) return;
+                    if (!gpipe) warm.push_back(ms);
+                    if (gpipe && a.microbatch != microbatches - 1) cold.push_back(ms);
+                  });
+  }
   if (warm.empty() || cold.empty() || nn::median(warm) <= 0) return 1.0;
   return std::max(1.0, nn::median(cold) / nn::median(warm));
 }
@@ -213,8 +208,8 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
     layers_f += layer.forward_ms, layers_b += layer.backward_ms;
   const GradientsSetAside aside(model);  // as profile_layers does
   std::vector<double> ratio_f, ratio_b;
-  run_one_stage(model, sample, b, microbatches, threads, {PipelineConfig{}}, steps,
-                [&](size_t, const std::vector<TraceEvent>& events, size_t k, double ms) {
+  run_one_stage(model, sample, b, microbatches, threads, PipelineConfig{}, steps,
+                [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
                   const ActionKind kind = events[k].action.kind;
                   if (kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
                   if (kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);

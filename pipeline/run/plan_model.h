@@ -67,12 +67,11 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
 
 /// How much longer a cold backward takes than a warm one (plan/profile.h:
 /// ModelProfile::cold_backward_factor): the whole model as one stage, `microbatches` (>= 2) microbatches of
-/// `samples` rows of `sample`, in 1F1B's order (each B right after its own F) and in GPipe's (every F
-/// first: each B but the last microbatch's after other microbatches' forwards), the two taking turns: a
-/// warm-up pass each, then `steps` forward-backward passes each. The median cold B over the median warm
-/// one, at least 1.
+/// `samples` rows of `sample`, `steps` forward-backward passes after a warm-up, once in 1F1B's order (each B
+/// right after its own F) and once in GPipe's (every F first: each B but the last microbatch's after other
+/// microbatches' forwards). The median cold B over the median warm one, at least 1.
 double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches,
-                             int threads, int steps = 4);
+                             int threads, int steps = 3);
 
 /// The one-stage zb-v lists with each chunk's Bw moved to right after the next microbatch's Bi of that
 /// chunk, the last microbatch's to just before the optimizer step: every Bw follows another action than its
