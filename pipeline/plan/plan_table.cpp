@@ -88,8 +88,7 @@ std::string why_slower(const PlanCandidate& c, const PlanCandidate& first) {
   if (largest == 0)
     std::snprintf(why, sizeof why, "bubble %.0f%% vs %.0f%%", 100 * c.bubble, 100 * first.bubble);
   else if (largest == 1)
-    std::snprintf(why, sizeof why,
-                  "more compute per stage (+%.2f ms: smaller, uneven, split or deferred pieces)", parts[1]);
+    std::snprintf(why, sizeof why, "more compute per stage (+%.2f ms: smaller, uneven, split or deferred pieces)", parts[1]);
   else if (largest == 2)
     std::snprintf(why, sizeof why, "recomputation (+%.2f ms)", parts[2]);
   else

@@ -144,48 +144,21 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
   return {ratio(deferred.first, adjacent.first), ratio(deferred.split, adjacent.split)};
 }
 
-double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches,
-                             int threads, int steps) {
-  BRIGADE_CHECK_VALUE(microbatches >= 2 && samples * microbatches <= sample.x.size(0),
-                      "measure_cold_backward: needs 2 microbatches of ", samples,
-                      " samples from a sample batch of ", sample.x.size(0), " (got ", microbatches,
-                      " microbatches)");
-  const GradientsSetAside aside(model);
-  // On one stage, 1F1B runs each backward right after its own forward (warm) and GPipe runs every forward
-  // first, so that each backward but the last microbatch's follows other microbatches' forwards (cold).
-  std::vector<double> warm, cold;
-  for (const char* order : {"1f1b", "gpipe"}) {
-    PipelineConfig config;
-    config.schedule = order;
-    const bool gpipe = config.schedule == "gpipe";
-    run_one_stage(model, sample, samples, microbatches, threads, config, steps,
-                  [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
-                    const Action& a = events[k].action;
-                    if (a.kind != ActionKind::Backward) return;
-                    if (!gpipe) warm.push_back(ms);
-                    if (gpipe && a.microbatch != microbatches - 1) cold.push_back(ms);
-                  });
-  }
-  if (warm.empty() || cold.empty() || nn::median(warm) <= 0) return 1.0;
-  return std::max(1.0, nn::median(cold) / nn::median(warm));
-}
-
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
   return [&model, sample, threads](int64_t samples) {
     // The layers are timed twice, the deferred Bw's runs between, and each layer keeps its faster times:
     // on a shared machine a slow spell during one profile (seen here: a whole size's layers 36 % slow,
     // in thread CPU time) would otherwise price that microbatch size against the others.
     ModelProfile profile = profile_at(model, sample, threads, samples);
-    // At least two microbatches, so that a Bw can be deferred and a backward run cold: a sample of one
-    // gives its rows twice.
-    const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
-    const nn::Batch runs =
-        microbatches >= 2 ? sample : nn::Batch{rows_twice(sample.x, samples), rows_twice(sample.y, samples)};
     DeferredWeightFactors deferred;
-    if (model.size() >= 2)
+    if (model.size() >= 2) {
+      // At least two microbatches, so that a Bw can be deferred: a sample of one gives its rows twice.
+      const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
+      const nn::Batch runs = microbatches >= 2
+                                 ? sample
+                                 : nn::Batch{rows_twice(sample.x, samples), rows_twice(sample.y, samples)};
       deferred = measure_deferred_weight(model, runs, samples, std::max(2, microbatches), threads);
-    profile.cold_backward_factor =
-        measure_cold_backward(model, runs, samples, std::max(2, microbatches), threads);
+    }
     keep_faster_layers(profile, profile_at(model, sample, threads, samples));
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
     profile.action_forward_factor = factors.forward;
