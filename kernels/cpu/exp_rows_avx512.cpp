@@ -204,6 +204,15 @@ BRIGADE_AVX512 void exp_scaled_avx512(const float* x, float* y, int64_t n, float
   });
 }
 
+BRIGADE_AVX512 void exps_scaled_avx512(const float* x, float* y, int64_t n, float max, float scale, bool kept,
+                                       bool stream) {
+  if (kept && max != -std::numeric_limits<float>::infinity()) {
+    scale_avx512(y, n, scale);
+  } else {
+    exp_scaled_avx512(x, y, n, max, scale, stream);
+  }
+}
+
 BRIGADE_AVX512 void log_softmax_avx512(const float* x, float* y, int64_t n, float max, float log_total,
                                        bool stream) {
   const __m512 s = _mm512_set1_ps(max), l = _mm512_set1_ps(log_total);

@@ -58,6 +58,11 @@ void scale_avx512(float* y, int64_t n, float scale);
 /// stores (the row is then not in cache afterwards).
 void exp_scaled_avx512(const float* x, float* y, int64_t n, float shift, float scale, bool stream);
 
+/// y[j] = exp(x[j] - max) * scale as exp_scaled_avx512 gives it. With `kept`, y already holds the row's
+/// exps (max_exp_sum_rows_avx512 or max_exp_sum_store_avx512 wrote them) and is scaled in place, the same
+/// bits; a row of -inf only kept nothing and is computed (NaN, as v1).
+void exps_scaled_avx512(const float* x, float* y, int64_t n, float max, float scale, bool kept, bool stream);
+
 /// y[j] = (x[j] - max) - log_total in float (log-softmax); `stream` as above.
 void log_softmax_avx512(const float* x, float* y, int64_t n, float max, float log_total, bool stream);
 

@@ -6,7 +6,6 @@
 // exp_rows_avx512.h: the row's max and sum of exps in one read, the gradient in one more pass.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -128,13 +127,8 @@ void loss_rows_float32_avx512(const Tensor& logits, const I* tp, int64_t ignore_
       const double lse = static_cast<double>(maxes[i]) + std::log(totals[i]);
       lp[n] = static_cast<float>(lse - static_cast<double>(x[t]));
       if (g) {
-        // A row of -inf only stored nothing: exp_scaled writes it (NaN, as v1).
-        const auto scale = static_cast<float>(inv_count / totals[i]);
-        if (keep_exps && maxes[i] != -std::numeric_limits<float>::infinity()) {
-          detail::scale_avx512(g, V, scale);
-        } else {
-          detail::exp_scaled_avx512(x, g, V, maxes[i], scale, stream);
-        }
+        detail::exps_scaled_avx512(x, g, V, maxes[i], static_cast<float>(inv_count / totals[i]), keep_exps,
+                                   stream);
         g[t] = static_cast<float>((std::exp(static_cast<double>(x[t]) - lse) - 1.0) * inv_count);
       }
     }

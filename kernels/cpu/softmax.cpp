@@ -4,7 +4,6 @@
 // double; AVX-512, AVX2 or SSE2, the same bits on each): v1, SoftmaxKernel::CpuRowLoop. v2 (CpuAvx512) runs
 // float32 rows through kernels/cpu/exp_rows_avx512.h instead: max and sum in one pass, then the output.
 #include <cmath>
-#include <limits>
 #include <type_traits>
 
 #include "kernels/backend.h"
@@ -69,13 +68,11 @@ void softmax_float32_avx512(const Tensor& x, const Tensor& out, bool log) {
     for (int64_t i = 0; i < count; ++i) {
       const float* in = xp + (first + i) * cols;
       float* y = yp + (first + i) * cols;
-      // A row of -inf only kept nothing: exp_scaled writes it (NaN, as v1).
-      if (keep_exps && maxes[i] != -std::numeric_limits<float>::infinity()) {
-        detail::scale_avx512(y, cols, static_cast<float>(1.0 / totals[i]));
-      } else if (log) {
+      if (log) {
         detail::log_softmax_avx512(in, y, cols, maxes[i], static_cast<float>(std::log(totals[i])), stream);
       } else {
-        detail::exp_scaled_avx512(in, y, cols, maxes[i], static_cast<float>(1.0 / totals[i]), stream);
+        detail::exps_scaled_avx512(in, y, cols, maxes[i], static_cast<float>(1.0 / totals[i]), keep_exps,
+                                   stream);
       }
     }
   }
