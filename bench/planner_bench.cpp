@@ -26,8 +26,9 @@
 // machine that put the measured steps 41-46 % above the predictions against 16-17 % unpinned, the replays
 // agreeing either way: the excess was waiting, not work). Each profiled size prints the executor's factors
 // over the layers timed alone and a deferred Bw's over an adjacent one (model_profiler:
-// measure_action_factors, measure_deferred_weight), which the prediction includes (--action-cost off: none of
-// them; --deferred-cost off: not the deferred Bw's).
+// measure_action_factors, measure_deferred_weight) and a cold backward's over a warm one
+// (measure_cold_backward), which the prediction includes (--action-cost off: none of them; --deferred-cost
+// off: not the deferred Bw's; --cold-cost off: not the cold backward's).
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
@@ -76,6 +77,7 @@ struct Flags {
   bool pin = false;           // stage threads (and this thread) pinned to cores
   bool action_cost = true;    // price the executor's actions over the layers timed alone
   bool deferred_cost = true;  // price a deferred Bw at its own measured factor
+  bool cold_cost = true;      // price a backward after other microbatches' forwards at its measured factor
   bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
 };
 
@@ -230,13 +232,15 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
     for (const pl::LayerProfile& l : p.layers) layers_f += l.forward_ms, layers_b += l.backward_ms;
     std::printf(
         "profile at %lld samples: layers F %.3f ms, B %.3f ms; executor's actions x%.3f (F), x%.3f (B), "
-        "deferred Bw x%.3f (first chunk x%.3f)%s\n",
+        "deferred Bw x%.3f (first chunk x%.3f), cold B x%.3f%s%s%s\n",
         static_cast<long long>(samples), layers_f, layers_b, p.action_forward_factor,
         p.action_backward_factor, p.deferred_weight_factor, p.deferred_first_weight_factor,
-        f.action_cost ? (f.deferred_cost ? "" : " (deferred Bw not priced: --deferred-cost off)")
-                      : " (not priced: --action-cost off)");
+        p.cold_backward_factor, f.action_cost ? "" : " (not priced: --action-cost off)",
+        f.action_cost && !f.deferred_cost ? " (deferred Bw not priced: --deferred-cost off)" : "",
+        f.action_cost && !f.cold_cost ? " (cold B not priced: --cold-cost off)" : "");
     if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = 1.0;
     if (!f.action_cost || !f.deferred_cost) p.deferred_weight_factor = p.deferred_first_weight_factor = 1.0;
+    if (!f.action_cost || !f.cold_cost) p.cold_backward_factor = 1.0;
     return p;
   };
   pl::price_executor(request, model, 1);
@@ -408,6 +412,7 @@ void bench_shape(const Shape& shape, const Flags& f) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
                "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--deferred-cost on|off] "
+               "[--cold-cost on|off] "
                "[--interleave steps|rounds]\n",
                program);
   std::exit(code);
@@ -436,9 +441,13 @@ Flags parse(int argc, char** argv) {
       f.tie = std::max(0.0, std::atof(v.c_str()));
     } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
       f.by_step = v == "steps";
-    } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost") &&
+    } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost" || a == "--cold-cost") &&
                (v == "on" || v == "off")) {
-      (a == "--pin" ? f.pin : a == "--action-cost" ? f.action_cost : f.deferred_cost) = v == "on";
+      bool& flag = a == "--pin"           ? f.pin
+                   : a == "--action-cost" ? f.action_cost
+                   : a == "--cold-cost"   ? f.cold_cost
+                                          : f.deferred_cost;
+      flag = v == "on";
     } else {
       usage(argv[0], 2);
     }
@@ -457,10 +466,11 @@ int main(int argc, char** argv) {
   print_load("at start");
   std::printf(
       "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
-      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s\n",
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s\n",
       f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
-      f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced");
+      f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced",
+      f.action_cost && f.cold_cost ? "priced" : "not priced");
   for (const std::string& name : f.shapes) {
     const auto& shapes = all_shapes();
     const auto it =

@@ -426,6 +426,7 @@ Costs profile_costs(const ModelProfile& profile, const Partition& partition,
     if (chunk.begin == 0) c.weight = c.backward, c.input = 0.0;
     c.weight_deferred =
         c.weight * (chunk.begin == 0 ? profile.deferred_first_weight_factor : profile.deferred_weight_factor);
+    c.cold = profile.cold_backward_factor;
     c.output_bytes = chunk.output_bytes;
     c.input_bytes = chunk.input_bytes;
     costs.per_chunk.push_back(c);

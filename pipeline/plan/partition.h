@@ -151,7 +151,9 @@ std::vector<double> layer_costs(const ModelProfile& profile, PartitionMethod met
 /// With a per-layer recomputation plan (schedule/layer_recompute.h) R costs the F of its full layers plus
 /// the attention-core recompute of its 'a' layers (LayerProfile::attention_core_ms).
 /// Each action's time is then scaled by the executor's factor over the layers timed alone, when the profile
-/// has it (ModelProfile::action_forward_factor for F and R, action_backward_factor for B, Bi and Bw).
+/// has it (ModelProfile::action_forward_factor for F and R, action_backward_factor for B, Bi and Bw), and
+/// each chunk carries the profile's deferred Bw factors (ChunkCosts::weight_deferred) and its cold backward
+/// factor (ChunkCosts::cold).
 Costs profile_costs(const ModelProfile& profile, const Partition& partition,
                     const std::vector<LayerRecompute>& layer_recompute = {});
 

@@ -88,7 +88,8 @@ std::string why_slower(const PlanCandidate& c, const PlanCandidate& first) {
   if (largest == 0)
     std::snprintf(why, sizeof why, "bubble %.0f%% vs %.0f%%", 100 * c.bubble, 100 * first.bubble);
   else if (largest == 1)
-    std::snprintf(why, sizeof why, "more compute per stage (+%.2f ms: smaller, uneven, split or deferred pieces)", parts[1]);
+    std::snprintf(why, sizeof why,
+                  "more compute per stage (+%.2f ms: smaller, uneven, split or deferred pieces)", parts[1]);
   else if (largest == 2)
     std::snprintf(why, sizeof why, "recomputation (+%.2f ms)", parts[2]);
   else
@@ -124,6 +125,7 @@ std::string Plan::table() const {
     out << optimizer;
   }
   out << ", " << num_layers << " layers\n";
+  if (const std::string cold_line = cold.describe(); !cold_line.empty()) out << cold_line << "\n";
   char header[256];
   std::snprintf(header, sizeof header, "%4s %9s %7s %2s %2s %3s %2s  %-11s %-18s %-12s %-20s %9s  %s\n",
                 "rank", "step ms", "bubble", "S", "D", "M", "v", "schedule", "recompute", "balance",

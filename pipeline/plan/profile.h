@@ -135,6 +135,13 @@ struct ModelProfile {
   /// prices ChunkCosts::weight_deferred with them.
   double deferred_weight_factor = 1.0;
   double deferred_first_weight_factor = 1.0;
+  /// How much longer a microbatch's backward takes when other microbatches' forwards ran between its own
+  /// forward and it (>= 1; 1: not measured): their activations have pushed its own out of the core's
+  /// caches. Measured by running the executor on one stage in GPipe's order (every backward but the last
+  /// cold) and in 1F1B's (every backward right after its forward) (measure_cold_backward). The planner
+  /// replaces it with a line fitted through every profiled size's (cold_fit.h) before profile_costs prices
+  /// ChunkCosts::cold with it.
+  double cold_backward_factor = 1.0;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
   /// Elements of all distinct parameters of the model (a tied tensor once).

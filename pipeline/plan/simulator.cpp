@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "pipeline/plan/activation_ledger.h"
@@ -48,6 +49,8 @@ void Costs::check(int stages, int virtual_chunks) const {
                             (c.input >= 0 || c.weight <= c.backward),
                         "costs: model chunk ", k, " has f=", c.forward, " b=", c.backward, " w=", c.weight,
                         " r=", c.recompute, " (need all >= 0 and, without a measured Bi, w <= b)");
+    BRIGADE_CHECK_VALUE(c.cold >= 1.0, "costs: model chunk ", k, " has a cold backward factor of ", c.cold,
+                        " (need >= 1: a cold read is not faster)");
     BRIGADE_CHECK_VALUE(c.weight_deferred < 0 || c.weight_deferred >= c.weight, "costs: model chunk ", k,
                         " has a deferred Bw of ", c.weight_deferred, " below its Bw of ", c.weight,
                         " (need >= w, or negative: w)");
@@ -79,18 +82,21 @@ double Costs::reduce_time(const Schedule& schedule, int stage, const Action& red
 
 namespace {
 
-// `before`: the stage's previous compute action. A Bw that does not follow its own Bi (a deferred one)
-// costs ChunkCosts::weight_deferred.
-double cost_of(const Action& a, const Action& before, const ChunkCosts& c, const Costs& costs) {
+// `before`: the stage's previous compute action; `last_forward`: its latest F or R (nullptr: none). A Bw
+// that does not follow its own Bi (a deferred one) costs ChunkCosts::weight_deferred; a cold first read of
+// a microbatch's activations costs ChunkCosts::cold times more.
+double cost_of(const Action& a, const Action& before, const Action* last_forward, const ChunkCosts& c,
+               const Costs& costs) {
+  const double cold = is_cold_backward(a, last_forward, c) ? c.cold : 1.0;
   switch (a.kind) {
     case ActionKind::Forward:
       return c.forward;
     case ActionKind::Backward:
-      return c.backward;
+      return c.backward * cold;
     case ActionKind::BackwardInput:
-      return c.backward_input();
+      return c.backward_input() * cold;
     case ActionKind::BackwardWeight:
-      return c.backward_weight(is_deferred_weight(a, before));
+      return c.backward_weight(is_deferred_weight(a, before)) * cold;
     case ActionKind::Recompute:
       return c.recompute;
     case ActionKind::OptimizerStep:
@@ -99,6 +105,18 @@ double cost_of(const Action& a, const Action& before, const ChunkCosts& c, const
       return 0.0;
   }
 }
+
+}  // namespace
+
+bool is_cold_backward(const Action& a, const Action* last_forward, const ChunkCosts& c) {
+  const bool first_read = a.kind == ActionKind::Backward ||
+                          (a.kind == ActionKind::BackwardInput && c.backward_input() > 0) ||
+                          (a.kind == ActionKind::BackwardWeight && c.backward_input() <= 0);
+  return first_read && last_forward != nullptr &&
+         (last_forward->microbatch != a.microbatch || last_forward->chunk != a.chunk);
+}
+
+namespace {
 
 // Walks one stage's simulated actions in order through the activation ledger (activation_ledger.h); the
 // memory curve gets a point at each start or end that changes the live activations.
@@ -140,6 +158,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
   std::vector<size_t> next(S, 0);
   std::vector<Action> last_compute(S,
                                    Action{ActionKind::OptimizerStep});  // each stage's latest F, B, Bi, ...
+  std::vector<std::optional<Action>> last_forward(S);                   // each stage's latest F or R
   for (bool moved = true; moved;) {
     moved = false;
     for (int st = 0; st < S; ++st) {
@@ -168,9 +187,11 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           }
           t.start = std::max(clock[st], *ready);
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
-          t.end = t.start + cost_of(a, last_compute[st], c, costs);
+          t.end = t.start +
+                  cost_of(a, last_compute[st], last_forward[st] ? &*last_forward[st] : nullptr, c, costs);
           if (is_compute(a.kind)) {
             last_compute[st] = a;
+            if (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute) last_forward[st] = a;
             StageStats& stats = timeline.stats[st];
             if (!started[st]) first_start[st] = t.start, started[st] = true;
             stats.busy += t.end - t.start;

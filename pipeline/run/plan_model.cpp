@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 #include <limits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -66,28 +67,34 @@ void keep_faster_layers(ModelProfile& profile, const ModelProfile& other) {
 }
 
 // The whole model as one stage on `microbatches` microbatches of `samples` rows of `sample`, as the
-// measurements below run it: `config` (its stages, microbatches and threads set here), one warm-up pass,
-// then `steps` forward-backward passes. visit(events, k, ms) sees every action of the steady passes, with
-// its time taken like the profile's (the thread's CPU clock on a CPU with `threads` == 1, wall clock
-// otherwise).
+// measurements below run it: each of `configs` (its stages, microbatches and threads set here) is one
+// pipeline, and the pipelines take turns pass by pass (so that a slow spell of the machine falls on them
+// alike): one warm-up pass each, then `steps` forward-backward passes each. visit(c, events, k, ms) sees
+// every action of config c's steady passes, with its time taken like the profile's (the thread's CPU clock
+// on a CPU with `threads` == 1, wall clock otherwise).
 template <typename Visit>
 void run_one_stage(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches, int threads,
-                   PipelineConfig config, int steps, Visit visit) {
-  config.stages = 1;
-  config.microbatches = microbatches;
-  config.threads_per_stage = std::max(1, threads);
-  config.check_finite = false;
+                   std::vector<PipelineConfig> configs, int steps, Visit visit) {
   const bool cpu_time = sample.x.device().is_cpu() && threads == 1;
   const Tensor ids = sample.x.narrow(0, 0, samples * microbatches);
   const Tensor targets = sample.y.narrow(0, 0, samples * microbatches);
-  Pipeline pipeline(model, config);
+  std::vector<std::unique_ptr<Pipeline>> pipelines;
+  for (PipelineConfig& config : configs) {
+    config.stages = 1;
+    config.microbatches = microbatches;
+    config.threads_per_stage = std::max(1, threads);
+    config.check_finite = false;
+    pipelines.push_back(std::make_unique<Pipeline>(model, config));
+  }
   for (int i = 0; i <= steps; ++i) {
-    const StepResult r = pipeline.forward_backward(ids, targets);
-    if (i == 0) continue;  // warm-up
-    const std::vector<TraceEvent>& events = r.trace.stages.front();
-    for (size_t k = 0; k < events.size(); ++k) {
-      const TraceEvent& e = events[k];
-      visit(events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
+    for (size_t c = 0; c < pipelines.size(); ++c) {
+      const StepResult r = pipelines[c]->forward_backward(ids, targets);
+      if (i == 0) continue;  // warm-up
+      const std::vector<TraceEvent>& events = r.trace.stages.front();
+      for (size_t k = 0; k < events.size(); ++k) {
+        const TraceEvent& e = events[k];
+        visit(c, events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
+      }
     }
   }
 }
@@ -124,8 +131,8 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
     std::vector<double> first, split;
   } adjacent, deferred;
   auto weight_times = [&](ChunkWeightTimes& times, bool deferred_ones) {
-    run_one_stage(model, sample, samples, microbatches, threads, config, steps,
-                  [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
+    run_one_stage(model, sample, samples, microbatches, threads, {config}, steps,
+                  [&](size_t, const std::vector<TraceEvent>& events, size_t k, double ms) {
                     const Action& a = events[k].action;
                     // A Bw is never first: its Bi comes before it.
                     if (a.kind != ActionKind::BackwardWeight ||
@@ -144,21 +151,46 @@ DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& s
   return {ratio(deferred.first, adjacent.first), ratio(deferred.split, adjacent.split)};
 }
 
+double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches,
+                             int threads, int steps) {
+  BRIGADE_CHECK_VALUE(microbatches >= 2 && samples * microbatches <= sample.x.size(0),
+                      "measure_cold_backward: needs 2 microbatches of ", samples,
+                      " samples from a sample batch of ", sample.x.size(0), " (got ", microbatches,
+                      " microbatches)");
+  const GradientsSetAside aside(model);
+  // On one stage, 1F1B runs each backward right after its own forward (warm) and GPipe runs every forward
+  // first, so that each backward but the last microbatch's follows other microbatches' forwards (cold).
+  std::vector<double> warm, cold;
+  PipelineConfig one_f_one_b, gpipe;
+  one_f_one_b.schedule = "1f1b";
+  gpipe.schedule = "gpipe";
+  run_one_stage(model, sample, samples, microbatches, threads, {one_f_one_b, gpipe}, steps,
+                [&](size_t c, const std::vector<TraceEvent>& events, size_t k, double ms) {
+                  const Action& a = events[k].action;
+                  if (a.kind != ActionKind::Backward) return;
+                  if (c == 0) warm.push_back(ms);
+                  if (c == 1 && a.microbatch != microbatches - 1) cold.push_back(ms);
+                });
+  if (warm.empty() || cold.empty() || nn::median(warm) <= 0) return 1.0;
+  return std::max(1.0, nn::median(cold) / nn::median(warm));
+}
+
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads) {
   return [&model, sample, threads](int64_t samples) {
     // The layers are timed twice, the deferred Bw's runs between, and each layer keeps its faster times:
     // on a shared machine a slow spell during one profile (seen here: a whole size's layers 36 % slow,
     // in thread CPU time) would otherwise price that microbatch size against the others.
     ModelProfile profile = profile_at(model, sample, threads, samples);
+    // At least two microbatches, so that a Bw can be deferred and a backward run cold: a sample of one
+    // gives its rows twice.
+    const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
+    const nn::Batch runs =
+        microbatches >= 2 ? sample : nn::Batch{rows_twice(sample.x, samples), rows_twice(sample.y, samples)};
     DeferredWeightFactors deferred;
-    if (model.size() >= 2) {
-      // At least two microbatches, so that a Bw can be deferred: a sample of one gives its rows twice.
-      const auto microbatches = static_cast<int>(std::min<int64_t>(16, sample.x.size(0) / samples));
-      const nn::Batch runs = microbatches >= 2
-                                 ? sample
-                                 : nn::Batch{rows_twice(sample.x, samples), rows_twice(sample.y, samples)};
+    if (model.size() >= 2)
       deferred = measure_deferred_weight(model, runs, samples, std::max(2, microbatches), threads);
-    }
+    profile.cold_backward_factor =
+        measure_cold_backward(model, runs, samples, std::max(2, microbatches), threads);
     keep_faster_layers(profile, profile_at(model, sample, threads, samples));
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
     profile.action_forward_factor = factors.forward;
@@ -181,8 +213,8 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
     layers_f += layer.forward_ms, layers_b += layer.backward_ms;
   const GradientsSetAside aside(model);  // as profile_layers does
   std::vector<double> ratio_f, ratio_b;
-  run_one_stage(model, sample, b, microbatches, threads, PipelineConfig{}, steps,
-                [&](const std::vector<TraceEvent>& events, size_t k, double ms) {
+  run_one_stage(model, sample, b, microbatches, threads, {PipelineConfig{}}, steps,
+                [&](size_t, const std::vector<TraceEvent>& events, size_t k, double ms) {
                   const ActionKind kind = events[k].action.kind;
                   if (kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
                   if (kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);

@@ -27,7 +27,7 @@ namespace brigade::pipeline {
 /// stage (`threads` == 1), events otherwise; `threads` > 0 sets the OpenMP threads while it runs. The layers
 /// are timed twice, with the deferred Bw's runs (measure_deferred_weight) between, and each keeps its faster
 /// times. Each profile also carries the executor's factors over those layers at its size
-/// (measure_action_factors) and the deferred Bw's.
+/// (measure_action_factors), the deferred Bw's and the cold backward's (measure_cold_backward).
 std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Batch& sample, int threads);
 
 /// How much longer the executor's actions take than the profiled layers (plan/profile.h:
@@ -64,6 +64,15 @@ struct DeferredWeightFactors {
 /// needs 2 layers or more; its gradients are left as they were. Costs 2 (steps + 1) forward-backward passes.
 DeferredWeightFactors measure_deferred_weight(nn::GPT& model, const nn::Batch& sample, int64_t samples,
                                               int microbatches, int threads, int steps = 3);
+
+/// How much longer a cold backward takes than a warm one (plan/profile.h:
+/// ModelProfile::cold_backward_factor): the whole model as one stage, `microbatches` (>= 2) microbatches of
+/// `samples` rows of `sample`, in 1F1B's order (each B right after its own F) and in GPipe's (every F
+/// first: each B but the last microbatch's after other microbatches' forwards), the two taking turns: a
+/// warm-up pass each, then `steps` forward-backward passes each. The median cold B over the median warm
+/// one, at least 1.
+double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t samples, int microbatches,
+                             int threads, int steps = 4);
 
 /// The one-stage zb-v lists with each chunk's Bw moved to right after the next microbatch's Bi of that
 /// chunk, the last microbatch's to just before the optimizer step: every Bw follows another action than its

@@ -279,6 +279,10 @@ TEST(ProfileCosts, DeferredWeightGradientsArePricedByTheirFactors) {
   EXPECT_NEAR(c.per_chunk[0].weight_deferred, 1.1 * c.per_chunk[0].weight, 1e-12);
   EXPECT_NEAR(c.per_chunk[1].weight_deferred, 1.3 * c.per_chunk[1].weight, 1e-12);
   EXPECT_NEAR(c.per_chunk[2].weight_deferred, 1.3 * c.per_chunk[2].weight, 1e-12);
+  // The cold backward's factor goes to every chunk as it is (a ratio: a stage's factor leaves it).
+  for (const ChunkCosts& chunk : plain.per_chunk) EXPECT_EQ(chunk.cold, 1.0);
+  p.cold_backward_factor = 1.07;
+  for (const ChunkCosts& chunk : three_stage_costs_by_time(p).per_chunk) EXPECT_EQ(chunk.cold, 1.07);
   // A stage's factor (scale_stage_costs) scales the deferred Bw with the rest.
   const ChunkLayout layout = make_schedule("1f1b", 3, 3).layout();
   const Costs scaled = scale_stage_costs(c, layout, {1.0, 2.0, 1.0});

@@ -231,6 +231,41 @@ TEST(Simulator, ADeferredWeightGradientCostsItsOwnPrice) {
   EXPECT_THROW(simulate(zb, c), ValueError);
 }
 
+// A microbatch's first backward runs cold (ChunkCosts::cold) after another microbatch's forward or
+// recompute on its stage, warm right after its own.
+TEST(Simulator, ABackwardAfterOtherMicrobatchesForwardsRunsCold) {
+  Costs c;
+  c.per_chunk = {ChunkCosts{1.0, 2.0, 1.0, 1.0}};
+  c.per_chunk[0].cold = 1.5;
+  // One stage: 1F1B runs F0 B0 F1 B1 F2 B2 (every B warm), GPipe F0 F1 F2 B2 B1 B0 (B1 and B0 cold).
+  EXPECT_NEAR(simulate(make_schedule("1f1b", 1, 3), c).step_time, 3 * 1.0 + 3 * 2.0, 1e-12);
+  EXPECT_NEAR(simulate(make_schedule("gpipe", 1, 3), c).step_time, 3 * 1.0 + 2.0 + 2 * 3.0, 1e-12);
+  // A recompute right before each backward brings its activations back: warm again, R paid instead.
+  EXPECT_NEAR(simulate(make_schedule("gpipe", 1, 3, 1, Recompute::Always), c).step_time,
+              3 * 1.0 + 3 * 1.0 + 3 * 2.0, 1e-12);
+  // Two stages of 1F1B over 4 microbatches: stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3, its first three
+  // backwards cold; the last stage runs each backward right after its forward.
+  Costs two = c;
+  two.per_chunk.push_back(c.per_chunk[0]);
+  const Timeline t = simulate(make_schedule("1f1b", 2, 4), two);
+  EXPECT_NEAR(t.stats[0].busy, 4 * 1.0 + 3 * 3.0 + 2.0, 1e-12);
+  EXPECT_NEAR(t.stats[1].busy, 4 * 1.0 + 4 * 2.0, 1e-12);
+  // Split backwards: the cold read is Bi's; where Bi has nothing to do (the first chunk's: input 0), Bw's.
+  ChunkCosts split = c.per_chunk[0];
+  split.input = 1.0;
+  const Action f1 = F(1);
+  EXPECT_TRUE(is_cold_backward(Bi(0), &f1, split));
+  EXPECT_FALSE(is_cold_backward(Bw(0), &f1, split));
+  EXPECT_FALSE(is_cold_backward(Bi(1), &f1, split));
+  EXPECT_FALSE(is_cold_backward(Bi(0), nullptr, split));
+  split.input = 0.0;
+  EXPECT_TRUE(is_cold_backward(Bw(0), &f1, split));
+  EXPECT_FALSE(is_cold_backward(Bi(0), &f1, split));
+  // Below 1 it is refused.
+  c.per_chunk[0].cold = 0.9;
+  EXPECT_THROW(simulate(make_schedule("1f1b", 1, 3), c), ValueError);
+}
+
 TEST(Simulator, CostsParseAndRefuseNonsense) {
   const Costs c = Costs::parse("f=1,b=3,w=1.5,t=0.25,r=0.5,step=2");
   EXPECT_EQ(c.forward, 1.0);
