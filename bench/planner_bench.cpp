@@ -28,7 +28,9 @@
 // over the layers timed alone and a deferred Bw's over an adjacent one (model_profiler:
 // measure_action_factors, measure_deferred_weight) and a cold backward's over a warm one
 // (measure_cold_backward), which the prediction includes (--action-cost off: none of them; --deferred-cost
-// off: not the deferred Bw's; --cold-cost off: not the cold backward's).
+// off: not the deferred Bw's; --cold-cost off: not the cold backward's). The planner prices each factor from
+// a line through all the sizes (plan/factor_fit.h; its table prints measured -> priced); --fit off prices
+// each size's as measured.
 //
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
@@ -78,6 +80,7 @@ struct Flags {
   bool action_cost = true;    // price the executor's actions over the layers timed alone
   bool deferred_cost = true;  // price a deferred Bw at its own measured factor
   bool cold_cost = true;      // price a backward after other microbatches' forwards at its measured factor
+  bool fit = true;            // price the factors from a line through the sizes (else as measured)
   bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
 };
 
@@ -246,6 +249,7 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
   pl::price_executor(request, model, 1);
   request.devices = f.devices;
   request.batch = shape.batch;
+  request.fit_factors = f.fit;
   request.keep = 8 * f.top;  // room for the programs that repeat
   pl::Plan plan = pl::plan_pipeline(request);
   std::vector<Run> runs;
@@ -412,7 +416,7 @@ void bench_shape(const Shape& shape, const Flags& f) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
                "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--deferred-cost on|off] "
-               "[--cold-cost on|off] "
+               "[--cold-cost on|off] [--fit on|off] "
                "[--interleave steps|rounds]\n",
                program);
   std::exit(code);
@@ -441,11 +445,13 @@ Flags parse(int argc, char** argv) {
       f.tie = std::max(0.0, std::atof(v.c_str()));
     } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
       f.by_step = v == "steps";
-    } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost" || a == "--cold-cost") &&
+    } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost" || a == "--cold-cost" ||
+                a == "--fit") &&
                (v == "on" || v == "off")) {
       bool& flag = a == "--pin"           ? f.pin
                    : a == "--action-cost" ? f.action_cost
                    : a == "--cold-cost"   ? f.cold_cost
+                   : a == "--fit"         ? f.fit
                                           : f.deferred_cost;
       flag = v == "on";
     } else {
@@ -466,11 +472,12 @@ int main(int argc, char** argv) {
   print_load("at start");
   std::printf(
       "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
-      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s\n",
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s, factors %s\n",
       f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
       f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced",
-      f.action_cost && f.cold_cost ? "priced" : "not priced");
+      f.action_cost && f.cold_cost ? "priced" : "not priced",
+      f.fit ? "fitted across the sizes" : "as measured at each size");
   for (const std::string& name : f.shapes) {
     const auto& shapes = all_shapes();
     const auto it =

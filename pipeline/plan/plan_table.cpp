@@ -125,7 +125,14 @@ std::string Plan::table() const {
     out << optimizer;
   }
   out << ", " << num_layers << " layers\n";
-  if (const std::string cold_line = cold.describe(); !cold_line.empty()) out << cold_line << "\n";
+  bool factors_said = false;
+  for (const FactorFit& factor : factors) {
+    const std::string line = factor.describe();
+    if (line.empty()) continue;
+    if (!factors_said) out << "factors over the layers timed alone, measured -> priced at each microbatch size:\n";
+    factors_said = true;
+    out << "  " << line << "\n";
+  }
   char header[256];
   std::snprintf(header, sizeof header, "%4s %9s %7s %2s %2s %3s %2s  %-11s %-18s %-12s %-20s %9s  %s\n",
                 "rank", "step ms", "bubble", "S", "D", "M", "v", "schedule", "recompute", "balance",

@@ -269,10 +269,10 @@ Plan Search::run() {
   const std::vector<Config> configs = plan_detail::configurations(request_, layers);
   plan_.configurations = static_cast<int>(configs.size());
   plan_.exhaustive = plan_.configurations <= request_.exhaustive_limit;
-  // Every size first, so that the cold backward's factor is priced from a line through all of them
-  // (cold_fit.h), not from one size's noisy measurement.
+  // Every size first, so that each factor is priced from a line through all of them (factor_fit.h), not
+  // from one size's noisy measurement.
   for (const Config& c : configs) profile_at(request_.batch / c.replicas / c.microbatches);
-  plan_.cold = fit_cold_backward(profiles_);
+  plan_.factors = fit_profile_factors(profiles_, request_.fit_factors);
   for (const Config& c : configs) {
     const ModelProfile& profile = profile_at(request_.batch / c.replicas / c.microbatches);
     for (const Partition& partition : partitions(c, profile)) {

@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/plan/cold_fit.h"
+#include "pipeline/plan/factor_fit.h"
 #include "pipeline/plan/link_model.h"
 #include "pipeline/plan/partition.h"
 #include "pipeline/plan/profile.h"
@@ -58,8 +58,8 @@ namespace brigade::pipeline {
 struct PlanRequest {
   /// The measured layers at a microbatch of `samples` samples (profile_layers on the target device with
   /// ProfileOptions::attention_core, or a hand-made profile). Called once per microbatch size the search
-  /// needs, the whole batch first, all of them before the search (their cold backward factors are fitted
-  /// across the sizes: cold_fit.h).
+  /// needs, the whole batch first, all of them before the search (their factors are fitted across the
+  /// sizes: factor_fit.h).
   std::function<ModelProfile(int64_t samples)> profile;
   int devices = 1;            ///< how many devices (a stage or a replica each)
   int64_t device_memory = 0;  ///< bytes each; 0: no limit
@@ -84,6 +84,9 @@ struct PlanRequest {
   int optimizer_state_tensors = 2;  ///< AdamW
   int keep = 10;                    ///< candidates kept and printed
   int exhaustive_limit = 400;       ///< configurations searched without the bound
+  /// Price the profiles' factors from a line through all the sizes (factor_fit.h); false: each size's
+  /// as measured.
+  bool fit_factors = true;
   /// ValueError naming the field for counts below 1, a negative memory, an unknown schedule (the profile
   /// function is plan_pipeline's to check).
   void validate() const;
@@ -134,8 +137,8 @@ struct Plan {
   int over_budget = 0;                 ///< candidates refused by the memory model
   bool exhaustive = true;
   int num_layers = 0;
-  /// The cold backward's factors as measured at each profiled size and as priced (fitted across them).
-  ColdFit cold;
+  /// The profiles' factors as measured at each profiled size and as priced (fitted across them).
+  std::vector<FactorFit> factors;
 
   /// The best candidate; ValueError when nothing fits (naming the lowest peak found).
   const PlanCandidate& best() const;

@@ -138,9 +138,11 @@ struct ModelProfile {
   /// How much longer a microbatch's backward takes when other microbatches' forwards ran between its own
   /// forward and it (>= 1; 1: not measured): their activations have pushed its own out of the core's
   /// caches. Measured by running the executor on one stage in GPipe's order (every backward but the last
-  /// cold) and in 1F1B's (every backward right after its forward) (measure_cold_backward). The planner
-  /// replaces it with a line fitted through every profiled size's (cold_fit.h) before profile_costs prices
-  /// ChunkCosts::cold with it.
+  /// cold) and in 1F1B's (every backward right after its forward) (measure_cold_backward);
+  /// profile_costs prices ChunkCosts::cold with it.
+  ///
+  /// Each of these factors is measured at one size in a few passes, and is noisy: the planner prices
+  /// them from a line through every profiled size's (factor_fit.h).
   double cold_backward_factor = 1.0;
 
   int num_layers() const { return static_cast<int>(layers.size()); }

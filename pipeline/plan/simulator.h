@@ -72,7 +72,7 @@ struct ChunkCosts {
   /// its Bw where Bi has nothing to do, as on the first chunk) takes when another microbatch's forward or
   /// recompute ran on the stage since its own: those activations have been pushed out of the core's caches
   /// (measured on a CPU: 5-10 % at a few samples a microbatch; run/plan_model.h: measure_cold_backward,
-  /// fitted across the microbatch sizes: cold_fit.h).
+  /// fitted across the microbatch sizes: factor_fit.h).
   /// 1: warm or cold alike.
   double cold = 1.0;
 
