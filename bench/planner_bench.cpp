@@ -472,7 +472,8 @@ int main(int argc, char** argv) {
   print_load("at start");
   std::printf(
       "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
-      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s, factors %s\n",
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s, factors "
+      "%s\n",
       f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
       f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced",

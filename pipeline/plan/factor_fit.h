@@ -38,9 +38,9 @@ Line theil_sen(const std::vector<double>& x, const std::vector<double>& y);
 
 /// One factor's line and what it was fitted on.
 struct FactorFit {
-  std::string name;     ///< "F", "B", "deferred Bw", "deferred first Bw", "cold B"
-  double base = 0.0;    ///< a: the factor's part that does not depend on the size
-  double per_ms = 0.0;  ///< c, ms: the fixed cost per action, over the action's time
+  std::string name;                      ///< "F", "B", "deferred Bw", "deferred first Bw", "cold B"
+  double base = 0.0;                     ///< a: the factor's part that does not depend on the size
+  double per_ms = 0.0;                   ///< c, ms: the fixed cost per action, over the action's time
   std::vector<int64_t> samples;          ///< the profiled sizes, ascending
   std::vector<double> time_ms;           ///< the whole model's forward (F) or backward at each
   std::vector<double> measured, priced;  ///< the factor measured, and priced: max(1, 1 + a + c / T)

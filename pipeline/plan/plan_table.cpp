@@ -129,7 +129,8 @@ std::string Plan::table() const {
   for (const FactorFit& factor : factors) {
     const std::string line = factor.describe();
     if (line.empty()) continue;
-    if (!factors_said) out << "factors over the layers timed alone, measured -> priced at each microbatch size:\n";
+    if (!factors_said)
+      out << "factors over the layers timed alone, measured -> priced at each microbatch size:\n";
     factors_said = true;
     out << "  " << line << "\n";
   }

@@ -82,12 +82,21 @@ double Costs::reduce_time(const Schedule& schedule, int stage, const Action& red
 
 namespace {
 
-// `before`: the stage's previous compute action; `last_forward`: its latest F or R (nullptr: none). A Bw
-// that does not follow its own Bi (a deferred one) costs ChunkCosts::weight_deferred; a cold first read of
-// a microbatch's activations costs ChunkCosts::cold times more.
-double cost_of(const Action& a, const Action& before, const Action* last_forward, const ChunkCosts& c,
-               const Costs& costs) {
-  const double cold = is_cold_backward(a, last_forward, c) ? c.cold : 1.0;
+// What a stage has run before an action, as far as the action's cost depends on it (cost_of).
+struct StageHistory {
+  Action last_compute{ActionKind::OptimizerStep};  // the latest F, B, Bi, Bw, R or step
+  std::optional<Action> last_forward;              // the latest F or R
+  void ran(const Action& a) {
+    last_compute = a;
+    if (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute) last_forward = a;
+  }
+};
+
+// A Bw that does not follow its own Bi (a deferred one) costs ChunkCosts::weight_deferred; a cold first
+// read of a microbatch's activations costs ChunkCosts::cold times more.
+double cost_of(const Action& a, const StageHistory& before, const ChunkCosts& c, const Costs& costs) {
+  const double cold =
+      is_cold_backward(a, before.last_forward ? &*before.last_forward : nullptr, c) ? c.cold : 1.0;
   switch (a.kind) {
     case ActionKind::Forward:
       return c.forward;
@@ -96,7 +105,7 @@ double cost_of(const Action& a, const Action& before, const Action* last_forward
     case ActionKind::BackwardInput:
       return c.backward_input() * cold;
     case ActionKind::BackwardWeight:
-      return c.backward_weight(is_deferred_weight(a, before)) * cold;
+      return c.backward_weight(is_deferred_weight(a, before.last_compute)) * cold;
     case ActionKind::Recompute:
       return c.recompute;
     case ActionKind::OptimizerStep:
@@ -156,9 +165,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
   std::vector<double> comm(S, 0.0);  // when each stage's comm lane is free (its last all-reduce's end)
   std::vector<bool> started(S, false);
   std::vector<size_t> next(S, 0);
-  std::vector<Action> last_compute(S,
-                                   Action{ActionKind::OptimizerStep});  // each stage's latest F, B, Bi, ...
-  std::vector<std::optional<Action>> last_forward(S);                   // each stage's latest F or R
+  std::vector<StageHistory> history(S);
   for (bool moved = true; moved;) {
     moved = false;
     for (int st = 0; st < S; ++st) {
@@ -187,11 +194,9 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           }
           t.start = std::max(clock[st], *ready);
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
-          t.end = t.start +
-                  cost_of(a, last_compute[st], last_forward[st] ? &*last_forward[st] : nullptr, c, costs);
+          t.end = t.start + cost_of(a, history[st], c, costs);
           if (is_compute(a.kind)) {
-            last_compute[st] = a;
-            if (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute) last_forward[st] = a;
+            history[st].ran(a);
             StageStats& stats = timeline.stats[st];
             if (!started[st]) first_start[st] = t.start, started[st] = true;
             stats.busy += t.end - t.start;

@@ -97,8 +97,8 @@ TEST(FactorFit, OneSizeOrFittingOffKeepsTheMeasuredFactors) {
   std::map<int64_t, ModelProfile> one = {{4, profile_of(4, 3, 1.07)}};
   EXPECT_FALSE(fit_named(fit_profile_factors(one), "cold B").fitted);
   EXPECT_EQ(one.at(4).cold_backward_factor, 1.07);
-  std::map<int64_t, ModelProfile> two = {{1, profile_of(1, 1, 1.2)}, {2, profile_of(2, 2, 1.0)},
-                                         {4, profile_of(4, 4, 1.05)}};
+  std::map<int64_t, ModelProfile> two = {
+      {1, profile_of(1, 1, 1.2)}, {2, profile_of(2, 2, 1.0)}, {4, profile_of(4, 4, 1.05)}};
   const std::vector<FactorFit> off = fit_profile_factors(two, false);
   EXPECT_FALSE(fit_named(off, "cold B").fitted);
   EXPECT_EQ(two.at(1).cold_backward_factor, 1.2);
