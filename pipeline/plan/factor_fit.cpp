@@ -84,7 +84,7 @@ std::string FactorFit::describe() const {
     out += part;
   }
   if (fitted) {
-    std::snprintf(part, sizeof part, " (1 + %.3f + %.3f ms / T)", base, per_ms);
+    std::snprintf(part, sizeof part, " (1 %+.3f %+.3f ms / T)", base, per_ms);
     out += part;
   }
   return out;

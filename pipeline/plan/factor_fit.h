@@ -17,7 +17,7 @@
 //     factor(T) = 1 + a + c / T          (T: the whole model's forward, or backward, at that size, ms)
 //
 // fitted by Theil-Sen (the slope the median of the pairwise slopes, the intercept the median of what is
-// left): one size measured far off moves neither, where a least-squares line would follow it.
+// left): one size measured far off moves them little, where a least-squares line would follow it.
 #pragma once
 
 #include <cstdint>

@@ -130,7 +130,8 @@ std::string Plan::table() const {
     const std::string line = factor.describe();
     if (line.empty()) continue;
     if (!factors_said)
-      out << "factors over the layers timed alone, measured -> priced at each microbatch size:\n";
+      out << "measured factors (an action over its layers timed alone; a deferred Bw, a cold B over its "
+             "twin right after its own Bi or F), measured -> priced at each microbatch size:\n";
     factors_said = true;
     out << "  " << line << "\n";
   }

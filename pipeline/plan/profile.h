@@ -135,11 +135,11 @@ struct ModelProfile {
   /// prices ChunkCosts::weight_deferred with them.
   double deferred_weight_factor = 1.0;
   double deferred_first_weight_factor = 1.0;
-  /// How much longer a microbatch's backward takes when other microbatches' forwards ran between its own
-  /// forward and it (>= 1; 1: not measured): their activations have pushed its own out of the core's
-  /// caches. Measured by running the executor on one stage in GPipe's order (every backward but the last
-  /// cold) and in 1F1B's (every backward right after its forward) (measure_cold_backward);
-  /// profile_costs prices ChunkCosts::cold with it.
+  /// How much longer a microbatch's backward takes when other microbatches' (or chunks') forwards ran
+  /// between its own forward and it (>= 1; 1: not measured): their activations have pushed its own out of the
+  /// core's caches. Measured by running the executor on one stage in GPipe's order (every backward but the
+  /// last cold) and in 1F1B's (every backward right after its forward) (measure_cold_backward); profile_costs
+  /// prices ChunkCosts::cold with it.
   ///
   /// Each of these factors is measured at one size in a few passes, and is noisy: the planner prices
   /// them from a line through every profiled size's (factor_fit.h).

@@ -85,10 +85,13 @@ namespace {
 // What a stage has run before an action, as far as the action's cost depends on it (cost_of).
 struct StageHistory {
   Action last_compute{ActionKind::OptimizerStep};  // the latest F, B, Bi, Bw, R or step
-  std::optional<Action> last_forward;              // the latest F or R
-  void ran(const Action& a) {
+  std::optional<Action> last_forward;              // the latest F, or R that recomputed something
+  // `c`: the action's chunk's costs. An R that costs nothing (a stage that keeps its activations under a
+  // recompute schedule) brings nothing back into the cache.
+  void ran(const Action& a, const ChunkCosts& c) {
     last_compute = a;
-    if (a.kind == ActionKind::Forward || a.kind == ActionKind::Recompute) last_forward = a;
+    if (a.kind == ActionKind::Forward || (a.kind == ActionKind::Recompute && c.recompute > 0))
+      last_forward = a;
   }
 };
 
@@ -196,7 +199,7 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
           const ChunkCosts c = costs.chunk(schedule.layout(), st, std::max(a.chunk, 0));
           t.end = t.start + cost_of(a, history[st], c, costs);
           if (is_compute(a.kind)) {
-            history[st].ran(a);
+            history[st].ran(a, c);
             StageStats& stats = timeline.stats[st];
             if (!started[st]) first_start[st] = t.start, started[st] = true;
             stats.busy += t.end - t.start;

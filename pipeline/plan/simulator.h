@@ -6,13 +6,13 @@
 // (F, B, Bi, Bw, R, step) starts when the previous action on its stage has ended and its inputs are there
 // (schedule/dependencies.h) and lasts its cost. What an action costs depends on what its stage ran before
 // it, through the caches: a Bw not right after its own Bi costs ChunkCosts::weight_deferred, and a
-// microbatch's first backward action costs ChunkCosts::cold times more when another microbatch's forward
-// ran on the stage since its own (is_cold_backward). A Send takes no time on the lane (the copy runs on the
-// stage's copy stream); its message reaches the peer `transfer` later, or, with a link model, latency +
-// bytes / bandwidth of the link between the two stages later (link_model.h). A Recv lasts until its message
-// is there: that wait is idle time. The step time T is when the last stage finishes; stage s's bubble is (T -
-// busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included); the overall bubble is
-// the mean over stages.
+// microbatch's first backward action costs ChunkCosts::cold times more when another microbatch's (or
+// chunk's) forward ran on the stage since its own (is_cold_backward). A Send takes no time on the lane (the
+// copy runs on the stage's copy stream); its message reaches the peer `transfer` later, or, with a link
+// model, latency + bytes / bandwidth of the link between the two stages later (link_model.h). A Recv lasts
+// until its message is there: that wait is idle time. The step time T is when the last stage finishes; stage
+// s's bubble is (T - busy_s)/T, where busy_s sums its compute actions (R and the optimizer step included);
+// the overall bubble is the mean over stages.
 //
 // Data parallel. A Reduce (schedule.h, "Data parallel") takes no time on its stage's compute lane: its
 // all-reduce runs on the stage's comm lane, from the Reduce (or the end of the previous all-reduce on that
@@ -69,11 +69,10 @@ struct ChunkCosts {
   /// Bi (run/plan_model.h: measure_deferred_weight). Negative: `weight`, deferred or not.
   double weight_deferred = -1.0;
   /// How much longer the backward action that first reads a microbatch's activations (its B; its Bi, or
-  /// its Bw where Bi has nothing to do, as on the first chunk) takes when another microbatch's forward or
-  /// recompute ran on the stage since its own: those activations have been pushed out of the core's caches
-  /// (measured on a CPU: 5-10 % at a few samples a microbatch; run/plan_model.h: measure_cold_backward,
-  /// fitted across the microbatch sizes: factor_fit.h).
-  /// 1: warm or cold alike.
+  /// its Bw where Bi has nothing to do, as on the first chunk) takes when another microbatch's or chunk's
+  /// forward or recompute ran on the stage since its own: those activations have been pushed out of the
+  /// core's caches (measured on a CPU: 5-10 % at a few samples a microbatch; run/plan_model.h:
+  /// measure_cold_backward, fitted across the microbatch sizes: factor_fit.h). 1: warm or cold alike.
   double cold = 1.0;
 
   /// Bi's cost: `input`, or backward - weight when that is negative.
@@ -173,8 +172,8 @@ struct Timeline {
 };
 
 /// Whether `a` is the action that first reads its microbatch's activations on its stage (a B; a Bi, or a
-/// Bw when the chunk's Bi costs nothing), run after another microbatch's forward or recompute: `last_forward`
-/// is the stage's latest F or R before `a` (nullptr: none yet).
+/// Bw when the chunk's Bi costs nothing), run after another microbatch's or chunk's forward or recompute:
+/// `last_forward` is the stage's latest F, or R that recomputed something, before `a` (nullptr: none yet).
 bool is_cold_backward(const Action& a, const Action* last_forward, const ChunkCosts& c);
 
 /// Validates `schedule` (ScheduleError if invalid) and simulates one step.

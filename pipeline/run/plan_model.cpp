@@ -160,6 +160,8 @@ double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t sa
   const GradientsSetAside aside(model);
   // On one stage, 1F1B runs each backward right after its own forward (warm) and GPipe runs every forward
   // first, so that each backward but the last microbatch's follows other microbatches' forwards (cold).
+  // A pass's first backward allocates the parameters' gradients (the stash clears them each step): that
+  // is 1F1B's microbatch 0 and GPipe's last, so both orders leave it out.
   std::vector<double> warm, cold;
   PipelineConfig one_f_one_b, gpipe;
   one_f_one_b.schedule = "1f1b";
@@ -168,7 +170,7 @@ double measure_cold_backward(nn::GPT& model, const nn::Batch& sample, int64_t sa
                 [&](size_t c, const std::vector<TraceEvent>& events, size_t k, double ms) {
                   const Action& a = events[k].action;
                   if (a.kind != ActionKind::Backward) return;
-                  if (c == 0) warm.push_back(ms);
+                  if (c == 0 && a.microbatch != 0) warm.push_back(ms);
                   if (c == 1 && a.microbatch != microbatches - 1) cold.push_back(ms);
                 });
   if (warm.empty() || cold.empty() || nn::median(warm) <= 0) return 1.0;

@@ -243,6 +243,12 @@ TEST(Simulator, ABackwardAfterOtherMicrobatchesForwardsRunsCold) {
   // A recompute right before each backward brings its activations back: warm again, R paid instead.
   EXPECT_NEAR(simulate(make_schedule("gpipe", 1, 3, 1, Recompute::Always), c).step_time,
               3 * 1.0 + 3 * 1.0 + 3 * 2.0, 1e-12);
+  // An R that costs nothing (a stage that keeps its activations under a recompute schedule) brings nothing
+  // back: B2 follows F2 (warm), B1 and B0 stay cold.
+  Costs kept = c;
+  kept.per_chunk[0].recompute = 0.0;
+  EXPECT_NEAR(simulate(make_schedule("gpipe", 1, 3, 1, Recompute::Always), kept).step_time,
+              3 * 1.0 + 2.0 + 2 * 3.0, 1e-12);
   // Two stages of 1F1B over 4 microbatches: stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3, its first three
   // backwards cold; the last stage runs each backward right after its forward.
   Costs two = c;
