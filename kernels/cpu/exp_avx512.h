@@ -8,16 +8,19 @@
 // (vpermps), so a degree-3 polynomial is enough:
 //   x = (16 m + j) ln2/16 + r,  |r| <= ln2/32 ~ 0.0217,  exp(x) = 2^m * 2^(j/16) * exp(r)
 //   exp(r) ~ 1 + r + r^2/2 + r^3/6: the first term dropped, r^4/24 < 1e-8, is 0.08 ulp at 1.
-// 2^m is applied by vscalefps, which also gives the denormals and the underflow to 0 that a bit shift would
-// get wrong; it floors its exponent operand itself. k = round(x 16/ln2) comes from adding a shifter in the
-// FMA that scales x, whose low mantissa bits are then the table's index. 11 instructions per 16 lanes, all
-// of them on the vector FP pipes (Zen 4 issues two 512-bit ones a cycle: ~6 cycles at best). Measured error
+// 2^m is applied by vscalefps, which also floors its exponent operand itself. k = round(x 16/ln2) comes
+// from adding a shifter in the FMA that scales x, whose low mantissa bits are then the table's index. 11
+// instructions per 16 lanes, all of them on the vector FP pipes (Zen 4 issues two 512-bit ones a cycle: ~6
+// cycles at best), and a compare and a masked move for the low end below. Measured error
 // (tests/kernels/exp_rows_test.cpp, against exp in double over [-87.3, 88]): max 1.06 ulp, from the table's
 // rounding.
 //
-// Domain: below -103.9 the result is 0 (exp underflows float there), from there up to -87.3 a denormal;
-// above 88 it is +inf (exp overflows float at 88.72; the band in between is taken as overflow, as exp_v
-// does); NaN gives NaN.
+// Domain: below -87.3 the result is 0, as exp_v's (vector_math.h). The exact value is under FLT_MIN there,
+// and a lane that computes a denormal, or an underflow to 0, costs an Intel core a microcode assist of
+// ~150 cycles unless the thread flushes denormals: the masked scores (-inf) of causal attention are such
+// lanes, half of a short row's, and took the attention at the baby GPT's size 2.4x as long. So those lanes
+// are set to 0 by a mask, not computed. Above 88 it is +inf (exp overflows float at 88.72; the band in
+// between is taken as overflow, as exp_v does); NaN gives NaN.
 #pragma once
 
 #include "kernels/cpu/avx512_rows.h"  // BRIGADE_CPU_X86, BRIGADE_AVX512_INLINE
@@ -46,7 +49,7 @@ BRIGADE_AVX512_INLINE __m512 exp16_from(__m512 k, __m512i index, __m512 r) {
   return _mm512_scalef_ps(mantissa, _mm512_mul_ps(k, _mm512_set1_ps(0.0625f)));
 }
 
-/// exp of 16 lanes whose values lie in [-104, 88] (or are NaN): exp16 without its clamp, for callers that
+/// exp of 16 lanes whose values lie in [-87.3, 88] (or are NaN): exp16 without its clamp, for callers that
 /// have bounded their argument already.
 BRIGADE_AVX512_INLINE __m512 exp16_in_range(__m512 xc) {
   // k = round(x * 16 / ln2) by the shifter 1.5 * 2^23: one FMA rounds x * 16/ln2 + shifter to an integer
@@ -71,18 +74,19 @@ BRIGADE_AVX512_INLINE __m512 exp16_of_sixteenths(__m512 z) {
 
 /// exp of 16 lanes at most 88 (or NaN): exp16's bits with half its clamp and no overflow check, for the
 /// softmax and cross-entropy rows (x - max, never positive) and attention's probabilities (s - max, or
-/// s - lse, at most a rounding above 0). Below -104 the result is 0, as exp16's; +inf would give NaN.
+/// s - lse, at most a rounding above 0). Below -87.3 the result is 0, as exp16's; +inf would give NaN.
 BRIGADE_AVX512_INLINE __m512 exp16_not_above_88(__m512 x) {
-  // vmaxps returns its second operand when one is NaN: a NaN x stays NaN.
-  return exp16_in_range(_mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 low = _mm512_set1_ps(-87.3f);
+  // vmaxps returns its second operand when one is NaN, and a NaN compares unordered: a NaN x stays NaN.
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, low, _CMP_NLT_UQ), exp16_in_range(_mm512_max_ps(low, x)));
 }
 
 /// exp of 16 lanes (see the file comment for the accuracy and the domain).
 BRIGADE_AVX512_INLINE __m512 exp16(__m512 x) {
   // vmaxps returns its second operand when one is NaN: a NaN x stays NaN through the clamp.
-  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_GT_OQ), exp16_in_range(xc),
-                              _mm512_set1_ps(__builtin_inff()));
+  const __m512 high = _mm512_set1_ps(88.0f);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, high, _CMP_GT_OQ),
+                              exp16_not_above_88(_mm512_min_ps(high, x)), _mm512_set1_ps(__builtin_inff()));
 }
 
 /// The sum of the 16 lanes in double, in a fixed order (8 + 8 widened, then a tree).
