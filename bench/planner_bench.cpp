@@ -5,6 +5,7 @@
 //
 //   ./planner_bench                                  # shapes small, wide, deep; 5 rounds of 20 sweeps
 //   ./planner_bench --shapes wide --rounds 9 --steps 20 --devices 2 --top 6 --tie 0.01
+//   ./planner_bench --instances 3 --steps 7         # each candidate on 3 copies of its model and pipeline
 //
 // What is predicted is what runs (pipeline/run/plan_model.h: model_profiler, price_executor): per layer
 // F, B, and the split backward's Bi and Bw, timed with the thread CPU clock; one hand-off between two stage
@@ -32,6 +33,14 @@
 // a line through all the sizes (plan/factor_fit.h; its table prints measured -> priced); --fit off prices
 // each size's as measured.
 //
+// Two checks on the measurement itself. --control on (the default) runs the pick's program once more as a
+// "control", on a model and pipeline of its own: the two differ only by where their memory lies and by
+// chance, so their gap is what this measurement cannot resolve between candidates. --instances N gives
+// every candidate N such copies taking turns, and its figures pool their steps. And per candidate, each
+// action kind's measured thread CPU time over its predicted time, over all chunks and chunk by chunk (the
+// trace's action_totals against the simulated step's): where a prediction misses, which actions it
+// mispriced.
+//
 // Distinct programs: two schedule names can generate the same action lists (PlanCandidate::same_program);
 // the executor runs them alike, so only the first is run and the others are listed as such. Ties: the
 // predictions within --tie (relative) of their group's fastest are one tie group (plan/rank_agreement.h).
@@ -49,6 +58,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iomanip>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -82,6 +93,8 @@ struct Flags {
   bool cold_cost = true;      // price a backward after other microbatches' forwards at its measured factor
   bool fit = true;            // price the factors from a line through the sizes (else as measured)
   bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
+  int instances = 1;    // --instances N: copies of each candidate's model and pipeline, taking turns
+  bool control = true;  // --control on: the pick's program once more, on instances of its own
 };
 
 struct Shape {
@@ -99,12 +112,15 @@ const std::vector<Shape>& all_shapes() {
 }
 
 struct Run {
-  std::string label;  // the planner's rank, or "default"
+  std::string label;  // the planner's rank, "default" or "control"
   pl::PipelineConfig config;
   std::string flags;
   double predicted_ms = -1.0, predicted_pipeline_ms = -1.0;  // -1: not planned (the default)
   std::vector<double> step, pipeline, replay;                // per round: the median over steps
   std::vector<double> sweep;  // --interleave steps: every measured step, sweep by sweep (one per sweep)
+  pl::ActionTotals predicted_actions;  // per (model chunk, kind), one step
+  pl::ActionTotals measured_actions;   // the same, thread CPU time summed over every measured step
+  int measured_steps = 0;
 };
 
 void print_load(const char* when) {
@@ -139,6 +155,7 @@ pl::PipelineConfig default_config(const nn::GPT& model, bool pin) {
 
 struct StepTimes {
   double step_ms, pipeline_ms, replay_ms;
+  pl::ActionTotals actions;  // thread CPU time
 };
 
 // One train_step: its wall-clock time, the pipeline's span and its replay.
@@ -147,14 +164,17 @@ StepTimes time_step(pl::Pipeline& pipe, nn::AdamW& optimizer, const nn::Batch& b
   const pl::StepResult r = pipe.train_step(batch.x, batch.y, optimizer);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return {ms, r.step_ms, pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time};
+  return {ms, r.step_ms, pl::simulate_measured(r.trace, /*thread_cpu_time=*/true).step_time,
+          pl::action_totals(r.trace, /*thread_cpu_time=*/true)};
 }
 
 // Steps of one round of one candidate: their medians are the round's figures.
 struct RoundSteps {
   std::vector<double> step, pipeline, replay;
-  void add(const StepTimes& t) {
+  void add(const StepTimes& t, Run& run) {
     step.push_back(t.step_ms), pipeline.push_back(t.pipeline_ms), replay.push_back(t.replay_ms);
+    for (const auto& [key, ms] : t.actions) run.measured_actions[key] += ms;
+    ++run.measured_steps;
   }
   void close(Run& run) const {
     run.step.push_back(nn::median(step));
@@ -171,7 +191,7 @@ void measure_round(nn::GPT& model, const nn::Batch& batch, int steps, Run& run) 
   RoundSteps round;
   for (int i = 0; i < steps + 2; ++i) {
     const StepTimes t = time_step(pipe, optimizer, batch);
-    if (i >= 2) round.add(t);
+    if (i >= 2) round.add(t, run);
   }
   round.close(run);
 }
@@ -186,28 +206,32 @@ void measure_by_step(const nn::GPTConfig& c, const nn::Batch& batch, const Flags
     std::unique_ptr<pl::Pipeline> pipe;
     std::unique_ptr<nn::AdamW> optimizer;
   };
-  std::vector<Live> live;
+  std::vector<Live> live;  // run i's instances are live[i * instances ...]
+  const size_t n = runs.size(), instances = static_cast<size_t>(f.instances);
   for (const Run& run : runs) {
-    Live l;
-    l.model = std::make_unique<nn::GPT>(c, 1);
-    l.model->train();
-    l.pipe = std::make_unique<pl::Pipeline>(*l.model, run.config);
-    l.optimizer = std::make_unique<nn::AdamW>(l.model->parameters());  // after the Pipeline (executor.h)
-    live.push_back(std::move(l));
+    for (size_t j = 0; j < instances; ++j) {
+      Live l;
+      l.model = std::make_unique<nn::GPT>(c, 1);
+      l.model->train();
+      l.pipe = std::make_unique<pl::Pipeline>(*l.model, run.config);
+      l.optimizer = std::make_unique<nn::AdamW>(l.model->parameters());  // after the Pipeline (executor.h)
+      live.push_back(std::move(l));
+    }
   }
   for (int warm = 0; warm < 2; ++warm) {
     for (Live& l : live) time_step(*l.pipe, *l.optimizer, batch);
   }
-  const size_t n = runs.size();
   for (int round = 0, sweep = 0; round < f.rounds; ++round) {
     std::vector<RoundSteps> rounds(n);
     for (int s = 0; s < f.steps; ++s, ++sweep) {
-      for (size_t k = 0; k < n; ++k) {
-        const size_t i = (k + static_cast<size_t>(sweep)) % n;
-        const StepTimes t = time_step(*live[i].pipe, *live[i].optimizer, batch);
-        rounds[i].add(t);
-        runs[i].sweep.push_back(t.step_ms);
+      std::vector<double> log_sum(n, 0.0);  // a run's sweep figure: the geometric mean of its instances'
+      for (size_t k = 0; k < live.size(); ++k) {
+        const size_t at = (k + static_cast<size_t>(sweep)) % live.size(), i = at / instances;
+        const StepTimes t = time_step(*live[at].pipe, *live[at].optimizer, batch);
+        rounds[i].add(t, runs[i]);
+        log_sum[i] += std::log(t.step_ms);
       }
+      for (size_t i = 0; i < n; ++i) runs[i].sweep.push_back(std::exp(log_sum[i] / instances));
     }
     for (size_t i = 0; i < n; ++i) rounds[i].close(runs[i]);
   }
@@ -260,20 +284,23 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
       return c.same_program(plan.ranked[static_cast<size_t>(std::stoi(r.label) - 1)]);
     });
     if (same != runs.end()) continue;  // the table says "the same program as rank k"
-    runs.push_back(
-        {std::to_string(i + 1), config_of(c, f.pin), c.flags(), c.step_ms, c.pipeline_ms, {}, {}, {}, {}});
+    Run run;
+    run.label = std::to_string(i + 1), run.config = config_of(c, f.pin), run.flags = c.flags();
+    run.predicted_ms = c.step_ms, run.predicted_pipeline_ms = c.pipeline_ms;
+    run.predicted_actions = c.action_ms;
+    runs.push_back(std::move(run));
   }
   plan.ranked.resize(shown);  // the table up to the last candidate run
   std::printf("%s", plan.table().c_str());
-  runs.push_back({"default",
-                  default_config(model, f.pin),
-                  "--stages 2 --microbatches 4 --schedule 1f1b",
-                  -1.0,
-                  -1.0,
-                  {},
-                  {},
-                  {},
-                  {}});
+  Run fallback;
+  fallback.label = "default", fallback.config = default_config(model, f.pin);
+  fallback.flags = "--stages 2 --microbatches 4 --schedule 1f1b";
+  runs.push_back(std::move(fallback));
+  if (f.control) {  // the pick's program again, on a model and pipeline of its own: the noise floor
+    Run control;
+    control.label = "control", control.config = runs.front().config, control.flags = runs.front().flags;
+    runs.push_back(std::move(control));
+  }
   return runs;
 }
 
@@ -304,7 +331,7 @@ double highest(const std::vector<double>& v) {
 std::vector<double> drift_relative(const std::vector<Run>& runs, std::vector<double> Run::*series) {
   std::vector<const Run*> planned;
   for (const Run& r : runs) {
-    if (r.label != "default") planned.push_back(&r);
+    if (r.predicted_ms >= 0) planned.push_back(&r);
   }
   if (planned.empty()) return {};
   const size_t points = (planned.front()->*series).size();
@@ -324,11 +351,42 @@ std::vector<double> drift_relative(const std::vector<Run>& runs, std::vector<dou
   return out;
 }
 
+// Per planned candidate: the measured thread CPU time of each action kind over its predicted time, over
+// all chunks and chunk by chunk (model chunks c0, c1, ...), a measured step being the mean of the steps
+// measured. Where a schedule's prediction misses, this says which actions it mispriced.
+void report_actions(const std::vector<Run>& runs) {
+  std::printf(
+      "measured / predicted time of each action kind over a step (thread CPU time), all chunks | "
+      "by model chunk:\n");
+  for (const Run& r : runs) {
+    if (r.predicted_ms < 0 || r.measured_steps == 0) continue;
+    std::map<pl::ActionKind, std::pair<double, double>> kinds;  // measured, predicted
+    std::ostringstream chunks;
+    int last_chunk = -1;
+    for (const auto& [key, predicted] : r.predicted_actions) {
+      const auto it = r.measured_actions.find(key);
+      const double measured = it == r.measured_actions.end() ? 0.0 : it->second / r.measured_steps;
+      kinds[key.second].first += measured, kinds[key.second].second += predicted;
+      if (key.first != last_chunk) chunks << (last_chunk < 0 ? "" : "  ") << "c" << key.first << ":";
+      last_chunk = key.first;
+      char cell[48];
+      std::snprintf(cell, sizeof cell, " %s %.2f", pl::kind_name(key.second),
+                    predicted > 0 ? measured / predicted : 0.0);
+      chunks << cell;
+    }
+    std::ostringstream all;
+    for (const auto& [kind, mp] : kinds)
+      all << " " << pl::kind_name(kind) << " " << std::fixed << std::setprecision(2) << mp.first / mp.second;
+    std::printf("%-8s%s |  %s\n", r.label.c_str(), all.str().c_str(), chunks.str().c_str());
+  }
+}
+
 void report(const std::vector<Run>& runs, double tie, bool by_step) {
   std::vector<double> predicted, measured, low, high, pipe_predicted, pipe_measured, replay;
   for (const Run& r : runs) {
-    if (r.label == "default") continue;
+    if (r.predicted_ms < 0) continue;
     predicted.push_back(r.predicted_ms), measured.push_back(nn::median(r.step));
+
     low.push_back(lowest(r.step)), high.push_back(highest(r.step));
     pipe_predicted.push_back(r.predicted_pipeline_ms), pipe_measured.push_back(nn::median(r.pipeline));
     replay.push_back(nn::median(r.replay));
@@ -352,8 +410,12 @@ void report(const std::vector<Run>& runs, double tie, bool by_step) {
                 pred, lowest(r.step), nn::median(r.step), highest(r.step), 100 * spread_of(r.step), rel,
                 group, pipe, nn::median(r.pipeline), nn::median(r.replay), r.flags.c_str());
   }
+  report_actions(runs);
   const double best = *std::min_element(measured.begin(), measured.end());
-  const double pick = measured.front(), fallback = nn::median(runs.back().step);
+  const auto run_named = [&](const char* label) {
+    return std::find_if(runs.begin(), runs.end(), [&](const Run& r) { return r.label == label; });
+  };
+  const double pick = measured.front(), fallback = nn::median(run_named("default")->step);
   const pl::RankAgreement replayed = pl::rank_agreement(pipe_predicted, replay, tie);
   const pl::RankAgreement relative = pl::rank_agreement(predicted, drift_free, tie);
   std::printf(
@@ -375,6 +437,14 @@ void report(const std::vector<Run>& runs, double tie, bool by_step) {
       "%.1f%%, pipeline %.1f%% (replay %.1f%%)\n",
       pick / best, pick / fallback, 100 * median_error(predicted, measured),
       100 * median_error(pipe_predicted, pipe_measured), 100 * median_error(pipe_predicted, replay));
+  if (const auto control = run_named("control"); control != runs.end()) {
+    const double again = nn::median(control->step);
+    std::printf(
+        "control: the pick's program on %s of its own measured %.3f ms against the pick's %.3f (%.1f%% "
+        "apart): candidates closer than that are not ordered by this measurement\n",
+        by_step ? "instances" : "pipelines", again, pick,
+        100 * std::fabs(again - pick) / std::min(again, pick));
+  }
   std::printf(
       "goals (tau >= 0.8, pick within 5%% of the best measured): tau over all %s, distinct %s, beyond the "
       "noise %s, %s-relative %s, pick %s\n",
@@ -416,7 +486,7 @@ void bench_shape(const Shape& shape, const Flags& f) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
                "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--deferred-cost on|off] "
-               "[--cold-cost on|off] [--fit on|off] "
+               "[--cold-cost on|off] [--fit on|off] [--instances N] [--control on|off] "
                "[--interleave steps|rounds]\n",
                program);
   std::exit(code);
@@ -443,15 +513,18 @@ Flags parse(int argc, char** argv) {
       f.steps = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--tie") {
       f.tie = std::max(0.0, std::atof(v.c_str()));
+    } else if (a == "--instances") {
+      f.instances = std::max(1, std::atoi(v.c_str()));
     } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
       f.by_step = v == "steps";
     } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost" || a == "--cold-cost" ||
-                a == "--fit") &&
+                a == "--fit" || a == "--control") &&
                (v == "on" || v == "off")) {
       bool& flag = a == "--pin"           ? f.pin
                    : a == "--action-cost" ? f.action_cost
                    : a == "--cold-cost"   ? f.cold_cost
                    : a == "--fit"         ? f.fit
+                   : a == "--control"     ? f.control
                                           : f.deferred_cost;
       flag = v == "on";
     } else {

@@ -175,6 +175,7 @@ PlanCandidate score(const Setting& s, Recompute policy, const std::vector<LayerR
   costs.replica_link = s.request.link;
   const Timeline t = simulate(schedule, costs);
   p.pipeline_ms = t.step_time, p.bubble = t.bubble;
+  p.action_ms = action_totals(t);
   for (const StageStats& st : t.stats) p.allreduce_ms = std::max(p.allreduce_ms, st.exposed_reduce);
   int64_t messages = 0;
   for (int st = 0; st < c.stages; ++st) {

@@ -49,6 +49,7 @@
 #include "pipeline/plan/link_model.h"
 #include "pipeline/plan/partition.h"
 #include "pipeline/plan/profile.h"
+#include "pipeline/plan/simulator.h"
 #include "pipeline/schedule/layer_recompute.h"
 #include "pipeline/schedule/reduce_buckets.h"
 #include "pipeline/schedule/schedule.h"
@@ -115,6 +116,9 @@ struct PlanCandidate {
   std::vector<int64_t> peak_bytes;  ///< predicted total per stage
   int64_t traffic_bytes = 0;        ///< per step: stage messages of every replica + all-reduce
   std::string refusal;              ///< why it does not fit ("" when it does)
+  /// The simulated step's time per (model chunk, action kind): what a measured step (trace.h:
+  /// action_totals) is compared against, kind by kind.
+  ActionTotals action_ms;
 
   /// What --recompute takes: "never", "always", "except-last:nnaaf..." (a per-layer plan).
   std::string recompute_text() const;

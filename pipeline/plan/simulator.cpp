@@ -233,6 +233,17 @@ Timeline simulate(const Schedule& schedule, const Costs& costs, const MemoryMode
   return timeline;
 }
 
+ActionTotals action_totals(const Timeline& timeline) {
+  ActionTotals totals;
+  for (int st = 0; st < static_cast<int>(timeline.stages.size()); ++st) {
+    for (const TimedAction& t : timeline.stages[static_cast<size_t>(st)]) {
+      if (!is_compute(t.action.kind) || t.action.kind == ActionKind::OptimizerStep) continue;
+      totals[{timeline.schedule.model_chunk(st, t.action.chunk), t.action.kind}] += t.end - t.start;
+    }
+  }
+  return totals;
+}
+
 double textbook_bubble(const std::string& name, int stages, int microbatches, int virtual_chunks) {
   const double S = stages, M = microbatches, v = virtual_chunks;
   if (name == "gpipe" || name == "1f1b") return (S - 1) / (M + S - 1);

@@ -176,6 +176,13 @@ struct Timeline {
 /// `last_forward` is the stage's latest F, or R that recomputed something, before `a` (nullptr: none yet).
 bool is_cold_backward(const Action& a, const Action* last_forward, const ChunkCosts& c);
 
+/// Time summed over a step per (model chunk, kind) of its F, B, Bi, Bw and R actions: a prediction and a
+/// measurement (trace.h) compared action kind by action kind.
+using ActionTotals = std::map<std::pair<int, ActionKind>, double>;
+
+/// The simulated step's ActionTotals.
+ActionTotals action_totals(const Timeline& timeline);
+
 /// Validates `schedule` (ScheduleError if invalid) and simulates one step.
 Timeline simulate(const Schedule& schedule, const Costs& costs = {}, const MemoryModel& memory = {});
 

@@ -73,6 +73,18 @@ double ExecutionTrace::bubble() const {
   return sum / static_cast<double>(b.size());
 }
 
+ActionTotals action_totals(const ExecutionTrace& trace, bool thread_cpu_time) {
+  ActionTotals totals;
+  for (int s = 0; s < static_cast<int>(trace.stages.size()); ++s) {
+    for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
+      if (!is_compute(e.action.kind) || e.action.kind == ActionKind::OptimizerStep) continue;
+      const double d = thread_cpu_time && e.cpu_ms >= 0.0 ? e.cpu_ms : e.end_ms - e.start_ms;
+      totals[{trace.schedule.model_chunk(s, e.action.chunk), e.action.kind}] += d;
+    }
+  }
+  return totals;
+}
+
 Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time) {
   const Schedule& schedule = trace.schedule;
   const int S = schedule.stages, v = schedule.virtual_chunks;

@@ -67,6 +67,10 @@ struct ExecutionTrace {
 ///        stage to itself.
 Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time = false);
 
+/// The measured step's ActionTotals (simulator.h), with each action's cpu_ms where `thread_cpu_time` and
+/// measured.
+ActionTotals action_totals(const ExecutionTrace& trace, bool thread_cpu_time = false);
+
 /// simulate(trace.schedule, measured_costs(trace, thread_cpu_time)).
 Timeline simulate_measured(const ExecutionTrace& trace, bool thread_cpu_time = false);
 

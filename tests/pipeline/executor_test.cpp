@@ -593,6 +593,15 @@ TEST(PipelineTrace, MeasuredCostsAverageEachChunksActions) {
   EXPECT_DOUBLE_EQ(cpu.per_chunk[0].backward, 3.0);  // no cpu_ms: wall
   EXPECT_DOUBLE_EQ(measured_costs(trace).per_chunk[0].forward, 2.0);
   EXPECT_DOUBLE_EQ(simulate_measured(trace, true).step_time, simulate(trace.schedule, cpu).step_time);
+
+  // The same actions summed per (model chunk, kind), in CPU time where measured.
+  const ActionTotals totals = action_totals(trace, /*thread_cpu_time=*/true);
+  EXPECT_EQ(totals, (ActionTotals{{{0, ActionKind::Forward}, 2.0},
+                                  {{0, ActionKind::Backward}, 6.0},
+                                  {{1, ActionKind::Forward}, 1.0},
+                                  {{1, ActionKind::BackwardInput}, 1.0},
+                                  {{1, ActionKind::BackwardWeight}, 2.0}}));
+  EXPECT_DOUBLE_EQ((action_totals(trace).at({0, ActionKind::Forward})), 4.0);  // wall: 1 + 3
 }
 
 }  // namespace

@@ -91,6 +91,23 @@ TEST(Simulator, ZeroBubbleH1BeatsOneFOneBWithEqualFBW) {
   }
 }
 
+TEST(Simulator, ActionTotalsSumEachChunksActionsByKind) {
+  // Interleaved, 2 stages x 2 chunks, 4 microbatches, uniform stage costs f = 1, b = 2: a chunk's action
+  // costs half of those, and each model chunk runs 4 of each.
+  const Timeline t = simulate(make_schedule("interleaved", 2, 4, 2), costs_fb(1.0, 2.0, 1.0));
+  const ActionTotals totals = action_totals(t);
+  ASSERT_EQ(totals.size(), 8u);  // 4 model chunks x {F, B}; no optimizer step, sends or receives
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    EXPECT_DOUBLE_EQ(totals.at({chunk, ActionKind::Forward}), 4 * 0.5);
+    EXPECT_DOUBLE_EQ(totals.at({chunk, ActionKind::Backward}), 4 * 1.0);
+  }
+  // zb-h1 splits the backward: Bi and Bw per chunk, each its cost times M.
+  const ActionTotals split = action_totals(simulate(make_schedule("zb-h1", 2, 3), costs_fb(1.0, 2.0, 1.0)));
+  EXPECT_DOUBLE_EQ(split.at({1, ActionKind::BackwardInput}), 3 * 1.0);
+  EXPECT_DOUBLE_EQ(split.at({1, ActionKind::BackwardWeight}), 3 * 1.0);
+  EXPECT_EQ(split.count({1, ActionKind::Backward}), 0u);
+}
+
 TEST(Simulator, GPipeHoldsEveryMicrobatchOneFOneBAtMostSMinusS) {
   for (int S : {1, 2, 4, 8}) {
     for (int M : {1, 4, 8, 32}) {
