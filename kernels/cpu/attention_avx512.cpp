@@ -27,7 +27,7 @@
 //            table counts 4 B H T^2 D = 25 MFLOP (the full T x T). Bytes: q, k, v, out 4 x 8 KiB a task
 //            (L1-resident): 1.6 MB a call, 16 flops a byte at the exact count, far above this core's ridge
 //            (115.5 GFLOP/s over ~20 GB/s of one core's DRAM stream, ~6), and every operand fits in L1/L2:
-//            FMA bound. At the peak the exact work takes 0.11 ms; the exp (T^2/2 lanes, ~11 instructions a
+//            FMA bound. At the peak the exact work takes 0.11 ms; the exp (T^2/2 lanes, ~13 instructions a
 //            vector) and the padded 23 % add ~40 %.
 //   backward 5 products (S, dP, dQ, dK, dV): 2.5 x the forward's multiply-adds, plus the exp again.
 //   GPT-2 small at batch 1 (T 1024, D 64, H 12): forward 2 T(T+1)/2 D = 67 M multiply-adds a task (0.8
@@ -217,7 +217,8 @@ BRIGADE_AVX512_INLINE float row_max(const float* row, int64_t cols) {
 
 /// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their sum. -inf gives 0. The
 /// arguments are never far above 0 (shift is the row's max, or its log-sum-exp), so exp16_not_above_88
-/// (~1 ulp, 11 instructions a vector) serves.
+/// (~1 ulp, 13 instructions a vector: its masked low end sets the -inf lanes to 0 without an underflow)
+/// serves.
 BRIGADE_AVX512_INLINE float exp_row_sum(float* row, float shift, int64_t cols) {
   const __m512 sh = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
