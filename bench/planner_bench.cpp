@@ -386,7 +386,6 @@ void report(const std::vector<Run>& runs, double tie, bool by_step) {
   for (const Run& r : runs) {
     if (r.predicted_ms < 0) continue;
     predicted.push_back(r.predicted_ms), measured.push_back(nn::median(r.step));
-
     low.push_back(lowest(r.step)), high.push_back(highest(r.step));
     pipe_predicted.push_back(r.predicted_pipeline_ms), pipe_measured.push_back(nn::median(r.pipeline));
     replay.push_back(nn::median(r.replay));

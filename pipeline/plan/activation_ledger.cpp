@@ -11,7 +11,7 @@ ActivationLedger::ActivationLedger(const Schedule& schedule, int stage, const Me
       full_bytes_(held_.size(), 0.0) {}
 
 bool ActivationLedger::tracks(ActionKind kind) {
-  return is_compute(kind) && kind != ActionKind::OptimizerStep;
+  return is_work(kind);
 }
 
 Held& ActivationLedger::slot(const Action& action) {

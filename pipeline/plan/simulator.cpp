@@ -237,8 +237,8 @@ ActionTotals action_totals(const Timeline& timeline) {
   ActionTotals totals;
   for (int st = 0; st < static_cast<int>(timeline.stages.size()); ++st) {
     for (const TimedAction& t : timeline.stages[static_cast<size_t>(st)]) {
-      if (!is_compute(t.action.kind) || t.action.kind == ActionKind::OptimizerStep) continue;
-      totals[{timeline.schedule.model_chunk(st, t.action.chunk), t.action.kind}] += t.end - t.start;
+      if (is_work(t.action.kind))
+        totals[{timeline.schedule.model_chunk(st, t.action.chunk), t.action.kind}] += t.end - t.start;
     }
   }
   return totals;

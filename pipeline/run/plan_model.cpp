@@ -93,7 +93,7 @@ void run_one_stage(nn::GPT& model, const nn::Batch& sample, int64_t samples, int
       const std::vector<TraceEvent>& events = r.trace.stages.front();
       for (size_t k = 0; k < events.size(); ++k) {
         const TraceEvent& e = events[k];
-        visit(c, events, k, cpu_time && e.cpu_ms >= 0 ? e.cpu_ms : e.end_ms - e.start_ms);
+        visit(c, events, k, e.ms(cpu_time));
       }
     }
   }

@@ -123,7 +123,7 @@ void Stage::run(const StepInputs& inputs, Transport& transport) {
     t.event.action = action;
     // On a GPU the work runs later than the host enqueues it: time it on the stream. A CPU stream runs
     // on this thread, so the host clock is its clock.
-    t.on_stream = device_.is_cuda() && is_compute(action.kind) && action.kind != ActionKind::OptimizerStep;
+    t.on_stream = device_.is_cuda() && is_work(action.kind);
     const bool on_host = device_.is_cpu();
     const double cpu_start = on_host ? thread_cpu_ms() : 0.0;
     reset_scope_peak(device_, scope_tag_);  // from here the scope's peak is this action's

@@ -13,10 +13,6 @@
 namespace brigade::pipeline {
 namespace {
 
-bool is_work(ActionKind kind) {
-  return is_compute(kind) && kind != ActionKind::OptimizerStep;
-}
-
 std::string fixed(double value, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, value);
@@ -77,9 +73,8 @@ ActionTotals action_totals(const ExecutionTrace& trace, bool thread_cpu_time) {
   ActionTotals totals;
   for (int s = 0; s < static_cast<int>(trace.stages.size()); ++s) {
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
-      if (!is_compute(e.action.kind) || e.action.kind == ActionKind::OptimizerStep) continue;
-      const double d = thread_cpu_time && e.cpu_ms >= 0.0 ? e.cpu_ms : e.end_ms - e.start_ms;
-      totals[{trace.schedule.model_chunk(s, e.action.chunk), e.action.kind}] += d;
+      if (is_work(e.action.kind))
+        totals[{trace.schedule.model_chunk(s, e.action.chunk), e.action.kind}] += e.ms(thread_cpu_time);
     }
   }
   return totals;
@@ -98,7 +93,7 @@ Costs measured_costs(const ExecutionTrace& trace, bool thread_cpu_time) {
   for (int s = 0; s < S && s < static_cast<int>(trace.stages.size()); ++s) {
     for (const TraceEvent& e : trace.stages[static_cast<size_t>(s)]) {
       Sums& x = sums[static_cast<size_t>(schedule.model_chunk(s, e.action.chunk))];
-      const double d = thread_cpu_time && e.cpu_ms >= 0.0 ? e.cpu_ms : e.end_ms - e.start_ms;
+      const double d = e.ms(thread_cpu_time);
       switch (e.action.kind) {
         case ActionKind::Forward:
           x.f += d, ++x.nf;

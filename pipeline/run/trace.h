@@ -36,6 +36,12 @@ struct TraceEvent {
   /// The scope's highest point while the action ran (allocator stats, relative to the step's start): the
   /// stage's measured peak (ExecutionTrace::peak_bytes) is the largest of these.
   int64_t scope_peak_bytes = 0;
+
+  /// How long the action took: cpu_ms with `thread_cpu_time` where measured, its wall-clock duration
+  /// otherwise.
+  double ms(bool thread_cpu_time) const {
+    return thread_cpu_time && cpu_ms >= 0.0 ? cpu_ms : end_ms - start_ms;
+  }
 };
 
 /// Every executed action of one step.

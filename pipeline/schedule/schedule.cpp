@@ -44,6 +44,10 @@ bool is_compute(ActionKind kind) {
   return !is_transfer(kind) && kind != ActionKind::Reduce;
 }
 
+bool is_work(ActionKind kind) {
+  return is_compute(kind) && kind != ActionKind::OptimizerStep;
+}
+
 bool is_deferred_weight(const Action& weight, const Action& before) {
   return !(before.kind == ActionKind::BackwardInput && before.microbatch == weight.microbatch &&
            before.chunk == weight.chunk);

@@ -63,6 +63,9 @@ const char* kind_name(ActionKind kind);
 /// True for F, B, Bi, Bw, R and OptimizerStep: the actions that occupy a stage's compute stream (not the
 /// transfers, not Reduce).
 bool is_compute(ActionKind kind);
+/// True for F, B, Bi, Bw and R: the compute actions that do a chunk's work (is_compute without the
+/// optimizer step).
+bool is_work(ActionKind kind);
 /// True for the four Send/Recv kinds.
 bool is_transfer(ActionKind kind);
 
