@@ -87,10 +87,8 @@ BRIGADE_AVX512_INLINE std::pair<float, float> sum_row_pair(int64_t n, F step) {
 /// rs * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with xhat's factor folded into c_centred.
 /// dxhat - mean(dxhat) is taken first, as v1 does: where a row's dxhat are all equal (a row of one
 /// element, say), it is exactly 0, and the eps-sized variance's huge rs does not magnify a rounding.
-/// The parameter gradients' xhat in double is fma(x, rs_d, minus_mean_rs_d).
 struct RowGrad {
   __m512 mean, rs, mean_dxhat, c_centred;
-  __m512d rs_d, minus_mean_rs_d;
 };
 
 /// A row's two sums, sum dxhat and sum dxhat * (x - mean), in float, into its RowGrad.
@@ -110,16 +108,16 @@ BRIGADE_AVX512_INLINE RowGrad row_grad(const float* dy, const float* x, const fl
   return {m,
           _mm512_set1_ps(inv_std),
           _mm512_set1_ps(static_cast<float>(mean_g)),
-          _mm512_set1_ps(static_cast<float>(-rs * rs * mean_gx)),
-          _mm512_set1_pd(rs),
-          _mm512_set1_pd(-static_cast<double>(mean) * rs)};
+          _mm512_set1_ps(static_cast<float>(-rs * rs * mean_gx))};
 }
 
 /// G consecutive rows from dy, x, dx (row length n): the sums of each row, then one sweep of the columns
-/// writing every row's dx and, with kParams, adding the rows in order into pw and pb. Those sums are in
-/// double, as v1's: a column's dweight adds rows * (dy * xhat) terms whose total is often far smaller than
-/// they are, and float products (xhat rounded to float) would leave an error of ~1e-6 of the terms' size
-/// in a 1024-row sum, above what the op's float32 checks allow.
+/// writing every row's dx and, with kParams, adding the group's rows into pw and pb: the G terms of a
+/// column, dy * xhat (xhat = (x - mean) * rs, in float) and dy, are added in float, in row order, and
+/// their sum is widened into the double totals. Widening every row instead (v1, and this loop before)
+/// cost ~40 % of the sweep in conversions and double adds; a group's float sum rounds at most G - 1 times,
+/// so a column's total stays within a few float roundings of the size of its terms, sum |dy * xhat|,
+/// however many rows it adds (the op tables check it on that scale).
 template <int G, bool kParams>
 BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const float* w, const float* mean,
                                           const float* inv_std, int64_t n, float* dx, double* pw, double* pb,
@@ -136,11 +134,8 @@ BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const
     const __m512 wv = load_or(w, j, k, 1.0f);
     // The tail's double lanes: the low 8 of k, then the high 8.
     const auto k_lo = static_cast<__mmask8>(k & 0xff), k_hi = static_cast<__mmask8>(k >> 8);
-    Wide pwv{}, pbv{};
-    if constexpr (kParams) {
-      pwv = {_mm512_maskz_loadu_pd(k_lo, pw + j), _mm512_maskz_loadu_pd(k_hi, pw + j + 8)};
-      pbv = {_mm512_maskz_loadu_pd(k_lo, pb + j), _mm512_maskz_loadu_pd(k_hi, pb + j + 8)};
-    }
+    // The group's parameter-gradient terms of these 16 columns, added in float (masked lanes add 0).
+    __m512 group_w = _mm512_setzero_ps(), group_b = _mm512_setzero_ps();
     for (int r = 0; r < G; ++r) {
       const RowGrad& c = rg[r];
       const __m512 xv = _mm512_maskz_loadu_ps(k, x + r * n + j),
@@ -151,18 +146,16 @@ BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const
           dx + r * n + j, k,
           _mm512_fmadd_ps(d, c.c_centred, _mm512_mul_ps(_mm512_sub_ps(dxhat, c.mean_dxhat), c.rs)));
       if constexpr (kParams) {
-        const Wide g = load_wide(dy + r * n, j, k), xw = load_wide(x + r * n, j, k);
-        pwv.lo = _mm512_fmadd_pd(g.lo, _mm512_fmadd_pd(xw.lo, c.rs_d, c.minus_mean_rs_d), pwv.lo);
-        pwv.hi = _mm512_fmadd_pd(g.hi, _mm512_fmadd_pd(xw.hi, c.rs_d, c.minus_mean_rs_d), pwv.hi);
-        pbv.lo = _mm512_add_pd(pbv.lo, g.lo);
-        pbv.hi = _mm512_add_pd(pbv.hi, g.hi);
+        group_w = _mm512_fmadd_ps(dyv, _mm512_mul_ps(d, c.rs), group_w);
+        group_b = _mm512_add_ps(group_b, dyv);
       }
     }
     if constexpr (kParams) {
-      _mm512_mask_storeu_pd(pw + j, k_lo, pwv.lo);
-      _mm512_mask_storeu_pd(pw + j + 8, k_hi, pwv.hi);
-      _mm512_mask_storeu_pd(pb + j, k_lo, pbv.lo);
-      _mm512_mask_storeu_pd(pb + j + 8, k_hi, pbv.hi);
+      const Wide gw = widen(group_w), gb = widen(group_b);
+      _mm512_mask_storeu_pd(pw + j, k_lo, _mm512_add_pd(_mm512_maskz_loadu_pd(k_lo, pw + j), gw.lo));
+      _mm512_mask_storeu_pd(pw + j + 8, k_hi, _mm512_add_pd(_mm512_maskz_loadu_pd(k_hi, pw + j + 8), gw.hi));
+      _mm512_mask_storeu_pd(pb + j, k_lo, _mm512_add_pd(_mm512_maskz_loadu_pd(k_lo, pb + j), gb.lo));
+      _mm512_mask_storeu_pd(pb + j + 8, k_hi, _mm512_add_pd(_mm512_maskz_loadu_pd(k_hi, pb + j + 8), gb.hi));
     }
   };
   int64_t j = 0;

@@ -5,8 +5,10 @@
 //    outlier (measured: 2e-8, 3e-8, 2e-7); and each row's forward results the same bits whether it is
 //    normalised alone or in a call of up to 13 rows;
 //  - the backward over 1..9 and 64 rows (groups of four and the rows left over): dx within 1e-6 of
-//    inv_std * max |dy * w| per row (measured: 5e-8), and the parameter-gradient sums (double) within 1e-14
-//    of the sum of the terms' magnitudes, with and without them (null pw and pb), and without a weight.
+//    inv_std * max |dy * w| per row (measured: 5e-8), and the parameter-gradient sums within 4e-7 of the
+//    sum of the terms' magnitudes (each group of four rows adds its terms in float: xhat's two roundings
+//    and three adds, ~3e-7 at most; measured: MEASURED), with and without them (null pw and pb), and
+//    without a weight.
 // Float sums of ~50 values a lane bound the float figures: a few float roundings (6e-8) times the row's
 // scale.
 // The op itself (every version against the reference, gradcheck, add_layernorm) is checked by the op table.
@@ -177,9 +179,9 @@ TEST(LayernormAvx512, BackwardAndParameterSumsMatchLongDouble) {
               ASSERT_EQ(pb[c], -0.25) << where;
               continue;
             }
-            ASSERT_NEAR(pw[c], static_cast<double>(want_pw[c]), 1e-14 * static_cast<double>(scale_pw[c]))
+            ASSERT_NEAR(pw[c], static_cast<double>(want_pw[c]), 4e-7 * static_cast<double>(scale_pw[c]))
                 << where;
-            ASSERT_NEAR(pb[c], static_cast<double>(want_pb[c]), 1e-14 * static_cast<double>(scale_pb[c]))
+            ASSERT_NEAR(pb[c], static_cast<double>(want_pb[c]), 4e-7 * static_cast<double>(scale_pb[c]))
                 << where;
           }
         }

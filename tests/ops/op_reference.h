@@ -1,7 +1,10 @@
 // What a case's op must return: kernels/reference on the same operands, with the dtype the op returns each
-// output in and, for matmul, the scale its rounding error is measured on.
+// output in and, for matmul and the layernorm backward's parameter gradients, the scale their rounding error is
+// measured on.
 #pragma once
 
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference/reference.h"
@@ -13,9 +16,33 @@ namespace brigade::testing {
 struct Expected {
   Tensor value;          ///< float64 (int64 for indices and counts), on the CPU
   DType dtype;           ///< the dtype the op returns this output in
-  Tensor magnitude;      ///< matmul: sum_k |a_ik b_kj| per element (the error scale); undefined for other ops
+  /// The error scale of an output that sums many terms: matmul's sum_k |a_ik b_kj| per element, the layernorm
+  /// backward's sum over rows of |dy * xhat| (dweight) and |dy| (dbias); undefined for the others.
+  Tensor magnitude;
   bool on_host = false;  ///< the op returns it as a host value (a count, a norm), whatever the device
 };
+
+/// The error scales of the layernorm backward's parameter gradients, over the rows of dy and x [R, C] with
+/// the stored mean and rstd [R]: sum_r |dy * (x - mean) * rstd| and sum_r |dy|, float64 [C]. A column's
+/// total can be far smaller than its terms, and its rounding error is on their scale.
+inline std::pair<Tensor, Tensor> layernorm_param_grad_scales(const Tensor& dy, const Tensor& x,
+                                                             const Tensor& mean, const Tensor& rstd) {
+  const int64_t cols = x.size(x.dim() - 1), rows = x.numel() / cols;
+  const std::vector<double> g = dy.contiguous().to(kFloat64).to_vector<double>();
+  const std::vector<double> v = x.contiguous().to(kFloat64).to_vector<double>();
+  const std::vector<double> mu = mean.contiguous().to(kFloat64).to_vector<double>();
+  const std::vector<double> rs = rstd.contiguous().to(kFloat64).to_vector<double>();
+  std::vector<double> scale_w(static_cast<size_t>(cols), 0.0), scale_b(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const auto i = static_cast<size_t>(r * cols + j);
+      const auto row = static_cast<size_t>(r);
+      scale_w[static_cast<size_t>(j)] += std::fabs(g[i] * (v[i] - mu[row]) * rs[row]);
+      scale_b[static_cast<size_t>(j)] += std::fabs(g[i]);
+    }
+  }
+  return {from_vector<double>(scale_w, {cols}), from_vector<double>(scale_b, {cols})};
+}
 
 /// The reference outputs of case c on its operands (operands_of(); read before an in-place op runs).
 inline std::vector<Expected> reference_outputs(const OpCase& c, const std::vector<Tensor>& x) {
@@ -72,9 +99,10 @@ inline std::vector<Expected> reference_outputs(const OpCase& c, const std::vecto
       const size_t s = x.size() - 2;
       kernels::LayerNormGrads g =
           ref::layernorm_backward(x[1], x[0], layernorm_weight(c, x), x[s], x[s + 1], c.has_bias);
+      const auto [scale_w, scale_b] = layernorm_param_grad_scales(x[1], x[0], x[s], x[s + 1]);
       std::vector<Expected> out = {same(g.dx)};
-      if (c.has_weight) out.push_back(same(g.dweight));
-      if (c.has_bias) out.push_back(same(g.dbias));
+      if (c.has_weight) out.push_back(Expected{g.dweight, dt, scale_w});
+      if (c.has_bias) out.push_back(Expected{g.dbias, dt, scale_b});
       return out;
     }
     case Op::Attention: {

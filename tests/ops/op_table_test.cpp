@@ -9,6 +9,10 @@
 //   float64   rtol 1e-12, atol 1e-12
 //   matmul    on the magnitude-relative error of op_check.h: float32 1e-5, float64 1e-12, bfloat16 1e-2 (the
 //             output is rounded to bfloat16, a relative step of 2^-8; the inputs are already bfloat16)
+//   layernorm backward, float32 dweight and dbias: on the magnitude-relative error of op_check.h, 1e-6 of
+//             sum_r |dy * xhat| and sum_r |dy|. A column's total can be far smaller than its terms (a
+//             near-zero dbias of 257 rows), and v2 adds each four rows' terms in float before its double
+//             totals: a few float roundings (6e-8) of the terms' scale, ~3.6e-7 at most.
 //   attention float64 rtol 1e-11, atol 1e-12; float32 rtol 1e-4, atol 2e-6 (D-long products summed in
 //             float; the kernel rescales by 1/l at the end, the reference divides each p first); bfloat16
 //             rtol 1e-2, atol 2e-3 (the float32 result rounded once to bfloat16; values are O(1)). lse is
