@@ -14,11 +14,12 @@
 //    ~34-53 ns (~120-190 cycles) in L1 (the host's other tenants moved it between runs); four at a time,
 //    each phase over all four before the next, ~33 ns, and eight ~24-28 ns: their tails overlap.
 //  - backward: per row, the two sums (3 loads, 4 operations a vector); then dx (4 operations, a store)
-//    and the parameter gradients in double (the 16 floats of dy and of x widened as they are loaded
-//    again, in halves: 4 conversions, 4 FMAs, 2 adds). ~20 operations a vector: ~10-11 cycles, ~150 ns a row;
-//    measured in L1 ~245 ns (~860 cycles), ~150 ns without the parameter gradients. It is the double sums
-//    that cost: a row in and out takes ~150 ns at the copy rate. v1 took ~470 ns: its sums widened to double
-//    too, and its parameter gradients read dy and x again.
+//    and the parameter gradients' terms (xhat, an FMA, an add), summed in float over a group of four rows
+//    and widened into the double totals once a group (4 conversions, 4 double adds and the totals' loads
+//    and stores per four rows). Widening every row's terms instead (16 floats of dy and of x in halves: 4
+//    conversions, 4 FMAs, 2 adds a vector) measured ~245 ns a row in L1 against ~150 without the parameter
+//    gradients; a row in and out takes ~150 ns at the copy rate. v1 took ~470 ns: its sums widened to
+//    double too, and its parameter gradients read dy and x again.
 //
 // Accuracy. The forward's sums are float, ~50 values a lane and then 16 lanes. A plain sum's rounding is
 // relative to the mean, which can be far larger than the spread (a mean of 100, a spread of 0.01), so the
@@ -105,9 +106,7 @@ BRIGADE_AVX512_INLINE RowGrad row_grad(const float* dy, const float* x, const fl
   const double count = static_cast<double>(n), rs = static_cast<double>(inv_std);
   const double mean_g = static_cast<double>(sum_g) / count;
   const double mean_gx = rs * static_cast<double>(sum_gd) / count;
-  return {m,
-          _mm512_set1_ps(inv_std),
-          _mm512_set1_ps(static_cast<float>(mean_g)),
+  return {m, _mm512_set1_ps(inv_std), _mm512_set1_ps(static_cast<float>(mean_g)),
           _mm512_set1_ps(static_cast<float>(-rs * rs * mean_gx))};
 }
 

@@ -9,8 +9,9 @@
 //    (see the .cpp for why that keeps the accuracy): one pass for the statistics instead of two;
 //  - the backward writes dx and adds the rows' share of dweight and dbias in the same sweep, four rows at a
 //    time, so that each column's two gradient sums are loaded and stored once per four rows;
-//  - the parameter-gradient sums stay in double, as v1's (the rows added in the same order): their totals
-//    are often far smaller than their terms, which float products would not resolve.
+//  - the parameter-gradient totals stay in double, as v1's, but each group of four rows adds its terms in
+//    float first and widens their sum once (v1 widens every term): a column's total is then within a few
+//    float roundings of its terms' scale, sum |dy * xhat|, however many rows it adds.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,9 @@ void layernorm_forward_rows_avx512(const float* x, float* y, int64_t rows, int64
 
 /// For the rows r = 0 .. rows - 1 of dy, x and dx ([rows, n], contiguous), with their stored mean[r] and
 /// inv_std[r]: dx[r][j] = inv_std * ((dxhat - mean(dxhat)) - xhat * mean(dxhat * xhat)) with dxhat = dy * w
-/// (w null: ones) and xhat = (x - mean) * inv_std; and, unless pw and pb are null, in double,
-/// pw[j] += dy[r][j] * (x[r][j] * inv_std[r] - mean[r] * inv_std[r]) and pb[j] += dy[r][j], adding the rows
-/// in order.
+/// (w null: ones) and xhat = (x - mean) * inv_std; and, unless pw and pb are null,
+/// pw[j] += dy[r][j] * xhat[r][j] and pb[j] += dy[r][j]: each group of four rows (from the first) summed in
+/// float, in row order, then added to the double totals.
 void layernorm_backward_rows_avx512(const float* dy, const float* x, const float* w, const float* mean,
                                     const float* inv_std, int64_t rows, int64_t n, float* dx, double* pw,
                                     double* pb);

@@ -1,6 +1,6 @@
 // What a case's op must return: kernels/reference on the same operands, with the dtype the op returns each
-// output in and, for matmul and the layernorm backward's parameter gradients, the scale their rounding error is
-// measured on.
+// output in and, for matmul and the layernorm backward's parameter gradients, the scale their rounding error
+// is measured on.
 #pragma once
 
 #include <cmath>
@@ -14,8 +14,8 @@
 namespace brigade::testing {
 
 struct Expected {
-  Tensor value;          ///< float64 (int64 for indices and counts), on the CPU
-  DType dtype;           ///< the dtype the op returns this output in
+  Tensor value;  ///< float64 (int64 for indices and counts), on the CPU
+  DType dtype;   ///< the dtype the op returns this output in
   /// The error scale of an output that sums many terms: matmul's sum_k |a_ik b_kj| per element, the layernorm
   /// backward's sum over rows of |dy * xhat| (dweight) and |dy| (dbias); undefined for the others.
   Tensor magnitude;
