@@ -150,11 +150,15 @@ BRIGADE_AVX512_INLINE void backward_group(const float* dy, const float* x, const
       }
     }
     if constexpr (kParams) {
-      const Wide gw = widen(group_w), gb = widen(group_b);
-      _mm512_mask_storeu_pd(pw + j, k_lo, _mm512_add_pd(_mm512_maskz_loadu_pd(k_lo, pw + j), gw.lo));
-      _mm512_mask_storeu_pd(pw + j + 8, k_hi, _mm512_add_pd(_mm512_maskz_loadu_pd(k_hi, pw + j + 8), gw.hi));
-      _mm512_mask_storeu_pd(pb + j, k_lo, _mm512_add_pd(_mm512_maskz_loadu_pd(k_lo, pb + j), gb.lo));
-      _mm512_mask_storeu_pd(pb + j + 8, k_hi, _mm512_add_pd(_mm512_maskz_loadu_pd(k_hi, pb + j + 8), gb.hi));
+      // totals[j .. j + 16) += v, widened.
+      auto add_into = [&](double* totals, __m512 v) BRIGADE_AVX512_LAMBDA {
+        const Wide w = widen(v);
+        _mm512_mask_storeu_pd(totals + j, k_lo, _mm512_add_pd(_mm512_maskz_loadu_pd(k_lo, totals + j), w.lo));
+        _mm512_mask_storeu_pd(totals + j + 8, k_hi,
+                              _mm512_add_pd(_mm512_maskz_loadu_pd(k_hi, totals + j + 8), w.hi));
+      };
+      add_into(pw, group_w);
+      add_into(pb, group_b);
     }
   };
   int64_t j = 0;

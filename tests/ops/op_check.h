@@ -30,7 +30,7 @@ inline bool writes_in_place(Op op) {
 
 inline ::testing::AssertionResult within(const Tensor& actual, const Expected& expected,
                                          const Tolerance& tol) {
-  if (expected.magnitude.defined() && tol.magnitude_tol > 0) {
+  if (on_magnitude(expected, tol)) {
     return within_magnitude(actual, expected.value, expected.magnitude, tol.magnitude_tol);
   }
   return allclose(actual, expected.value, tol.rtol, tol.atol);

@@ -27,6 +27,12 @@ struct Tolerance {
   double magnitude_tol = 0;
 };
 
+/// Whether `expected` is checked on the magnitude-relative error (its reference gives a magnitude and the
+/// tolerance a bound on it), else per element on rtol and atol.
+inline bool on_magnitude(const Expected& expected, const Tolerance& tol) {
+  return expected.magnitude.defined() && tol.magnitude_tol > 0;
+}
+
 /// The CPU backend's tolerances (op_table_test.cpp explains them).
 inline Tolerance cpu_tolerance(const OpCase& c, size_t output, DType output_dtype) {
   auto attention = [](DType dtype) -> Tolerance {
@@ -102,14 +108,13 @@ inline ErrorRatio error_ratio(const Tensor& actual, const Expected& expected, co
   if (actual.numel() != expected.value.numel()) return {INFINITY, 0, 0, 0};
   const std::vector<double> got = actual.contiguous().to(Device::cpu()).to(kFloat64).to_vector<double>();
   const std::vector<double> want = expected.value.contiguous().to(kFloat64).to_vector<double>();
-  const std::vector<double> magnitude = expected.magnitude.defined()
+  const std::vector<double> magnitude = on_magnitude(expected, tol)
                                             ? expected.magnitude.contiguous().to(kFloat64).to_vector<double>()
                                             : std::vector<double>();
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) continue;
-    const double allowed = magnitude.empty() || !(tol.magnitude_tol > 0)
-                               ? tol.atol + tol.rtol * std::fabs(want[i])
-                               : tol.magnitude_tol * (magnitude[i] + 1e-300);
+    const double allowed = magnitude.empty() ? tol.atol + tol.rtol * std::fabs(want[i])
+                                             : tol.magnitude_tol * (magnitude[i] + 1e-300);
     const double ratio = std::fabs(got[i] - want[i]) / allowed;
     if (!(ratio <= worst.ratio)) worst = {std::isnan(ratio) ? INFINITY : ratio, i, got[i], want[i]};
   }
