@@ -2,10 +2,13 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "apps/commands.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/peak_loops.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_versions.h"
 #include "tensor/memory.h"
@@ -50,6 +53,18 @@ Command add_info_command(CLI::App& app) {
         std::printf("  matmul backend : %s (set BRIGADE_MATMUL_BACKEND=native|cublas|blas; OpenBLAS %s)\n",
                     kernels::matmul_backend_name(kernels::matmul_backend()),
                     kernels::blas_available() ? "linked" : "not linked");
+        if (const double ratio = kernels::cpu::dpbf16_over_fma(); ratio > 0) {
+          std::printf(
+              "  vdpbf16ps      : %.2fx the flop rate of zmm FMAs on this core, measured (bfloat16 GEMMs "
+              "run on it above 1x; below, they widen to float)\n",
+              ratio);
+        }
+        if (kernels::blas_available()) {
+          const std::string better = kernels::cpu::openblas_better_core();
+          std::printf("  OpenBLAS core  : %s%s%s%s\n", kernels::cpu::openblas_core().c_str(),
+                      better.empty() ? "" : " (older than this CPU: run with OPENBLAS_CORETYPE=",
+                      better.c_str(), better.empty() ? "" : " for its vector kernels)");
+        }
         std::printf("  dtypes         : float32, bfloat16, float64 (CPU), int32, int64\n");
         MemoryStats cpu = memory_stats(Device::cpu());
         std::printf("  CPU memory     : %lld bytes in use, peak %lld\n",

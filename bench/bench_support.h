@@ -42,7 +42,7 @@ struct Peaks {
   std::vector<std::pair<double, double>> cpu_copy_ladder;
   double cpu_flops = 0;             ///< best FMA-loop rate over all OpenMP threads (hardware compute peak)
   double cpu_gemm_flops = 0;        ///< brigade's own CPU GEMM at a large square size (for reference)
-  std::string cpu_flops_source;     ///< "avx2-fma loop" or "scalar loop" (no FMA on this CPU)
+  std::string cpu_flops_source;     ///< "fma_avx512 loop", "fma_avx2 loop" or "scalar loop" (no FMA)
   double gpu_copy_bytes_per_s = 0;  ///< cudaMemcpyAsync device to device, read + write bytes
   double gpu_fp32_flops = 0;        ///< cuBLAS SGEMM at 8192^3 (4096^3 in smoke runs)
   double gpu_bf16_flops = 0;        ///< cuBLAS bf16 GEMM (fp32 accumulation), same size

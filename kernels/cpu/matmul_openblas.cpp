@@ -3,6 +3,11 @@
 // which scripts/install_deps.sh installs) those are the same OpenMP threads brigade uses, so OpenBLAS follows
 // omp_set_num_threads and the two never oversubscribe the cores. Built where CMake finds OpenBLAS
 // (BRIGADE_OPENBLAS=AUTO|ON|OFF).
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
 #include "kernels/cpu/matmul.h"
 
 #ifndef BRIGADE_WITH_OPENBLAS
@@ -16,6 +21,36 @@ namespace brigade::kernels::cpu {
 
 bool openblas_built() {
   return BRIGADE_WITH_OPENBLAS != 0;
+}
+
+std::string openblas_core() {
+#if BRIGADE_WITH_OPENBLAS
+  const char* name = openblas_get_corename();
+  return name != nullptr ? std::string(name) : std::string();
+#else
+  return {};
+#endif
+}
+
+std::string openblas_vector_core_for(std::string core, bool avx512, bool avx2_fma) {
+  if (core.empty()) return {};
+  std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* vector_core : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}) {
+    if (core == vector_core) return {};
+  }
+  if (avx512) return "SkylakeX";
+  return avx2_fma ? "Haswell" : "";
+}
+
+std::string openblas_better_core() {
+  bool avx512 = false, avx2_fma = false;
+#if BRIGADE_CPU_X86
+  // SkylakeX's kernels use AVX-512 F, BW, DQ and VL, which every AVX-512 core but Xeon Phi has.
+  avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  return openblas_vector_core_for(openblas_core(), avx512, avx2_fma);
 }
 
 void gemm_openblas(const GemmArgs& args) {

@@ -2,6 +2,8 @@
 // CPU version), the errors, and the backend switch (cuBLAS, OpenBLAS). Its values (every shape of the op
 // table x all four trans combinations x float32 / float64 / bfloat16, batches, views, size-0 dims) are
 // checked by the op table (tests/ops/op_cases_matmul.h) against kernels/reference.
+#include "kernels/cpu/matmul.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -9,7 +11,9 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_loops.h"
+#include "kernels/cpu/peak_loops.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_versions.h"
 #include "tests/kernels/matmul_check.h"
@@ -148,6 +152,40 @@ TEST(Matmul, BlasBackendRunsOpenBlasOrRefuses) {
   EXPECT_TRUE(matmul_matches_reference(matmul(a64, b64, false, true), a64, b64, false, true, 1e-12));
   EXPECT_THROW(matmul(zeros({2, 3}, kBFloat16), zeros({3, 2}, kBFloat16)), DTypeError);
   kernels::set_matmul_backend(saved);
+}
+
+// An OpenBLAS older than the CPU runs its SSE3 Prescott kernels: the bench and `brigade info` name the core
+// that gives it the CPU's vector kernels, and leave a core that has them alone.
+TEST(Matmul, OpenBlasIsToldItsVectorCoreOnlyWhereItPickedAnOlderOne) {
+  using kernels::cpu::openblas_vector_core_for;
+  EXPECT_EQ(openblas_vector_core_for("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(openblas_vector_core_for("Prescott", false, true), "Haswell");
+  EXPECT_EQ(openblas_vector_core_for("Nehalem", false, false), "");
+  for (const char* has_vectors : {"Haswell", "ZEN", "SkylakeX", "skylakex", "Cooperlake", "SapphireRapids"}) {
+    EXPECT_EQ(openblas_vector_core_for(has_vectors, true, true), "") << has_vectors;
+  }
+  EXPECT_EQ(openblas_vector_core_for("", true, true), "");
+  if (!kernels::cpu::openblas_built()) {
+    EXPECT_EQ(kernels::cpu::openblas_core(), "");
+    GTEST_SKIP() << "built without OpenBLAS";
+  }
+  EXPECT_FALSE(kernels::cpu::openblas_core().empty());
+}
+
+// bfloat16 GEMMs run v4 (vdpbf16ps) only where the core computes faster on it than on FMAs: measured, since
+// the ratio is about 2 on Zen 4 and 0.5 on Intel cores without AMX.
+TEST(Matmul, Bf16DefaultFollowsTheMeasuredVdpbf16psRate) {
+  namespace cpu = kernels::cpu;
+  const double ratio = cpu::dpbf16_over_fma();
+  EXPECT_EQ(ratio > 0, cpu::cpu_features().avx512_bf16);
+  EXPECT_EQ(cpu::dpbf16_over_fma(), ratio) << "measured once a process";
+  const kernels::MatmulKernel bf16 = kernels::default_matmul_kernel(DeviceKind::CPU, kBFloat16);
+  EXPECT_EQ(bf16 == kernels::MatmulKernel::CpuAvx512Bf16, ratio > 1.0) << "ratio " << ratio;
+  EXPECT_EQ(bf16 == kernels::MatmulKernel::CpuAvx512, ratio <= 1.0 && cpu::cpu_features().avx512f);
+  for (cpu::PeakLoop loop : {cpu::PeakLoop::FmaAvx2, cpu::PeakLoop::FmaAvx512, cpu::PeakLoop::Dpbf16Avx512}) {
+    const double rate = cpu::measure_peak_loop(loop, 1000, 2);
+    EXPECT_EQ(rate > 0, cpu::peak_loop_runs(loop)) << cpu::peak_loop_name(loop);
+  }
 }
 
 }  // namespace
