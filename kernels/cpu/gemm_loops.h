@@ -19,16 +19,18 @@
 //                           into C (first slice) or adding it to C (later slices)
 //   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile (the packed
 //   panels are zero-padded) and only their valid part is merged into C.
+// One large product on several threads runs the same loops with the threads in step instead
+// (run_gemm_shared_b): each owns a share of the rows, and they pack every B block together, once.
 //
 // Block sizes come from the caches the machine reports (blocks_from_caches; BLIS's analytic model, after
 // Low et al., "Analytical modeling is enough for high-performance BLIS", 2016, simplified): the A
 // micro-panel takes half of L1, the B block half of L2, the A block a core's share of L3.
 //
 // Determinism: every element of C sums its K products in one fixed order (k ascending within a slice,
-// one FMA chain per slice from zero, slice sums added to C in order). Neither the task split, nor the
-// thread count, nor the position of an element in a full or an edge tile changes that order, so the
-// result does not depend on the number of threads. The slice length does depend on the machine's L1 (and on
-// K: slice_length evens the slices out).
+// one FMA chain per slice from zero, slice sums added to C in order). Neither the task split, nor threads
+// packing B together, nor the thread count, nor the position of an element in a full or an edge tile changes
+// that order, so the result does not depend on the number of threads. The slice length does depend on the
+// machine's L1 (and on K: slice_length evens the slices out).
 //
 // bfloat16 C: op(A) and op(B) are widened to float (v2, v3) or packed as bf16 pairs (v4), and K is not
 // sliced (KC = K), so each element is accumulated in float over the whole of K and rounded once.
@@ -109,6 +111,37 @@ inline std::pair<int64_t, int64_t> part_range(int64_t count, int64_t parts, int6
   return {std::min(begin, count), std::min(end, count)};
 }
 
+/// The two innermost loops: the packed A block (mc rows) against the packed B block (nc columns), both over
+/// one K slice of kc values, into C at `c` (row-major, ldc). `first`: the slice stores, later slices add.
+template <typename T, typename Kernel>
+void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed* a_pack,
+               const typename Kernel::Packed* b_pack, T* c, int64_t ldc, bool first, float* tile) {
+  constexpr int64_t MR = Kernel::MR, NR = Kernel::NR;
+  const int64_t groups = ceil_div(kc, Kernel::KSTEP);
+  for (int64_t ir = 0; ir < mc; ir += MR) {
+    const int64_t tile_rows = std::min(MR, mc - ir);
+    const auto* a_panel = a_pack + ir * groups;
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+      const int64_t tile_cols = std::min(NR, nc - jr);
+      const auto* b_panel = b_pack + jr * groups;
+      T* const dst = c + ir * ldc + jr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (tile_rows == MR && tile_cols == NR) {
+          Kernel::tile(kc, a_panel, b_panel, dst, ldc, first);
+          continue;
+        }
+      }
+      Kernel::tile(kc, a_panel, b_panel, tile, NR, true);
+      for (int64_t i = 0; i < tile_rows; ++i) {
+        for (int64_t j = 0; j < tile_cols; ++j) {
+          const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];
+          dst[i * ldc + j] = static_cast<T>(sum);
+        }
+      }
+    }
+  }
+}
+
 /// The five loops over one task, on the calling thread. Kernel: MR, NR, KSTEP (k values per packed
 /// element: 1, or 2 for bf16 pairs), Packed (the packed element type), pack_a<T>, pack_b<T> and tile
 /// (see kernels/cpu/matmul_avx2_fma.cpp for the contract).
@@ -134,41 +167,82 @@ void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& 
   for (int64_t ic = task.i0; ic < task.i1; ic += mc_block) {
     const int64_t mc = std::min(mc_block, task.i1 - ic);
     for (int64_t pc = 0; pc < g.k; pc += kc_block) {
-      const int64_t kc = std::min(kc_block, g.k - pc), groups = ceil_div(kc, KSTEP);
+      const int64_t kc = std::min(kc_block, g.k - pc);
       const bool first = pc == 0;
       Kernel::pack_a(g.trans_a ? a + pc * g.lda + ic : a + ic * g.lda + pc, g.lda, g.trans_a, mc, kc, a_pack);
       for (int64_t jc = task.j0; jc < task.j1; jc += nc_block) {
         const int64_t nc = std::min(nc_block, task.j1 - jc);
         Kernel::pack_b(g.trans_b ? b + jc * g.ldb + pc : b + pc * g.ldb + jc, g.ldb, g.trans_b, kc, nc,
                        b_pack);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int64_t tile_rows = std::min(MR, mc - ir);
-          const Packed* a_panel = a_pack + ir * groups;
-          for (int64_t jr = 0; jr < nc; jr += NR) {
-            const int64_t tile_cols = std::min(NR, nc - jr);
-            const Packed* b_panel = b_pack + jr * groups;
-            T* const dst = c + (ic + ir) * g.ldc + jc + jr;
-            if constexpr (kFloatC) {
-              if (tile_rows == MR && tile_cols == NR) {
-                Kernel::tile(kc, a_panel, b_panel, dst, g.ldc, first);
-                continue;
-              }
-            }
-            Kernel::tile(kc, a_panel, b_panel, tile, NR, true);
-            for (int64_t i = 0; i < tile_rows; ++i) {
-              for (int64_t j = 0; j < tile_cols; ++j) {
-                const float sum = first ? tile[i * NR + j] : float(dst[i * g.ldc + j]) + tile[i * NR + j];
-                dst[i * g.ldc + j] = static_cast<T>(sum);
-              }
-            }
+        run_block<T, Kernel>(kc, mc, nc, a_pack, b_pack, c + ic * g.ldc + jc, g.ldc, first, tile);
+      }
+    }
+  }
+}
+
+/// Whether a product goes to run_gemm_shared_b: one large product (>= ~1 ms of work, ~200 MFLOP) on
+/// several threads whose row shares each fit one A block. Cut into independent row tasks instead, every task
+/// packs the whole of B: at GPT-2's layer products on 2 threads that is 4 packings of B where 1 would do,
+/// measured at 3-7 % of the product's time (4 row tasks against 1, on one thread).
+inline bool shares_b(const GemmArgs& g, const GemmBlocks& blocks, int threads, int64_t mr) {
+  const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
+  const int64_t rows_per_thread = round_up(ceil_div(g.m, threads), mr);
+  return threads > 1 && g.batch < threads && flops >= 2e8 && g.m >= threads * mr &&
+         rows_per_thread <= blocks.mc;
+}
+
+/// One product on `threads` threads that pack each B block together (BLIS's way): each thread owns an even
+/// share of the rows (whole micro-panels) and packs its A rows once per K slice; for every (K slice, column
+/// block) the threads pack a share of the B block's micro-panels into one buffer, meet at a barrier, and
+/// each runs its rows against the whole block. Two barriers a block (~1 ms of work each at GPT-2's sizes).
+/// Every element of C sums its products in the order run_gemm_task does (K slices in order, k ascending
+/// within one), so the bits are the same.
+template <typename T, typename Kernel>
+void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads) {
+  using Packed = typename Kernel::Packed;
+  constexpr int64_t MR = Kernel::MR, NR = Kernel::NR, KSTEP = Kernel::KSTEP;
+  const int64_t kc_block = std::is_same_v<T, float> ? std::min(slice_length(g.k, blocks.kc), g.k) : g.k;
+  const int64_t nc_block = std::min(blocks.nc, round_up(g.n, NR));
+  const int64_t groups_max = ceil_div(kc_block, KSTEP);
+  Packed* const b_pack = thread_workspace<Packed, 2>(static_cast<size_t>(nc_block * groups_max));  // shared
+  for (int64_t item = 0; item < g.batch; ++item) {
+    const T* a = static_cast<const T*>(g.a) + item * g.stride_a;
+    const T* b = static_cast<const T*>(g.b) + item * g.stride_b;
+    T* c = static_cast<T*>(g.c) + item * g.stride_c;
+#pragma omp parallel num_threads(threads)
+    {
+      const int team = omp_get_num_threads(), me = omp_get_thread_num();
+      const auto [i0, i1] = part_range(g.m, team, me, MR);
+      const int64_t rows = i1 - i0;
+      Packed* const a_pack =
+          thread_workspace<Packed, 1>(static_cast<size_t>(round_up(rows, MR) * groups_max));
+      float* const tile = thread_workspace<float, 3>(static_cast<size_t>(MR * NR));
+      for (int64_t pc = 0; pc < g.k; pc += kc_block) {
+        const int64_t kc = std::min(kc_block, g.k - pc), groups = ceil_div(kc, KSTEP);
+        if (rows > 0) {
+          Kernel::pack_a(g.trans_a ? a + pc * g.lda + i0 : a + i0 * g.lda + pc, g.lda, g.trans_a, rows, kc,
+                         a_pack);
+        }
+        for (int64_t jc = 0; jc < g.n; jc += nc_block) {
+          const int64_t nc = std::min(nc_block, g.n - jc);
+          const auto [j0, j1] = part_range(nc, team, me, NR);  // this thread's micro-panels of the block
+#pragma omp barrier
+          if (j0 < j1) {
+            const int64_t col = jc + j0;
+            Kernel::pack_b(g.trans_b ? b + col * g.ldb + pc : b + pc * g.ldb + col, g.ldb, g.trans_b, kc,
+                           j1 - j0, b_pack + j0 * groups);
           }
+#pragma omp barrier
+          if (rows > 0)
+            run_block<T, Kernel>(kc, rows, nc, a_pack, b_pack, c + i0 * g.ldc + jc, g.ldc, pc == 0, tile);
         }
       }
     }
   }
 }
 
-/// A whole GEMM: tasks (split_tasks) over OpenMP threads, each through run_gemm_task. T: float or bfloat16.
+/// A whole GEMM: tasks (split_tasks) over OpenMP threads, each through run_gemm_task, or one large product
+/// through run_gemm_shared_b. T: float or bfloat16.
 template <typename T, typename Kernel>
 void run_gemm(const GemmArgs& g, const GemmBlocks& blocks) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
@@ -180,6 +254,10 @@ void run_gemm(const GemmArgs& g, const GemmBlocks& blocks) {
     return;
   }
   const GemmSplit split = split_tasks(g, Kernel::MR, Kernel::NR);
+  if (shares_b(g, blocks, split.threads, Kernel::MR)) {
+    run_gemm_shared_b<T, Kernel>(g, blocks, split.threads);
+    return;
+  }
   const int64_t per_item = split.parts_m * split.parts_n, tasks = g.batch * per_item;
 #pragma omp parallel for schedule(dynamic) num_threads(split.threads) if (split.threads > 1 && tasks > 1)
   for (int64_t t = 0; t < tasks; ++t) {

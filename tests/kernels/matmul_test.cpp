@@ -154,6 +154,54 @@ TEST(Matmul, BlasBackendRunsOpenBlasOrRefuses) {
   kernels::set_matmul_backend(saved);
 }
 
+// A large product on several threads packs each B block once, all threads together (run_gemm_shared_b),
+// instead of cutting independent row tasks that each pack all of B. Its elements must sum in the same order:
+// the bits of one thread, for every trans combination. 601 x 700 x 1100: edge rows, two or more column
+// blocks, three K slices.
+TEST(Matmul, ThreadsThatPackBTogetherGiveTheBitsOfOneThread) {
+  constexpr int64_t m = 601, n = 700, k = 1100;
+  kernels::GemmArgs shape;
+  shape.m = m, shape.n = n, shape.k = k, shape.batch = 1;
+  const kernels::cpu::detail::GemmBlocks blocks = kernels::cpu::detail::blocks_from_caches(12, 32, 4);
+  ASSERT_TRUE(kernels::cpu::detail::shares_b(shape, blocks, 2, 12)) << "the case no longer takes that path";
+  Generator gen(29);
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        Tensor a = trans_a ? random_matrix(-1, k, m, dtype, gen) : random_matrix(-1, m, k, dtype, gen);
+        Tensor b = trans_b ? random_matrix(-1, n, k, dtype, gen) : random_matrix(-1, k, n, dtype, gen);
+        for (kernels::MatmulKernel kernel : kernels::all_matmul_kernels()) {
+          if (kernels::matmul_kernel_backend(kernel) != DeviceKind::CPU) continue;
+          if (!kernels::matmul_kernel_supports(kernel, dtype)) continue;
+          auto run = [&](int threads) {
+            Tensor c = empty({m, n}, dtype);
+            kernels::GemmArgs args = shape;
+            args.a = a.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr(), args.dtype = dtype;
+            args.trans_a = trans_a, args.trans_b = trans_b;
+            args.lda = trans_a ? m : k, args.ldb = trans_b ? k : n, args.ldc = n;
+            args.stride_a = m * k, args.stride_b = k * n, args.stride_c = m * n;
+            const int saved = omp_get_max_threads();
+            omp_set_num_threads(threads);
+            kernels::gemm_with(kernel, args);
+            omp_set_num_threads(saved);
+            return c;
+          };
+          const Tensor one = run(1);
+          for (int threads : {2, 3}) {
+            EXPECT_TRUE(testing::allclose(run(threads), one, 0.0, 0.0))
+                << kernels::matmul_kernel_name(kernel) << " " << dtype_name(dtype) << " trans " << trans_a
+                << trans_b << " threads " << threads;
+          }
+          if (!trans_a && trans_b && kernel == kernels::default_matmul_kernel(DeviceKind::CPU, dtype)) {
+            EXPECT_TRUE(matmul_matches_reference(one, a, b, false, true, testing::matmul_tolerance(dtype)))
+                << dtype_name(dtype);
+          }
+        }
+      }
+    }
+  }
+}
+
 // An OpenBLAS older than the CPU runs its SSE3 Prescott kernels: the bench and `brigade info` name the core
 // that gives it the CPU's vector kernels, and leave a core that has them alone.
 TEST(Matmul, OpenBlasIsToldItsVectorCoreOnlyWhereItPickedAnOlderOne) {
