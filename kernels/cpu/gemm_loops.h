@@ -193,8 +193,10 @@ inline bool shares_b(const GemmArgs& g, const GemmBlocks& blocks, int threads, i
 
 /// One product on `threads` threads that pack each B block together (BLIS's way): each thread owns an even
 /// share of the rows (whole micro-panels) and packs its A rows once per K slice; for every (K slice, column
-/// block) the threads pack a share of the B block's micro-panels into one buffer, meet at a barrier, and
-/// each runs its rows against the whole block. Two barriers a block (~1 ms of work each at GPT-2's sizes).
+/// block) the threads pack a share of the B block's micro-panels, meet at a barrier, and each runs its rows
+/// against the whole block. Blocks alternate between two buffers, so that a thread may pack the next block
+/// while another still reads this one: one barrier a block (~1 ms of work at GPT-2's sizes), which matters
+/// where waiting threads sleep (OMP_WAIT_POLICY=passive) and each wake-up costs tens of microseconds.
 /// Every element of C sums its products in the order run_gemm_task does (K slices in order, k ascending
 /// within one), so the bits are the same.
 template <typename T, typename Kernel>
@@ -204,7 +206,9 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
   const int64_t kc_block = std::is_same_v<T, float> ? std::min(slice_length(g.k, blocks.kc), g.k) : g.k;
   const int64_t nc_block = std::min(blocks.nc, round_up(g.n, NR));
   const int64_t groups_max = ceil_div(kc_block, KSTEP);
-  Packed* const b_pack = thread_workspace<Packed, 2>(static_cast<size_t>(nc_block * groups_max));  // shared
+  const size_t b_size = static_cast<size_t>(nc_block * groups_max);
+  Packed* const b_packs[2] = {thread_workspace<Packed, 2>(b_size),
+                              thread_workspace<Packed, 4>(b_size)};  // shared
   for (int64_t item = 0; item < g.batch; ++item) {
     const T* a = static_cast<const T*>(g.a) + item * g.stride_a;
     const T* b = static_cast<const T*>(g.b) + item * g.stride_b;
@@ -217,6 +221,7 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
       Packed* const a_pack =
           thread_workspace<Packed, 1>(static_cast<size_t>(round_up(rows, MR) * groups_max));
       float* const tile = thread_workspace<float, 3>(static_cast<size_t>(MR * NR));
+      int64_t block = 0;
       for (int64_t pc = 0; pc < g.k; pc += kc_block) {
         const int64_t kc = std::min(kc_block, g.k - pc), groups = ceil_div(kc, KSTEP);
         if (rows > 0) {
@@ -226,7 +231,8 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
         for (int64_t jc = 0; jc < g.n; jc += nc_block) {
           const int64_t nc = std::min(nc_block, g.n - jc);
           const auto [j0, j1] = part_range(nc, team, me, NR);  // this thread's micro-panels of the block
-#pragma omp barrier
+          // The buffer of two blocks ago: every thread passed this block's barrier after reading it.
+          Packed* const b_pack = b_packs[block++ % 2];
           if (j0 < j1) {
             const int64_t col = jc + j0;
             Kernel::pack_b(g.trans_b ? b + col * g.ldb + pc : b + pc * g.ldb + col, g.ldb, g.trans_b, kc,
