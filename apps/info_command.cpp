@@ -56,7 +56,7 @@ Command add_info_command(CLI::App& app) {
         if (const double ratio = kernels::cpu::dpbf16_over_fma(); ratio > 0) {
           std::printf(
               "  vdpbf16ps      : %.2fx the flop rate of zmm FMAs on this core, measured (bfloat16 GEMMs "
-              "run on it above 1x; below, they widen to float)\n",
+              "run on it above 1.25x; below, they widen to float)\n",
               ratio);
         }
         if (kernels::blas_available()) {

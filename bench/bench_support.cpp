@@ -154,6 +154,8 @@ double measure_cpu_fma(int64_t iters, int trials, std::string* source) {
 #pragma omp parallel
   {
     for (size_t i = 0; i < loops.size(); ++i) {
+#pragma omp barrier
+      // (all threads on the same loop at once: a zmm loop beside a ymm one would mix the two rates)
       const double best = cpu::measure_peak_loop(loops[i], iters, trials);
 #pragma omp atomic
       totals[i] += best;

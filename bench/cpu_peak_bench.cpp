@@ -15,7 +15,7 @@
 // float flops per cycle = ~118 GFLOP/s per core, whether issued as ymm (2 per cycle) or zmm (1 per cycle,
 // each taking both pipes); vdpbf16ps zmm doubles that in bf16 products. On an Intel Emerald Rapids core
 // (~2.75 GHz) the zmm FMA runs on two 512-bit pipes, ~176 GFLOP/s (the ymm loop ~94), and vdpbf16ps
-// issues at half that rate, ~86 GFLOP/s.
+// issues about once every two cycles, ~86 GFLOP/s: half the FMA flops.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

@@ -96,9 +96,11 @@ bool matmul_kernel_supports(MatmulKernel kernel, DType dtype) {
 MatmulKernel default_matmul_kernel(DeviceKind backend, DType dtype) {
   if (backend == DeviceKind::CPU) {
     if (dtype == DType::Float64) return MatmulKernel::CpuBlocked;
-    // v4 only where vdpbf16ps computes faster than the FMAs that v3 runs on widened bf16: about twice as
-    // fast on Zen 4, half as fast on Intel's cores without AMX (kernels/cpu/peak_loops.h measures it).
-    if (dtype == DType::BFloat16 && cpu::dpbf16_over_fma() > 1.0) return MatmulKernel::CpuAvx512Bf16;
+    // v4 only where vdpbf16ps computes clearly faster than the FMAs that v3 runs on widened bf16: about
+    // twice as fast on Zen 4, half as fast on Intel's cores without AMX (kernels/cpu/peak_loops.h measures
+    // it, once, ~1 ms, at the first bf16 product). The margin keeps a noisy measurement of a core near 1x
+    // from choosing differently between runs (v3 and v4 round differently).
+    if (dtype == DType::BFloat16 && cpu::dpbf16_over_fma() > 1.25) return MatmulKernel::CpuAvx512Bf16;
     for (MatmulKernel fastest : {MatmulKernel::CpuAvx512, MatmulKernel::CpuAvx2Fma}) {
       if (matmul_kernel_supports(fastest, dtype)) return fastest;
     }

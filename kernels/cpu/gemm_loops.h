@@ -187,7 +187,9 @@ void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& 
 inline bool shares_b(const GemmArgs& g, const GemmBlocks& blocks, int threads, int64_t mr) {
   const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
   const int64_t rows_per_thread = round_up(ceil_div(g.m, threads), mr);
-  return threads > 1 && g.batch < threads && flops >= 2e8 && g.m >= threads * mr &&
+  // At least four micro-panels of rows a thread, so that a block between two barriers is real work (a
+  // 24-row logits product would give ~10 us a block).
+  return threads > 1 && g.batch < threads && flops >= 2e8 && g.m >= 4 * threads * mr &&
          rows_per_thread <= blocks.mc;
 }
 
@@ -231,7 +233,8 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
         for (int64_t jc = 0; jc < g.n; jc += nc_block) {
           const int64_t nc = std::min(nc_block, g.n - jc);
           const auto [j0, j1] = part_range(nc, team, me, NR);  // this thread's micro-panels of the block
-          // The buffer of two blocks ago: every thread passed this block's barrier after reading it.
+          // The buffer of two blocks ago: every thread finished reading it before the last block's barrier,
+          // which this thread has passed.
           Packed* const b_pack = b_packs[block++ % 2];
           if (j0 < j1) {
             const int64_t col = jc + j0;

@@ -41,7 +41,7 @@ std::string openblas_better_core();
 
 /// The rule behind openblas_better_core(), for a core name and a CPU's vector units: "SkylakeX" with
 /// AVX-512 (F, BW, DQ, VL), else "Haswell" with AVX2 and FMA, where `core` (any case) is none of OpenBLAS's
-/// AVX2 or AVX-512 cores (Haswell, Zen, SkylakeX, Cooperlake, SapphireRapids); "" otherwise.
+/// AVX2 or AVX-512 cores (Haswell, Excavator, Zen, SkylakeX, Cooperlake, SapphireRapids); "" otherwise.
 std::string openblas_vector_core_for(std::string core, bool avx512, bool avx2_fma);
 
 /// cblas_sgemm / cblas_dgemm once per batch entry (kernels/cpu/matmul_openblas.cpp): the baseline behind

@@ -35,7 +35,8 @@ std::string openblas_core() {
 std::string openblas_vector_core_for(std::string core, bool avx512, bool avx2_fma) {
   if (core.empty()) return {};
   std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* vector_core : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}) {
+  for (const char* vector_core :
+       {"haswell", "excavator", "zen", "skylakex", "cooperlake", "sapphirerapids"}) {
     if (core == vector_core) return {};
   }
   if (avx512) return "SkylakeX";

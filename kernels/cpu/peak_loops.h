@@ -4,8 +4,9 @@
 // peak"), and they decide one dispatch: whether bfloat16 GEMMs run on vdpbf16ps (GEMM v4) or widen to float
 // for the FMA kernel (v3). The two instructions' rates differ by core, in both directions:
 //   AMD Zen 4:        vdpbf16ps zmm issues as often as vfmadd231ps zmm and does twice the flops: v4 wins;
-//   Intel Emerald Rapids (no AMX in the VM): vdpbf16ps issues at half the rate of the two FMA pipes, so
-//   it does half the flops of zmm FMAs, and v3 (widen, then FMA) is ~1.8x faster than v4.
+//   Intel Emerald Rapids (no AMX in the VM): vdpbf16ps issues about once every two cycles, a quarter of
+//   the two FMA pipes' rate, so it does half the flops of zmm FMAs, and v3 (widen, then FMA) is ~1.7x
+//   faster than v4.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ double measure_peak_loop(PeakLoop loop, int64_t iterations, int trials);
 
 /// vdpbf16ps's flop rate over the zmm FMA's on this core, measured once a process (about a millisecond,
 /// taking turns between the two loops); 0 where the CPU lacks AVX512-BF16. Above 1, a bfloat16 GEMM
-/// computes faster on vdpbf16ps than widened to float.
+/// computes faster on vdpbf16ps than widened to float; the GEMM's default takes v4 above 1.25.
 double dpbf16_over_fma();
 
 }  // namespace brigade::kernels::cpu
