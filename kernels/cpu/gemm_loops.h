@@ -76,6 +76,13 @@ inline int64_t slice_length(int64_t k, int64_t kc) {
   return round_up(ceil_div(k, slices), 4);
 }
 
+/// The K slice length both drivers use: slice_length for float C; bfloat16 C is not sliced (one slice,
+/// rounded once).
+template <typename T>
+int64_t k_slice(const GemmArgs& g, const GemmBlocks& blocks) {
+  return std::is_same_v<T, float> ? std::min(slice_length(g.k, blocks.kc), g.k) : g.k;
+}
+
 /// One task of a GEMM: rows [i0, i1) and columns [j0, j1) of C[item].
 struct GemmTask {
   int64_t item, i0, i1, j0, j1;
@@ -149,7 +156,6 @@ template <typename T, typename Kernel>
 void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& task) {
   using Packed = typename Kernel::Packed;
   constexpr int64_t MR = Kernel::MR, NR = Kernel::NR, KSTEP = Kernel::KSTEP;
-  constexpr bool kFloatC = std::is_same_v<T, float>;
   const T* a = static_cast<const T*>(g.a) + task.item * g.stride_a;
   const T* b = static_cast<const T*>(g.b) + task.item * g.stride_b;
   T* c = static_cast<T*>(g.c) + task.item * g.stride_c;
@@ -157,8 +163,7 @@ void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& 
   const int64_t rows = task.i1 - task.i0, cols = task.j1 - task.j0;
   const int64_t mc_block = std::min(blocks.mc, round_up(rows, MR));
   const int64_t nc_block = std::min(blocks.nc, round_up(cols, NR));
-  // bf16 C: one slice, rounded once.
-  const int64_t kc_block = kFloatC ? std::min(slice_length(g.k, blocks.kc), g.k) : g.k;
+  const int64_t kc_block = k_slice<T>(g, blocks);
   const int64_t groups_max = ceil_div(kc_block, KSTEP);
   Packed* const a_pack = thread_workspace<Packed, 1>(static_cast<size_t>(mc_block * groups_max));
   Packed* const b_pack = thread_workspace<Packed, 2>(static_cast<size_t>(nc_block * groups_max));
@@ -205,7 +210,7 @@ template <typename T, typename Kernel>
 void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads) {
   using Packed = typename Kernel::Packed;
   constexpr int64_t MR = Kernel::MR, NR = Kernel::NR, KSTEP = Kernel::KSTEP;
-  const int64_t kc_block = std::is_same_v<T, float> ? std::min(slice_length(g.k, blocks.kc), g.k) : g.k;
+  const int64_t kc_block = k_slice<T>(g, blocks);
   const int64_t nc_block = std::min(blocks.nc, round_up(g.n, NR));
   const int64_t groups_max = ceil_div(kc_block, KSTEP);
   const size_t b_size = static_cast<size_t>(nc_block * groups_max);
