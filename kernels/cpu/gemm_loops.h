@@ -118,27 +118,63 @@ inline std::pair<int64_t, int64_t> part_range(int64_t count, int64_t parts, int6
   return {std::min(begin, count), std::min(end, count)};
 }
 
+/// Whether Kernel has tile_rows: a micro-kernel that reads an untransposed A where it lies.
+template <typename Kernel>
+constexpr bool kHasTileRows = requires(int64_t k, const float* a, float* c) {
+  Kernel::tile_rows(k, a, k, a, c, k, true);
+};
+
+/// Whether a task reads A's rows where they lie (Kernel::tile_rows) instead of packing them. Packing copies
+/// every value of the A block once, and the block then serves every column of the task: at 32 columns a
+/// tile, the copy costs about as much as the products of 32-64 columns (a transposing copy, ~0.5 cycles a
+/// value, against 1/32 cycle a multiply-add), so a task of few columns (the baby GPT's products: 65-512)
+/// spends 5-25 % of its time packing A. Read in place, the 12 rows of a micro-panel are 12 streams from L1;
+/// rows a multiple of 4 KiB apart would share one L1 set and evict each other, so those still pack, as do
+/// wide tasks (the copy is a small share there), a transposed A and bfloat16.
+template <typename T, typename Kernel>
+bool reads_rows_of_a(const GemmArgs& g, int64_t cols) {
+  constexpr int64_t kMaxColumns = 512;
+  if constexpr (std::is_same_v<T, float> && kHasTileRows<Kernel>) {
+    return !g.trans_a && cols <= kMaxColumns && (g.lda * int64_t{sizeof(float)}) % 4096 != 0;
+  }
+  return false;
+}
+
 /// The two innermost loops: the packed A block (mc rows) against the packed B block (nc columns), both over
 /// one K slice of kc values, into C at `c` (row-major, ldc). `first`: the slice stores, later slices add.
+/// With `a_rows` (reads_rows_of_a), the block's whole micro-panels of A are read from there (lda apart) and
+/// only a last, partial one from a_pack.
 template <typename T, typename Kernel>
 void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed* a_pack,
-               const typename Kernel::Packed* b_pack, T* c, int64_t ldc, bool first, float* tile) {
+               const typename Kernel::Packed* b_pack, T* c, int64_t ldc, bool first, float* tile,
+               const float* a_rows = nullptr, int64_t lda = 0) {
   constexpr int64_t MR = Kernel::MR, NR = Kernel::NR;
   const int64_t groups = ceil_div(kc, Kernel::KSTEP);
   for (int64_t ir = 0; ir < mc; ir += MR) {
     const int64_t tile_rows = std::min(MR, mc - ir);
     const auto* a_panel = a_pack + ir * groups;
+    const bool in_place = a_rows != nullptr && tile_rows == MR;
+    // The MR x NR product of this row panel and the B micro-panel at b_panel, into `out` (ldo).
+    auto product = [&](const auto* b_panel, float* out, int64_t ldo, bool store) {
+      if constexpr (kHasTileRows<Kernel>) {
+        if (in_place) {
+          Kernel::tile_rows(kc, a_rows + ir * lda, lda, b_panel, out, ldo, store);
+          return;
+        }
+      }
+      Kernel::tile(kc, a_panel, b_panel, out, ldo, store);
+    };
     for (int64_t jr = 0; jr < nc; jr += NR) {
       const int64_t tile_cols = std::min(NR, nc - jr);
       const auto* b_panel = b_pack + jr * groups;
       T* const dst = c + ir * ldc + jr;
       if constexpr (std::is_same_v<T, float>) {
         if (tile_rows == MR && tile_cols == NR) {
-          Kernel::tile(kc, a_panel, b_panel, dst, ldc, first);
+          product(b_panel, dst, ldc, first);
           continue;
         }
       }
-      Kernel::tile(kc, a_panel, b_panel, tile, NR, true);
+      product(b_panel, tile, NR, true);
       for (int64_t i = 0; i < tile_rows; ++i) {
         for (int64_t j = 0; j < tile_cols; ++j) {
           const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];
@@ -168,18 +204,26 @@ void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& 
   Packed* const a_pack = thread_workspace<Packed, 1>(static_cast<size_t>(mc_block * groups_max));
   Packed* const b_pack = thread_workspace<Packed, 2>(static_cast<size_t>(nc_block * groups_max));
   float* const tile = thread_workspace<float, 3>(static_cast<size_t>(MR * NR));
+  const bool in_place = reads_rows_of_a<T, Kernel>(g, cols);
 
   for (int64_t ic = task.i0; ic < task.i1; ic += mc_block) {
     const int64_t mc = std::min(mc_block, task.i1 - ic);
     for (int64_t pc = 0; pc < g.k; pc += kc_block) {
       const int64_t kc = std::min(kc_block, g.k - pc);
       const bool first = pc == 0;
-      Kernel::pack_a(g.trans_a ? a + pc * g.lda + ic : a + ic * g.lda + pc, g.lda, g.trans_a, mc, kc, a_pack);
+      const T* a_block = g.trans_a ? a + pc * g.lda + ic : a + ic * g.lda + pc;
+      // In place, only the last micro-panel is packed, and only when it is partial.
+      const int64_t packed_from = in_place ? mc / MR * MR : 0;
+      if (packed_from < mc) {
+        Kernel::pack_a(a_block + packed_from * g.lda, g.lda, g.trans_a, mc - packed_from, kc,
+                       a_pack + packed_from * ceil_div(kc, KSTEP));
+      }
       for (int64_t jc = task.j0; jc < task.j1; jc += nc_block) {
         const int64_t nc = std::min(nc_block, task.j1 - jc);
         Kernel::pack_b(g.trans_b ? b + jc * g.ldb + pc : b + pc * g.ldb + jc, g.ldb, g.trans_b, kc, nc,
                        b_pack);
-        run_block<T, Kernel>(kc, mc, nc, a_pack, b_pack, c + ic * g.ldc + jc, g.ldc, first, tile);
+        run_block<T, Kernel>(kc, mc, nc, a_pack, b_pack, c + ic * g.ldc + jc, g.ldc, first, tile,
+                             in_place ? reinterpret_cast<const float*>(a_block) : nullptr, g.lda);
       }
     }
   }

@@ -44,6 +44,25 @@ struct Avx512Kernel {
                                                                 const float* __restrict b,
                                                                 float* __restrict c, int64_t ldc,
                                                                 bool first) {
+    tile_loop<false>(kc, a, 0, b, c, ldc, first);
+  }
+
+  /// tile with op(A) read where it lies instead of from a packed micro-panel: row i of the tile at a + i *
+  /// lda, its k values contiguous (an untransposed A). The 12 rows are 12 streams, each cache line of them
+  /// used for 16 k steps and again for every B micro-panel of the block; gemm_loops.h (reads_rows_of_a) says
+  /// when.
+  __attribute__((target("avx512f"), noinline)) static void tile_rows(int64_t kc, const float* __restrict a,
+                                                                     int64_t lda, const float* __restrict b,
+                                                                     float* __restrict c, int64_t ldc,
+                                                                     bool first) {
+    tile_loop<true>(kc, a, lda, b, c, ldc, first);
+  }
+
+  /// The k loop of both: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA).
+  template <bool kRowsOfA>
+  __attribute__((target("avx512f"), always_inline)) static void tile_loop(
+      int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
+      int64_t ldc, bool first) {
     detail::Avx512Tile acc;
     detail::zero_tile(acc);
     // Two runs of the same k loop, with the C tile prefetched between them (detail::prefetch_tile).
@@ -51,14 +70,14 @@ struct Avx512Kernel {
     for (int phase = 0; phase < 2; ++phase) {
       if (phase == 1) detail::prefetch_tile(c, ldc);
       const int64_t count = phase == 0 ? kc - tail : tail;
-      for (int64_t p = 0; p < count; ++p, a += MR, b += NR) {
+      for (int64_t p = 0; p < count; ++p, a += kRowsOfA ? 1 : MR, b += NR) {
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         // The B micro-panel streams from L2: ask for its lines 8 k steps (1 KiB) ahead.
         __builtin_prefetch(b + 8 * NR, 0, 3);
         __builtin_prefetch(b + 8 * NR + 16, 0, 3);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
-          const __m512 ai = _mm512_set1_ps(a[i]);
+          const __m512 ai = _mm512_set1_ps(kRowsOfA ? a[i * lda] : a[i]);
           acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
           acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }

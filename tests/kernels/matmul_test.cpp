@@ -217,6 +217,57 @@ TEST(Matmul, ThreadsThatPackBTogetherGiveTheBitsOfOneThread) {
     GTEST_SKIP() << "no CPU version takes the shared-B path for this case on this machine";
 }
 
+// A task of few columns reads an untransposed A where it lies instead of packing it (reads_rows_of_a,
+// kernels/cpu/gemm_loops.h); the products and their order are the packed path's, so the bits must be too.
+// 100 x 200 x 1300: a partial last row panel (packed even in place), edge column tiles, three K slices. The
+// same A stored with its rows 4 KiB apart (lda 2048) takes the packed path, and a transposed copy as well.
+TEST(Matmul, ReadingARowsInPlaceGivesThePackedBits) {
+  namespace detail = kernels::cpu::detail;
+  constexpr int64_t m = 100, n = 200, k = 1300, padded = 2048;
+  // The policy, for a kernel that has tile_rows (declared only: the requires-expression does not call it).
+  struct WithTileRows {
+    static void tile_rows(int64_t, const float*, int64_t, const float*, float*, int64_t, bool);
+  };
+  kernels::GemmArgs shape;
+  shape.m = m, shape.n = n, shape.k = k, shape.batch = 1, shape.lda = k;
+  EXPECT_TRUE((detail::reads_rows_of_a<float, WithTileRows>(shape, n)));
+  shape.lda = padded;
+  EXPECT_FALSE((detail::reads_rows_of_a<float, WithTileRows>(shape, n)));
+  EXPECT_FALSE((detail::reads_rows_of_a<float, WithTileRows>(shape, 513)));
+  shape.lda = k, shape.trans_a = true;
+  EXPECT_FALSE((detail::reads_rows_of_a<float, WithTileRows>(shape, n)));
+  EXPECT_FALSE((detail::reads_rows_of_a<bfloat16, WithTileRows>(shape, n)));
+
+  Generator gen(31);
+  const Tensor a = random_matrix(-1, m, k, kFloat32, gen), b = random_matrix(-1, k, n, kFloat32, gen);
+  Tensor a_padded = zeros({m, padded});
+  a_padded.narrow(1, 0, k).copy_(a);
+  const Tensor a_t = a.transpose(0, 1).contiguous();
+  for (kernels::MatmulKernel kernel : kernels::all_matmul_kernels()) {
+    if (kernels::matmul_kernel_backend(kernel) != DeviceKind::CPU) continue;
+    if (!kernels::matmul_kernel_supports(kernel, kFloat32)) continue;
+    auto run = [&](const Tensor& a_stored, int64_t lda, bool trans_a) {
+      Tensor c = empty({m, n});
+      kernels::GemmArgs args = shape;
+      args.a = a_stored.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr(), args.dtype = kFloat32;
+      args.lda = lda, args.ldb = n, args.ldc = n, args.trans_a = trans_a;
+      args.stride_a = m * lda, args.stride_b = k * n, args.stride_c = m * n;
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+      kernels::gemm_with(kernel, args);
+      omp_set_num_threads(saved);
+      return c;
+    };
+    const Tensor in_place = run(a, k, false);
+    EXPECT_TRUE(testing::allclose(in_place, run(a_padded, padded, false), 0.0, 0.0))
+        << kernels::matmul_kernel_name(kernel);
+    EXPECT_TRUE(testing::allclose(in_place, run(a_t, m, true), 0.0, 0.0))
+        << kernels::matmul_kernel_name(kernel);
+    EXPECT_TRUE(matmul_matches_reference(in_place, a, b, false, false, testing::matmul_tolerance(kFloat32)))
+        << kernels::matmul_kernel_name(kernel);
+  }
+}
+
 // An OpenBLAS older than the CPU runs its SSE3 Prescott kernels: the bench and `brigade info` name the core
 // that gives it the CPU's vector kernels, and leave a core that has them alone.
 TEST(Matmul, OpenBlasIsToldItsVectorCoreOnlyWhereItPickedAnOlderOne) {
