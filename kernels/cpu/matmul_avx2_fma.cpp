@@ -19,6 +19,9 @@
 //   pack_b<T>(b, ldb, trans, kc, nc, out)  op(B) k [0, kc) x cols [0, nc) into NR-column micro-panels
 //   tile(kc, a, b, c, ldc, first)          the MR x NR product of one pair of micro-panels over kc k
 //                                          values, stored into c (first) or added to it; float c
+//   tile_rows(kc, a, lda, b, c, ldc, first)  optional (v2, v3): tile with A's MR rows read where they lie
+//                                          (row i at a + i * lda) instead of from a packed micro-panel
+//                                          (gemm_loops.h: reads_rows_of_a)
 //
 // What v3 improves: AVX-512's 32 registers hold a 12 x 32 tile: twice the flops per value loaded, and
 // half the instructions per flop.
@@ -54,14 +57,29 @@ struct Avx2FmaKernel {
                                                                  const float* __restrict b,
                                                                  float* __restrict c, int64_t ldc,
                                                                  bool first) {
+    tile_loop<false>(kc, a, 0, b, c, ldc, first);
+  }
+
+  __attribute__((target("avx2,fma"), noinline)) static void tile_rows(int64_t kc, const float* __restrict a,
+                                                                      int64_t lda, const float* __restrict b,
+                                                                      float* __restrict c, int64_t ldc,
+                                                                      bool first) {
+    tile_loop<true>(kc, a, lda, b, c, ldc, first);
+  }
+
+  /// The k loop of both: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA).
+  template <bool kRowsOfA>
+  __attribute__((target("avx2,fma"), always_inline)) static void tile_loop(
+      int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
+      int64_t ldc, bool first) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {
+    for (int64_t p = 0; p < kc; ++p, a += kRowsOfA ? 1 : MR, b += NR) {
       const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < MR; ++i) {
-        const __m256 ai = _mm256_broadcast_ss(a + i);
+        const __m256 ai = _mm256_broadcast_ss(kRowsOfA ? a + i * lda : a + i);
         acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
         acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
       }
