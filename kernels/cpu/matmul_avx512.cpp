@@ -75,9 +75,12 @@ struct Avx512Kernel {
         // The B micro-panel streams from L2: ask for its lines 8 k steps (1 KiB) ahead.
         __builtin_prefetch(b + 8 * NR, 0, 3);
         __builtin_prefetch(b + 8 * NR + 16, 0, 3);
+        // Rows of A: row 3q + r at (a + 3q lda) + r lda, r < 3, which x86 addresses as base + lda * 4 or
+        // * 8 bytes: four bases and lda in registers, where twelve row pointers would not all fit.
+        const float* const bases[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda};
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
-          const __m512 ai = _mm512_set1_ps(kRowsOfA ? a[i * lda] : a[i]);
+          const __m512 ai = _mm512_set1_ps(kRowsOfA ? bases[i / 3][i % 3 * lda] : a[i]);
           acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
           acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
