@@ -29,8 +29,7 @@
 // over the layers timed alone and a deferred Bw's over an adjacent one (model_profiler:
 // measure_action_factors, measure_deferred_weight) and a cold backward's over a warm one
 // (measure_cold_backward), which the prediction includes (--action-cost off: none of them; --deferred-cost
-// off: not the deferred Bw's; --cold-cost off: not the cold backward's; --split-cost off: a split's Bi and
-// Bw at the whole backward's factor instead of their own). The planner prices each factor from
+// off: not the deferred Bw's; --cold-cost off: not the cold backward's). The planner prices each factor from
 // a line through all the sizes (plan/factor_fit.h; its table prints measured -> priced); --fit off prices
 // each size's as measured.
 //
@@ -92,7 +91,6 @@ struct Flags {
   bool action_cost = true;    // price the executor's actions over the layers timed alone
   bool deferred_cost = true;  // price a deferred Bw at its own measured factor
   bool cold_cost = true;      // price a backward after other microbatches' forwards at its measured factor
-  bool split_cost = true;     // price a split's Bi and Bw at their own factor (else at the backward's)
   bool fit = true;            // price the factors from a line through the sizes (else as measured)
   bool by_step = true;  // --interleave steps: the candidates take turns step by step (else round by round)
   int instances = 1;    // --instances N: copies of each candidate's model and pipeline, taking turns
@@ -261,16 +259,13 @@ std::vector<Run> plan_runs(const Shape& shape, const Flags& f, nn::GPT& model, c
     for (const pl::LayerProfile& l : p.layers) layers_f += l.forward_ms, layers_b += l.backward_ms;
     std::printf(
         "profile at %lld samples: layers F %.3f ms, B %.3f ms; executor's actions x%.3f (F), x%.3f (B), "
-        "x%.3f (split Bi + Bw), deferred Bw x%.3f (first chunk x%.3f), cold B x%.3f%s%s%s%s\n",
+        "deferred Bw x%.3f (first chunk x%.3f), cold B x%.3f%s%s%s\n",
         static_cast<long long>(samples), layers_f, layers_b, p.action_forward_factor,
-        p.action_backward_factor, p.action_split_factor, p.deferred_weight_factor,
-        p.deferred_first_weight_factor, p.cold_backward_factor,
-        f.action_cost ? "" : " (not priced: --action-cost off)",
+        p.action_backward_factor, p.deferred_weight_factor, p.deferred_first_weight_factor,
+        p.cold_backward_factor, f.action_cost ? "" : " (not priced: --action-cost off)",
         f.action_cost && !f.deferred_cost ? " (deferred Bw not priced: --deferred-cost off)" : "",
-        f.action_cost && !f.cold_cost ? " (cold B not priced: --cold-cost off)" : "",
-        f.action_cost && !f.split_cost ? " (split at B's factor: --split-cost off)" : "");
-    if (!f.split_cost) p.action_split_factor = p.action_backward_factor;
-    if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = p.action_split_factor = 1.0;
+        f.action_cost && !f.cold_cost ? " (cold B not priced: --cold-cost off)" : "");
+    if (!f.action_cost) p.action_forward_factor = p.action_backward_factor = 1.0;
     if (!f.action_cost || !f.deferred_cost) p.deferred_weight_factor = p.deferred_first_weight_factor = 1.0;
     if (!f.action_cost || !f.cold_cost) p.cold_backward_factor = 1.0;
     return p;
@@ -490,7 +485,7 @@ void bench_shape(const Shape& shape, const Flags& f) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--shapes small,wide,deep] [--devices N] [--top N] [--rounds N] [--steps N] "
                "[--tie FRACTION] [--pin on|off] [--action-cost on|off] [--deferred-cost on|off] "
-               "[--cold-cost on|off] [--split-cost on|off] [--fit on|off] [--instances N] [--control on|off] "
+               "[--cold-cost on|off] [--fit on|off] [--instances N] [--control on|off] "
                "[--interleave steps|rounds]\n",
                program);
   std::exit(code);
@@ -522,12 +517,11 @@ Flags parse(int argc, char** argv) {
     } else if (a == "--interleave" && (v == "steps" || v == "rounds")) {
       f.by_step = v == "steps";
     } else if ((a == "--pin" || a == "--action-cost" || a == "--deferred-cost" || a == "--cold-cost" ||
-                a == "--split-cost" || a == "--fit" || a == "--control") &&
+                a == "--fit" || a == "--control") &&
                (v == "on" || v == "off")) {
       bool& flag = a == "--pin"           ? f.pin
                    : a == "--action-cost" ? f.action_cost
                    : a == "--cold-cost"   ? f.cold_cost
-                   : a == "--split-cost"  ? f.split_cost
                    : a == "--fit"         ? f.fit
                    : a == "--control"     ? f.control
                                           : f.deferred_cost;
@@ -550,15 +544,11 @@ int main(int argc, char** argv) {
   print_load("at start");
   std::printf(
       "devices %d, top %d distinct programs, %d rounds of %d steps (+2 warm-up), the candidates taking turns "
-      "%s, ties within %.1f%%, threads %s, executor's action factors %s, split Bi + Bw %s, deferred Bw %s, "
-      "cold B %s, factors %s\n",
+      "%s, ties within %.1f%%, threads %s, executor's action factors %s, deferred Bw %s, cold B %s, factors "
+      "%s\n",
       f.devices, f.top, f.rounds, f.steps, f.by_step ? "step by step" : "round by round", 100 * f.tie,
       pinned ? "pinned (stage s on core s, this one on 0)" : "not pinned",
-      f.action_cost ? "priced" : "not priced",
-      !f.action_cost ? "not priced"
-      : f.split_cost ? "at their own factor"
-                     : "at B's factor",
-      f.action_cost && f.deferred_cost ? "priced" : "not priced",
+      f.action_cost ? "priced" : "not priced", f.action_cost && f.deferred_cost ? "priced" : "not priced",
       f.action_cost && f.cold_cost ? "priced" : "not priced",
       f.fit ? "fitted across the sizes" : "as measured at each size");
   for (const std::string& name : f.shapes) {

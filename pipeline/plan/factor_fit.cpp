@@ -31,7 +31,6 @@ struct FactorField {
 constexpr FactorField kFields[] = {
     {"F", &ModelProfile::action_forward_factor, true},
     {"B", &ModelProfile::action_backward_factor, false},
-    {"split B", &ModelProfile::action_split_factor, false},
     {"deferred Bw", &ModelProfile::deferred_weight_factor, false},
     {"deferred first Bw", &ModelProfile::deferred_first_weight_factor, false},
     {"cold B", &ModelProfile::cold_backward_factor, false},

@@ -38,11 +38,11 @@ Line theil_sen(const std::vector<double>& x, const std::vector<double>& y);
 
 /// One factor's line and what it was fitted on.
 struct FactorFit {
-  std::string name;              ///< "F", "B", "split B", "deferred Bw", "deferred first Bw", "cold B"
-  double base = 0.0;             ///< a: the factor's part that does not depend on the size
-  double per_ms = 0.0;           ///< c, ms: the fixed cost per action, over the action's time
-  std::vector<int64_t> samples;  ///< the profiled sizes, ascending
-  std::vector<double> time_ms;   ///< the whole model's forward (F) or backward at each
+  std::string name;                      ///< "F", "B", "deferred Bw", "deferred first Bw", "cold B"
+  double base = 0.0;                     ///< a: the factor's part that does not depend on the size
+  double per_ms = 0.0;                   ///< c, ms: the fixed cost per action, over the action's time
+  std::vector<int64_t> samples;          ///< the profiled sizes, ascending
+  std::vector<double> time_ms;           ///< the whole model's forward (F) or backward at each
   std::vector<double> measured, priced;  ///< the factor measured, and priced: max(1, 1 + a + c / T)
   bool fitted = false;                   ///< false: fewer than two sizes, or fitting off (priced as measured)
   /// "cold B x1.041 -> x1.035 at 2, ..." for the plan's table; "" where no size was measured above 1.

@@ -415,10 +415,9 @@ Costs profile_costs(const ModelProfile& profile, const Partition& partition,
       if (choice == LayerRecompute::AttentionCore) c.recompute += layer.attention_core_ms;
     }
     // The executor's actions against the layers timed alone (ModelProfile::action_forward_factor): F and
-    // R the forward's factor, B the backward's, a real split's Bi and Bw the split's.
+    // R the forward's factor, B, Bi and Bw the backward's.
     const double ff = profile.action_forward_factor, fb = profile.action_backward_factor;
-    const double fs = profile.action_split_factor;
-    c.forward *= ff, c.recompute *= ff, c.backward *= fb, input *= fs, weight *= fs;
+    c.forward *= ff, c.recompute *= ff, c.backward *= fb, input *= fb, weight *= fb;
     // Bi and Bw as measured; without them the split is priced at B, half each. The first chunk's input is
     // the token ids, which have no gradient: its Bi computes nothing and its Bw runs the whole backward
     // (split_backward.h), so it is priced as Bi 0 and Bw B.

@@ -127,13 +127,6 @@ struct ModelProfile {
   /// (measure_action_factors, run/plan_model.h); profile_costs (partition.h) applies it.
   double action_forward_factor = 1.0;
   double action_backward_factor = 1.0;
-  /// The same for a split backward's Bi and Bw actions (zero-bubble schedules), which run above their
-  /// profiled halves by more than a whole B runs above its layers: measured on a chunk with a real split
-  /// (the second of zb-v's two chunks on one stage, each Bw right after its Bi) as the pair's time over its
-  /// layers' backward_input_ms + backward_weight_ms (measure_action_factors). profile_costs prices every
-  /// Bi and Bw of a chunk with a real split at it; the first chunk's Bw, a whole backward, stays at
-  /// action_backward_factor.
-  double action_split_factor = 1.0;
   /// How much longer a deferred Bw action takes than one right after its own Bi (>= 1; 1: not measured):
   /// by the time a zero-bubble schedule runs a deferred Bw, other actions have pushed the activations and
   /// output gradients it reads out of the core's caches. One factor for the chunks with a real split, one

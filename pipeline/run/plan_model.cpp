@@ -197,7 +197,6 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
     const ActionFactors factors = measure_action_factors(model, sample, profile, threads);
     profile.action_forward_factor = factors.forward;
     profile.action_backward_factor = factors.backward;
-    profile.action_split_factor = factors.split;
     profile.deferred_weight_factor = deferred.split;
     profile.deferred_first_weight_factor = deferred.first;
     return profile;
@@ -214,43 +213,17 @@ ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, co
   double layers_f = 0.0, layers_b = 0.0;
   for (const LayerProfile& layer : profile.layers)
     layers_f += layer.forward_ms, layers_b += layer.backward_ms;
-  // zb-v on one stage: chunk 0 the first half of the layers (the larger one), chunk 1 the rest, whose
-  // profiled Bi + Bw the split's actions are measured against.
-  const int layers = profile.num_layers();
-  std::vector<PipelineConfig> configs(1);
-  double layers_split = 0.0;
-  if (layers >= 2 && microbatches >= 2 && profile.layers.back().split_measured()) {
-    PipelineConfig zbv;
-    zbv.schedule = "zb-v";
-    zbv.virtual_chunks = 2;
-    zbv.balance = {layers - layers / 2, layers / 2};
-    configs.push_back(zbv);
-    for (int i = layers - layers / 2; i < layers; ++i) {
-      const LayerProfile& layer = profile.layers[static_cast<size_t>(i)];
-      layers_split += layer.backward_input_ms + layer.backward_weight_ms;
-    }
-  }
   const GradientsSetAside aside(model);  // as profile_layers does
-  std::vector<double> ratio_f, ratio_b, split_input, split_weight;
-  run_one_stage(model, sample, b, microbatches, threads, configs, steps,
-                [&](size_t c, const std::vector<TraceEvent>& events, size_t k, double ms) {
-                  const Action& a = events[k].action;
-                  if (c == 1) {  // zb-v: chunk 1's Bi, and its Bw when right after that Bi
-                    if (a.chunk != 1) return;
-                    if (a.kind == ActionKind::BackwardInput) split_input.push_back(ms);
-                    if (a.kind == ActionKind::BackwardWeight && !is_deferred_weight(a, events[k - 1].action))
-                      split_weight.push_back(ms);
-                    return;
-                  }
-                  if (a.kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
-                  if (a.kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);
+  std::vector<double> ratio_f, ratio_b;
+  run_one_stage(model, sample, b, microbatches, threads, {PipelineConfig{}}, steps,
+                [&](size_t, const std::vector<TraceEvent>& events, size_t k, double ms) {
+                  const ActionKind kind = events[k].action.kind;
+                  if (kind == ActionKind::Forward && layers_f > 0) ratio_f.push_back(ms / layers_f);
+                  if (kind == ActionKind::Backward && layers_b > 0) ratio_b.push_back(ms / layers_b);
                 });
   ActionFactors factors;
   factors.forward = ratio_f.empty() ? 1.0 : std::max(1.0, nn::median(ratio_f));
   factors.backward = ratio_b.empty() ? 1.0 : std::max(1.0, nn::median(ratio_b));
-  factors.split = split_input.empty() || split_weight.empty() || layers_split <= 0
-                      ? factors.backward
-                      : std::max(1.0, (nn::median(split_input) + nn::median(split_weight)) / layers_split);
   return factors;
 }
 

@@ -35,7 +35,6 @@ std::function<ModelProfile(int64_t)> model_profiler(nn::GPT& model, const nn::Ba
 struct ActionFactors {
   double forward = 1.0;
   double backward = 1.0;
-  double split = 1.0;  ///< ModelProfile::action_split_factor
 };
 
 /// Measures the factors against `profile` (the layers of `model` profiled on the first rows of `sample`):
@@ -44,11 +43,8 @@ struct ActionFactors {
 /// profiled layers' forward (backward) times is one sample, and the median over the actions is kept (1
 /// when below: the executor cannot run a chunk faster than its layers, so that is noise). Timed like the
 /// profile (the thread's CPU clock on a CPU with `threads` == 1, the actions' wall-clock times otherwise).
-/// The split's factor comes from a second pipeline taking turns with the first, pass by pass: the model as
-/// zb-v's two chunks on one stage (each Bw right after its Bi), the second chunk's Bi + Bw over its layers'
-/// profiled halves (the first chunk's input is the token ids: its Bi computes nothing); with fewer than two
-/// layers or two microbatches it is the backward's. The model's gradients are left as they were. Costs
-/// 2 (steps + 1) forward-backward passes over up to 16 microbatches.
+/// The model's gradients are left as they were. Costs (steps + 1) forward-backward passes over up to 16
+/// microbatches.
 ActionFactors measure_action_factors(nn::GPT& model, const nn::Batch& sample, const ModelProfile& profile,
                                      int threads, int steps = 3);
 

@@ -255,17 +255,15 @@ TEST(ProfileCosts, TheExecutorsFactorsScaleEveryAction) {
   ModelProfile p = profile_with_measured_halves();
   p.action_forward_factor = 1.5;
   p.action_backward_factor = 1.2;
-  p.action_split_factor = 1.3;
   const Costs c = three_stage_costs_by_time(p);
   ASSERT_EQ(c.per_chunk.size(), 3u);
   EXPECT_NEAR(c.per_chunk[0].forward, 3.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].recompute, 3.0, 1e-12);
   EXPECT_NEAR(c.per_chunk[0].backward, 4.8, 1e-12);
-  EXPECT_NEAR(c.per_chunk[0].weight, 4.8, 1e-12);  // the first chunk: Bw is the whole backward, at B's factor
-  // Measured halves (Bi 2.5, Bw 2.1) at the split's factor.
-  EXPECT_NEAR(c.per_chunk[1].backward_input(), 3.25, 1e-12);
-  EXPECT_NEAR(c.per_chunk[1].weight, 2.73, 1e-12);
-  EXPECT_NEAR(c.per_chunk[2].backward_input(), 2.4, 1e-12);  // no halves: half of B each, at B's factor
+  EXPECT_NEAR(c.per_chunk[0].weight, 4.8, 1e-12);  // the first chunk: Bw is the whole backward
+  EXPECT_NEAR(c.per_chunk[1].backward_input(), 3.0, 1e-12);
+  EXPECT_NEAR(c.per_chunk[1].weight, 2.52, 1e-12);
+  EXPECT_NEAR(c.per_chunk[2].backward_input(), 2.4, 1e-12);  // no halves: half of B each
   EXPECT_NEAR(c.per_chunk[2].weight, 2.4, 1e-12);
 }
 

@@ -380,35 +380,4 @@ TEST(DeferredWeight, MeasuringLeavesTheGradientsAndRefusesOneMicrobatch) {
   EXPECT_NE(one_cold.find("2 microbatches"), std::string::npos) << one_cold;
 }
 
-// The split's factor is measured against the profile's halves of the second chunk's layers: halves priced
-// at a tenth of what they take come out several times dearer, halves priced at ten times come out at the
-// floor of 1; the other factors do not look at the halves.
-TEST(ActionFactors, TheSplitIsMeasuredAgainstItsProfiledHalves) {
-  nn::GPTConfig c;
-  c.vocab_size = 16, c.block_size = 8, c.n_layer = 2, c.n_head = 2, c.n_embd = 16;
-  nn::GPT model(c, 3);
-  model.train();
-  std::vector<int64_t> tokens(512);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7 + i / 5) % 16);
-  Generator generator(5);
-  const nn::Batch sample = nn::random_batch(tokens, 8, 8, generator);
-  const pipeline::ModelProfile profile = pipeline::model_profiler(model, sample, 1)(2);
-  EXPECT_GE(profile.action_split_factor, 1.0);
-  EXPECT_TRUE(std::isfinite(profile.action_split_factor));
-  auto scaled = [&](double by) {
-    pipeline::ModelProfile p = profile;
-    for (pipeline::LayerProfile& l : p.layers) {
-      if (!l.split_measured()) continue;
-      l.backward_input_ms *= by;
-      l.backward_weight_ms *= by;
-    }
-    return pipeline::measure_action_factors(model, sample, p, 1, 2);
-  };
-  const pipeline::ActionFactors cheap = scaled(0.1), dear = scaled(10.0);
-  EXPECT_GT(cheap.split, 3.0);
-  EXPECT_EQ(dear.split, 1.0);
-  EXPECT_GE(cheap.forward, 1.0);
-  EXPECT_GE(cheap.backward, 1.0);
-}
-
 }  // namespace
