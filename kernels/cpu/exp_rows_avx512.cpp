@@ -20,6 +20,7 @@
 #include "kernels/cpu/exp_rows_avx512.h"
 
 #include "kernels/cpu/exp_avx512.h"
+#include "kernels/cpu/log_avx512.h"
 
 #if BRIGADE_CPU_X86
 #include <algorithm>
@@ -316,6 +317,15 @@ BRIGADE_AVX512 void exp_avx512(const float* x, float* y, int64_t n) {
   write_row(y, n, false, [&](int64_t j, __mmask16 m) BRIGADE_AVX512_LAMBDA {
     return exp16(_mm512_maskz_loadu_ps(m, x + j));
   });
+}
+
+BRIGADE_AVX512 void log_avx512(const double* x, double* y, int64_t n) {
+  for (int64_t j = 0; j < n; j += 8) {
+    const auto m = static_cast<__mmask8>(first_lanes(std::min<int64_t>(8, n - j)));
+    // Lanes past n read 1 (log 0), never stored.
+    const __m512d v = _mm512_mask_loadu_pd(_mm512_set1_pd(1.0), m, x + j);
+    _mm512_mask_storeu_pd(y + j, m, log8(v));
+  }
 }
 #endif  // BRIGADE_CPU_X86
 

@@ -78,4 +78,7 @@ void softmax_backward_rows_avx512(const float* dy, const float* y, float* dx, in
 /// y[j] = exp16(x[j]) (for its accuracy test).
 void exp_avx512(const float* x, float* y, int64_t n);
 
+/// y[j] = log8(x[j]) (log_avx512.h; for its accuracy test).
+void log_avx512(const double* x, double* y, int64_t n);
+
 }  // namespace brigade::kernels::cpu::detail

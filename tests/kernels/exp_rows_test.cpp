@@ -237,6 +237,38 @@ TEST(FastExpRows, ExpOutsideItsRange) {
   EXPECT_EQ(y[8], 1.0f);
 }
 
+// The attention's log-sum-exp takes the log of a block's eight row sums at once (log_avx512.h).
+TEST(FastExpRows, LogOfEightDoublesIsWithinItsSeriesBoundAndRoundsToTheFloatLog) {
+  SKIP_WITHOUT_AVX512_FMA();
+  std::vector<double> x;
+  // Every 97th float in [1, 2^20] (a row's sum of exps lies in [1, row length]), the two sides of each
+  // mantissa's 1.5 (where the reduction switches halves), powers of two, and the ends of the normals.
+  for (uint32_t b = bits_of(1.0f); b <= bits_of(1048576.0f); b += 97) x.push_back(float_of(b));
+  for (int e = -1022; e <= 1023; e += 7) {
+    for (double m : {1.0, 1.5, std::nextafter(1.5, 0.0), std::nextafter(1.5, 2.0), std::nextafter(2.0, 0.0)})
+      x.push_back(std::ldexp(m, e));
+  }
+  x.push_back(std::numeric_limits<double>::min());
+  x.push_back(std::numeric_limits<double>::max());
+  std::vector<double> y(x.size());
+  fast::log_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  // The series stops at s^14/15 with |s| <= 1/5: the next term is under 4e-13 of the value.
+  double worst = 0;
+  double worst_x = 0;
+  size_t float_mismatches = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long double exact = std::log(static_cast<long double>(x[i]));
+    const double e = exact == 0 ? std::fabs(y[i]) : static_cast<double>(std::fabs((y[i] - exact) / exact));
+    if (e > worst) worst = e, worst_x = x[i];
+    if (x[i] <= 1048576.0 && x[i] >= 1.0 && static_cast<float>(y[i]) != static_cast<float>(exact)) {
+      ++float_mismatches;
+    }
+  }
+  EXPECT_LE(worst, 4e-13) << "at x = " << worst_x;
+  EXPECT_EQ(float_mismatches, 0u);
+  RecordProperty("max_relative_error_times_1e13", std::to_string(worst * 1e13));
+}
+
 TEST(FastExpRows, MaxExpSumAgreesWithLongDoubleOnShortAndLongRows) {
   SKIP_WITHOUT_AVX512_FMA();
   const float minus_inf = -std::numeric_limits<float>::infinity();

@@ -1,7 +1,8 @@
 // Op table cases (op_cases.h): fused causal attention, forward and backward (kernels.h: causal_attention),
 // q, k, v, dout [B, H, T, D]: odd T and D, T around the CUDA kernels' 64- and 32-row tiles, head dims 64 and
-// 128, head-split (strided) views of a packed projection, a last dim that is not unit-stride, degenerate
-// sizes, and the float64 shapes the gradcheck differentiates. Scale 1 / sqrt(D) unless stated.
+// 128, T whose rows the AVX-512 version pads by a cache line, head-split (strided) views of a packed
+// projection, a last dim that is not unit-stride, degenerate sizes, and the float64 shapes the gradcheck
+// differentiates. Scale 1 / sqrt(D) unless stated.
 #pragma once
 
 #include <cmath>
@@ -38,6 +39,9 @@ inline void add_attention_cases(OpTableBuilder& t) {
                          Heads{1, 1, 64, 32}, Heads{1, 2, 129, 64}, Heads{1, 2, 200, 128}}) {
     plain(kFloat32, s);
   }
+  // Key counts whose padded rows would be an even number of cache lines from 128 floats up (120 -> 128,
+  // 256): the AVX-512 version lays those rows out one line longer (attention_avx512.cpp, task_sizes).
+  for (const Heads& s : {Heads{1, 2, 120, 32}, Heads{1, 1, 256, 64}}) plain(kFloat32, s);
   for (const Heads& s : {Heads{1, 1, 1, 1}, Heads{2, 3, 7, 5}, Heads{1, 2, 33, 9}}) plain(kFloat64, s);
   for (const Heads& s : {Heads{2, 3, 7, 5}, Heads{1, 2, 33, 9}, Heads{1, 2, 13, 16}, Heads{1, 2, 129, 64},
                          Heads{1, 1, 200, 128}}) {
