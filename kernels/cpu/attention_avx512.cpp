@@ -63,39 +63,40 @@ namespace {
 constexpr int64_t kRows = 8;    // query rows per block: 8 x 2 accumulators + 2 loads of 32 zmm registers
 constexpr int64_t kLanes = 16;  // floats per zmm
 
-/// C[r][c] = scale * sum_{k < depth} A[r][k] B[k][c] for r < kRows, c < cols (a multiple of 16): A row stride
-/// lda, B [depth, >= cols] row stride ldb, C row stride ldc.
+/// C[r][c] = scale * sum_{k < depth} A[r][k] B[k][c] for r < R, c < cols (a multiple of 16): A row stride
+/// lda, B [depth, >= cols] row stride ldb, C row stride ldc. R = 8 (kRows) holds 16 accumulators; R = 12
+/// (the forward's tall blocks) 24, with the two B vectors and a broadcast 27 of the 32 zmm registers.
+template <int64_t R = kRows>
 BRIGADE_AVX512_INLINE void tile_ab(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t depth,
                                    int64_t cols, float scale, float* c, int64_t ldc) {
   const __m512 s = _mm512_set1_ps(scale);
   int64_t col = 0;
   for (; col + 2 * kLanes <= cols; col += 2 * kLanes) {
-    __m512 acc[kRows][2];
-    for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    __m512 acc[R][2];
+    for (int64_t r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < depth; ++k) {
       const __m512 b0 = _mm512_loadu_ps(b + k * ldb + col), b1 = _mm512_loadu_ps(b + k * ldb + col + kLanes);
-#pragma GCC unroll 8
-      for (int64_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 12
+      for (int64_t r = 0; r < R; ++r) {
         const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
         acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
       }
     }
-    for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t r = 0; r < R; ++r) {
       _mm512_storeu_ps(c + r * ldc + col, _mm512_mul_ps(acc[r][0], s));
       _mm512_storeu_ps(c + r * ldc + col + kLanes, _mm512_mul_ps(acc[r][1], s));
     }
   }
   if (col < cols) {  // one zmm of columns left
-    __m512 acc[kRows];
-    for (int64_t r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+    __m512 acc[R];
+    for (int64_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t k = 0; k < depth; ++k) {
       const __m512 b0 = _mm512_loadu_ps(b + k * ldb + col);
-#pragma GCC unroll 8
-      for (int64_t r = 0; r < kRows; ++r)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), b0, acc[r]);
+#pragma GCC unroll 12
+      for (int64_t r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), b0, acc[r]);
     }
-    for (int64_t r = 0; r < kRows; ++r) _mm512_storeu_ps(c + r * ldc + col, _mm512_mul_ps(acc[r], s));
+    for (int64_t r = 0; r < R; ++r) _mm512_storeu_ps(c + r * ldc + col, _mm512_mul_ps(acc[r], s));
   }
 }
 
@@ -185,17 +186,18 @@ BRIGADE_AVX512_INLINE void transpose(const float* src, const TileSizes& z, float
 /// grows by 16 floats, as if T had 16 more keys (zero rows of k and v, never inside the causal mask). The
 /// forward at T = 1024 gained 2-6 % by it on an Intel Xeon; the backward (five products over its own
 /// buffers) measured no faster, so it keeps the plain sizes (docs/kernels.md).
-BRIGADE_AVX512_INLINE TileSizes task_sizes(int64_t T, int64_t D) {
-  TileSizes z(T, D, kLanes, kRows);
+BRIGADE_AVX512_INLINE TileSizes task_sizes(int64_t T, int64_t D, int64_t rows) {
+  TileSizes z(T, D, kLanes, rows);
   if (z.Tp >= 128 && (z.Tp / kLanes) % 2 == 0) z.Tp += kLanes;
   return z;
 }
 
-/// Row r of a block starting at query i0 sees keys j <= i0 + r: s[r][j] = -inf beyond, up to `cols` (a
-/// multiple of 16), by masked stores of whole vectors.
+/// Row r of a block of R rows starting at query i0 sees keys j <= i0 + r: s[r][j] = -inf beyond, up to
+/// `cols` (a multiple of 16), by masked stores of whole vectors.
+template <int64_t R = kRows>
 BRIGADE_AVX512_INLINE void mask_block(float* s, int64_t lds, int64_t i0, int64_t cols) {
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t r = 0; r < kRows; ++r) {
+  for (int64_t r = 0; r < R; ++r) {
     const int64_t first = i0 + r + 1;  // the first masked key
     for (int64_t j = first / kLanes * kLanes; j < cols; j += kLanes) {
       // Lanes at or past `first`: all of them once j has passed it.
@@ -206,11 +208,15 @@ BRIGADE_AVX512_INLINE void mask_block(float* s, int64_t lds, int64_t i0, int64_t
   }
 }
 
-/// lse[r] = max[r] + log(sum[r]) for the block's rows r < count, in double, rounded once.
+/// lse[r] = max[r] + log(sum[r]) for a block's rows r < count, in double, rounded once: eight at a time.
 BRIGADE_AVX512_INLINE void store_log_sum_exp(const float* max, const float* sum, int64_t count, float* lse) {
-  const __m512d m = _mm512_cvtps_pd(_mm256_loadu_ps(max)), l = _mm512_cvtps_pd(_mm256_loadu_ps(sum));
-  const __m256 v = _mm512_cvtpd_ps(_mm512_add_pd(m, detail::log8(l)));
-  _mm512_mask_storeu_ps(lse, detail::first_lanes(count), _mm512_castps256_ps512(v));
+  for (int64_t r = 0; r < count; r += 8) {
+    const __m512d m = _mm512_cvtps_pd(_mm256_loadu_ps(max + r)),
+                  l = _mm512_cvtps_pd(_mm256_loadu_ps(sum + r));
+    const __m256 v = _mm512_cvtpd_ps(_mm512_add_pd(m, detail::log8(l)));
+    _mm512_mask_storeu_ps(lse + r, detail::first_lanes(std::min<int64_t>(8, count - r)),
+                          _mm512_castps256_ps512(v));
+  }
 }
 
 // Horizontal reductions by halving shuffles (GCC's _mm512_reduce_* and _mm512_max_ps trip
@@ -283,22 +289,28 @@ BRIGADE_AVX512_INLINE void store_row(T* dst, const float* src, float factor, int
   for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<T>(src[d] * factor);
 }
 
-template <typename T>
-BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const Heads& q, const Heads& k,
-                                 const Heads& v, const Heads& out, float* lse) {
-  const TileSizes z = task_sizes(pr.T, pr.D);
-  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, kRows, /*k_rows=*/true);
+/// One forward task in blocks of R query rows. Every block's S = Q K^T reads all of k^T once; where k^T
+/// no longer fits in L1 (GPT-2's 1024 keys: 266 KiB), those reads come from L2 and cost about as much as
+/// the block's multiply-adds, so there the blocks are 12 rows tall (a third fewer reads of k^T).
+template <typename T, int64_t R>
+BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t h, const Heads& q,
+                                          const Heads& k, const Heads& v, const Heads& out, float* lse) {
+  const TileSizes z = task_sizes(pr.T, pr.D, R);
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true);
   float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
   transpose(w.k, z, kT);
   const auto scale = static_cast<float>(pr.scale);
-  for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
-    const int64_t keys = std::min(i0 + kRows, z.T);  // keys any row of the block sees
+  static_assert(R <= kLanes, "a block's sums are one vector");
+  const __mmask16 block_lanes = detail::first_lanes(R);
+  for (int64_t i0 = 0; i0 < z.T; i0 += R) {
+    const int64_t keys = std::min(i0 + R, z.T);  // keys any row of the block sees
     const int64_t cols = round_up(keys, kLanes);
-    tile_ab(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
-    mask_block(s, z.Tp, i0, cols);
-    static_assert(kRows == 8, "a block's sums and maxes are one 8-float vector");
-    float inv[kRows], max[kRows], sum[kRows];
-    for (int64_t r = 0; r < kRows; ++r) {
+    tile_ab<R>(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
+    mask_block<R>(s, z.Tp, i0, cols);
+    // Lanes past R stay 0 and 1 (log 0), so that the vector log never sees stale values.
+    alignas(64) float inv[kLanes], max[kLanes] = {}, sum[kLanes];
+    std::fill(sum, sum + kLanes, 1.0f);
+    for (int64_t r = 0; r < R; ++r) {
       float* row = s + r * z.Tp;
       if (i0 + r >= z.T) {  // a padding row: zero weights, nothing stored
         std::fill(row, row + cols, 0.0f);
@@ -309,12 +321,29 @@ BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const 
       max[r] = row_max(row, cols);
       sum[r] = exp_row_sum(row, max[r], cols);
     }
-    _mm256_storeu_ps(inv, _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(sum)));
-    store_log_sum_exp(max, sum, std::min(kRows, z.T - i0), lse + i0);
-    tile_ab(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
-    for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
+    _mm512_mask_storeu_ps(
+        inv, block_lanes,
+        _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), block_lanes, sum)));
+    store_log_sum_exp(max, sum, std::min(R, z.T - i0), lse + i0);
+    tile_ab<R>(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
+    for (int64_t r = 0; r < R && i0 + r < z.T; ++r) {
       store_row(out.mutable_row<T>(b, h, i0 + r), o + r * z.Dp, inv[r], z.D);
     }
+  }
+}
+
+/// k^T's bytes above which the forward's blocks are 12 rows tall: about what L1 holds beside the block's
+/// own rows (48 KiB of L1d on the Intel Xeon, 32 KiB on Zen 4).
+constexpr int64_t kTallBlocksAbove = 32 * 1024;
+
+template <typename T>
+BRIGADE_AVX512 void forward_task(const Problem& pr, int64_t b, int64_t h, const Heads& q, const Heads& k,
+                                 const Heads& v, const Heads& out, float* lse) {
+  const TileSizes plain(pr.T, pr.D, kLanes, kRows);
+  if (plain.Dp * plain.Tp * static_cast<int64_t>(sizeof(float)) > kTallBlocksAbove) {
+    forward_blocks<T, 12>(pr, b, h, q, k, v, out, lse);
+  } else {
+    forward_blocks<T, kRows>(pr, b, h, q, k, v, out, lse);
   }
 }
 
