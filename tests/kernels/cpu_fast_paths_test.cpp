@@ -9,19 +9,24 @@
 //  - column sums (a sum over leading dims) against the transposed copy's row sums, bit for bit;
 //  - the float AdamW update, v1 (eight lanes at a time where the CPU has AVX-512) against the scalar formula
 //    in double, bit for bit, over a length with a tail; v2 (float, 16 lanes, FMAs) within a few float
-//    roundings of it, relative to the terms that make each value.
+//    roundings of it, relative to the terms that make each value;
+//  - float dropout, 16 Philox streams at a time where the CPU has AVX-512, against the scalar rule (keep
+//    element i iff philox::uniform(seed, offset, i) >= p), bit for bit.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "kernels/adamw_versions.h"
+#include "kernels/cpu/dropout_avx512.h"
+#include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
 #include "kernels/cpu/gemm_packing.h"
 #include "kernels/kernels.h"
 #include "tensor/philox.h"
@@ -491,6 +496,64 @@ TEST(CpuFastPaths, FloatAdamWV2IsWithinAFewRoundingsOfTheFormulaInDouble) {
   EXPECT_LE(worst_p, 8.0);
   EXPECT_LE(worst_m, 3.0);
   EXPECT_LE(worst_v, 3.0);
+}
+
+// Dropout's mask is the scalar rule's, element for element: x_i / (1 - p) where philox::uniform(seed,
+// offset, i) >= p, else 0 (the CUDA kernel draws the same). Lengths around the 16 lanes and the 4096-element
+// spans the threads take, seeds and offsets with high words, p at 0, where p * 2^24 is a whole number
+// (0.25) and just past one, p just under 1, and p on one element's draw and half a step above it.
+TEST(CpuFastPaths, FloatDropoutKeepsTheScalarRulesElementsBitForBit) {
+  const std::vector<int64_t> lengths = {1, 15, 16, 17, 4095, 4096, 4097, 70001};
+  const std::vector<GeneratorState> states = {
+      {0, 0}, {1234567, 3}, {0xFEDCBA9876543210ull, (1ull << 32) + 5}};
+  const std::vector<double> ps = {0.0, 0.1, 0.25, 0.25 + 1e-12, 0.5, 1.0 - 1.0 / 16777216.0};
+  for (int64_t n : lengths) {
+    Tensor x = randn({n});
+    x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();  // a dropped NaN gives 0, as the rule says
+    for (const GeneratorState& state : states) {
+      // p on element 5's own draw, m / 2^24 (kept: u >= p) and half a step above it (dropped): the edges
+      // of the rule, which random p almost never meet.
+      const double m5 = static_cast<double>(philox::random_bits(state.seed, state.offset, 5).x >> 8);
+      std::vector<double> edge_ps = ps;
+      edge_ps.push_back(m5 / 16777216.0);
+      edge_ps.push_back((m5 + 0.5) / 16777216.0);
+      for (double p : edge_ps) {
+        const std::vector<float> got = kernels::dropout(x, p, state).to_vector<float>();
+        const float scale = static_cast<float>(1.0 / (1.0 - p));
+        size_t mismatches = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const bool keep =
+              static_cast<double>(philox::uniform(state.seed, state.offset, static_cast<uint64_t>(i))) >= p;
+          const float want = keep ? x.data<float>()[i] * scale : 0.0f;
+          const bool same =
+              std::isnan(want) ? std::isnan(got[i]) : std::memcmp(&want, &got[i], sizeof(float)) == 0;
+          mismatches += same ? 0 : 1;
+        }
+        EXPECT_EQ(mismatches, 0u) << "n " << n << ", seed " << state.seed << ", offset " << state.offset
+                                  << ", p " << p;
+      }
+    }
+  }
+}
+
+// The 16-lane loop on its own, at element indices that cross 2^32 (the counter's high word takes the
+// carry lane by lane), which no tensor here is long enough to reach.
+TEST(CpuFastPaths, DropoutLanesCarryTheIndexIntoItsHighWord) {
+  if (!kernels::cpu::detail::avx512_rows_run())
+    GTEST_SKIP() << "this CPU lacks AVX-512F or FMA: the 16-lane dropout does not run here";
+  const int64_t n = 40;
+  const int64_t first = (int64_t{1} << 32) - 20;
+  std::vector<float> x(n, 1.0f), out(n, -1.0f);
+  const uint64_t seed = 0x0123456789ABCDEFull, offset = 7;
+  kernels::cpu::detail::dropout_float_avx512(x.data(), out.data(), n, first, 0.5, 2.0f, seed, offset);
+  int kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = philox::uniform(seed, offset, static_cast<uint64_t>(first + i)) >= 0.5f;
+    EXPECT_EQ(out[i], keep ? 2.0f : 0.0f) << "index " << first + i;
+    kept += keep ? 1 : 0;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, n);
 }
 
 // The GEMMs' per-thread scratch (gemm_packing.h): whatever sizes are asked for, in whatever order, the
