@@ -9,6 +9,7 @@
 #include "tensor/bf16_arrays.h"
 #include "tensor/convert.h"
 #include "tensor/philox.h"
+#include "tensor/random_fill_avx512.h"
 #include "tensor/strided_loop.h"
 
 namespace brigade::detail {
@@ -144,8 +145,26 @@ void cpu_fill(const Tensor& dst, double value) {
   });
 }
 
+/// Elements per task of the 16-lane fill (a multiple of its lanes).
+constexpr int64_t kRandomSpan = 4096;
+
 template <typename T>
 void cpu_fill_random_typed(T* out, int64_t n, RandomKind kind, const GeneratorState& state) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) {
+      const int64_t spans = (n + kRandomSpan - 1) / kRandomSpan;
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t span = 0; span < spans; ++span) {
+        const int64_t first = span * kRandomSpan;
+        fill_random_float_avx512(out, first, std::min(kRandomSpan, n - first), kind == RandomKind::Normal,
+                                 state.seed, state.offset);
+      }
+      return;
+    }
+  }
+#endif
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     float r = kind == RandomKind::Normal

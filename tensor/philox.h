@@ -58,15 +58,20 @@ BRIGADE_HOST_DEVICE inline float uniform(uint64_t seed, uint64_t offset, uint64_
   return bits_to_unit(random_bits(seed, offset, index).x);
 }
 
-/// Standard normal for element `index` (Box–Muller on lanes 0 and 1, computed in double so that the CPU
+/// The standard normal that words x and y of a draw make (Box–Muller, computed in double so that the CPU
 /// and CUDA math libraries agree to well under a float ulp).
-BRIGADE_HOST_DEVICE inline float normal(uint64_t seed, uint64_t offset, uint64_t index) {
-  Uint4 bits = random_bits(seed, offset, index);
+BRIGADE_HOST_DEVICE inline float normal_from_words(uint32_t x, uint32_t y) {
   // u1 in (0, 1]: avoid log(0).
-  double u1 = (static_cast<double>(bits.x >> 8) + 1.0) * (1.0 / 16777216.0);
-  double u2 = static_cast<double>(bits.y >> 8) * (1.0 / 16777216.0);
+  double u1 = (static_cast<double>(x >> 8) + 1.0) * (1.0 / 16777216.0);
+  double u2 = static_cast<double>(y >> 8) * (1.0 / 16777216.0);
   constexpr double kTwoPi = 6.283185307179586;
   return static_cast<float>(sqrt(-2.0 * log(u1)) * cos(kTwoPi * u2));
+}
+
+/// Standard normal for element `index` (Box–Muller on lanes 0 and 1).
+BRIGADE_HOST_DEVICE inline float normal(uint64_t seed, uint64_t offset, uint64_t index) {
+  Uint4 bits = random_bits(seed, offset, index);
+  return normal_from_words(bits.x, bits.y);
 }
 
 }  // namespace brigade::philox

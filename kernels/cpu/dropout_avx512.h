@@ -3,9 +3,8 @@
 //
 // Why: the mask's Philox4x32-10 (tensor/philox.h) is ten rounds of two 32 x 32 -> 64-bit multiplies an
 // element, about 80 scalar instructions, against a handful for the multiply by the scale; dropout ran at
-// ~1 % of the copy rate. Here each of Philox's four 32-bit words is one zmm of 16 elements' words, and a
-// round is two pairs of vpmuludq (even and odd lanes) and their shuffles: ~18 instructions for 16
-// elements. The keep rule and every bit of the output are those of the scalar loop.
+// ~1 % of the copy rate. Here the draws are 16 at a time (tensor/philox_avx512.h: ~18 instructions a
+// round for 16 elements). The keep rule and every bit of the output are those of the scalar loop.
 #pragma once
 
 #include <cstdint>

@@ -10,8 +10,9 @@
 //  - the float AdamW update, v1 (eight lanes at a time where the CPU has AVX-512) against the scalar formula
 //    in double, bit for bit, over a length with a tail; v2 (float, 16 lanes, FMAs) within a few float
 //    roundings of it, relative to the terms that make each value;
-//  - float dropout, 16 Philox streams at a time where the CPU has AVX-512, against the scalar rule (keep
-//    element i iff philox::uniform(seed, offset, i) >= p), bit for bit.
+//  - float dropout and the float random fills, their Philox draws 16 at a time where the CPU has AVX-512,
+//    against the scalar rules (dropout keeps element i iff philox::uniform(seed, offset, i) >= p; a fill's
+//    element i is philox::normal or uniform(seed, offset, i)), bit for bit.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -29,6 +30,7 @@
 #include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
 #include "kernels/cpu/gemm_packing.h"
 #include "kernels/kernels.h"
+#include "tensor/device_ops.h"
 #include "tensor/philox.h"
 #include "tests/test_support.h"
 
@@ -531,6 +533,32 @@ TEST(CpuFastPaths, FloatDropoutKeepsTheScalarRulesElementsBitForBit) {
         }
         EXPECT_EQ(mismatches, 0u) << "n " << n << ", seed " << state.seed << ", offset " << state.offset
                                   << ", p " << p;
+      }
+    }
+  }
+}
+
+// The random fills (randn, rand: detail::fill_random) give element i the scalar draw of index i, bit for
+// bit, over lengths around the 16 lanes and the 4096-element spans the threads take, and seeds and
+// offsets with high words.
+TEST(CpuFastPaths, FloatRandomFillsAreTheScalarDrawsBitForBit) {
+  const std::vector<GeneratorState> states = {{0, 0}, {1337, 12}, {0xFEDCBA9876543210ull, (1ull << 32) + 5}};
+  for (int64_t n : {1, 15, 16, 17, 4095, 4096, 4097, 70001}) {
+    for (const GeneratorState& state : states) {
+      for (detail::RandomKind kind : {detail::RandomKind::Normal, detail::RandomKind::Uniform}) {
+        Tensor t = empty({n});
+        detail::fill_random(t, kind, state);
+        const std::vector<float> got = t.to_vector<float>();
+        size_t mismatches = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const auto index = static_cast<uint64_t>(i);
+          const float want = kind == detail::RandomKind::Normal
+                                 ? philox::normal(state.seed, state.offset, index)
+                                 : philox::uniform(state.seed, state.offset, index);
+          mismatches += std::memcmp(&want, &got[static_cast<size_t>(i)], sizeof(float)) == 0 ? 0 : 1;
+        }
+        EXPECT_EQ(mismatches, 0u) << "n " << n << ", seed " << state.seed << ", offset " << state.offset
+                                  << (kind == detail::RandomKind::Normal ? ", normal" : ", uniform");
       }
     }
   }
