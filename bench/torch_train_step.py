@@ -14,7 +14,7 @@ time.process_time for the CPU time of all the process's threads) and prints one 
 The batch is fixed random token ids (the step's cost does not depend on the values).
 
 Usage: python3 bench/torch_train_step.py --layers 2 --embd 64 --heads 4 --block 13 --batch 128 \
-           --vocab 13 --threads 1 [--steps 20] [--warmup 3] [--attention eager|sdpa]
+           --vocab 13 --threads 1 [--steps 20] [--warmup 3] [--attention eager|sdpa] [--dropout-percent 0..99]
 Needs only PyTorch (Debian's python3-torch, or PyPI's in scripts/torch_venv.sh's environment).
 """
 
@@ -32,7 +32,8 @@ from torch_gpt import GPT, has_sdpa
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in [("layers", 2), ("embd", 64), ("heads", 4), ("block", 13), ("batch", 128),
-                          ("vocab", 13), ("threads", 1), ("steps", 20), ("warmup", 3), ("seed", 1337)]:
+                          ("vocab", 13), ("threads", 1), ("steps", 20), ("warmup", 3), ("seed", 1337),
+                          ("dropout-percent", 0)]:
         parser.add_argument("--" + name, type=int, default=default)
     parser.add_argument("--attention", choices=["eager", "sdpa"], default="sdpa" if has_sdpa() else "eager")
     args = parser.parse_args()
@@ -41,7 +42,10 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = GPT(args.vocab, args.block, args.layers, args.heads, args.embd, fused_attention=args.attention == "sdpa")
+    if not 0 <= args.dropout_percent <= 99:
+        parser.error(f"--dropout-percent must lie in 0..99, found {args.dropout_percent}")
+    model = GPT(args.vocab, args.block, args.layers, args.heads, args.embd, fused_attention=args.attention == "sdpa",
+                dropout=args.dropout_percent / 100.0)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

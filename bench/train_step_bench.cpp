@@ -320,15 +320,23 @@ struct StepMedianArgs {
   int64_t layers = 2, embd = 64, heads = 4, block = 13, batch = 128, vocab = 13, threads = 1, steps = 20,
           warmup = 3;
   int64_t bf16 = 0;  ///< 1: the step under a bf16 autocast, as `brigade train --dtype bf16` runs it
+  int64_t dropout_percent = 0;  ///< the GPT's dropout (embeddings, attention weights, residuals), in percent
 };
 
 /// Parses "--name value" pairs after --step-median; exits with status 2 and a usage line on a bad flag.
 StepMedianArgs parse_step_median(int argc, char** argv) {
   StepMedianArgs a;
-  const std::vector<std::pair<const char*, int64_t*>> flags = {
-      {"--layers", &a.layers}, {"--embd", &a.embd},   {"--heads", &a.heads},     {"--block", &a.block},
-      {"--batch", &a.batch},   {"--vocab", &a.vocab}, {"--threads", &a.threads}, {"--steps", &a.steps},
-      {"--warmup", &a.warmup}, {"--bf16", &a.bf16}};
+  const std::vector<std::pair<const char*, int64_t*>> flags = {{"--layers", &a.layers},
+                                                               {"--embd", &a.embd},
+                                                               {"--heads", &a.heads},
+                                                               {"--block", &a.block},
+                                                               {"--batch", &a.batch},
+                                                               {"--vocab", &a.vocab},
+                                                               {"--threads", &a.threads},
+                                                               {"--steps", &a.steps},
+                                                               {"--warmup", &a.warmup},
+                                                               {"--bf16", &a.bf16},
+                                                               {"--dropout-percent", &a.dropout_percent}};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--step-median") == 0) continue;
     auto flag = std::find_if(flags.begin(), flags.end(),
@@ -336,12 +344,15 @@ StepMedianArgs parse_step_median(int argc, char** argv) {
     char* end = nullptr;
     const long long value = (flag != flags.end() && i + 1 < argc) ? std::strtoll(argv[i + 1], &end, 10) : 0;
     const bool is_bf16 = flag != flags.end() && flag->second == &a.bf16;
-    if (flag == flags.end() || end == nullptr || *end != '\0' ||
-        (is_bf16 ? value < 0 || value > 1 : value <= 0)) {
+    const bool is_dropout = flag != flags.end() && flag->second == &a.dropout_percent;
+    const bool in_range = is_bf16      ? value >= 0 && value <= 1
+                          : is_dropout ? value >= 0 && value <= 99
+                                       : value > 0;
+    if (flag == flags.end() || end == nullptr || *end != '\0' || !in_range) {
       std::fprintf(stderr,
                    "usage: train_step_bench --step-median [--layers N] [--embd N] [--heads N] [--block N] "
                    "[--batch N] [--vocab N] [--threads N] [--steps N] [--warmup N] (positive integers) "
-                   "[--bf16 0|1]; bad "
+                   "[--bf16 0|1] [--dropout-percent 0..99]; bad "
                    "argument '%s'\n",
                    argv[i]);
       std::exit(2);
@@ -368,6 +379,7 @@ int run_step_median(const StepMedianArgs& a) {
   config.n_layer = a.layers;
   config.n_head = a.heads;
   config.n_embd = a.embd;
+  config.dropout = static_cast<double>(a.dropout_percent) / 100.0;
   brigade::nn::GPT model(config, /*seed=*/1337);
   brigade::nn::AdamW opt(
       brigade::nn::decay_groups(model, 0.1),

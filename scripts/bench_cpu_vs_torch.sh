@@ -33,7 +33,8 @@
 # waits for); CPU time (all of a process's threads, per step) is printed beside it because a machine
 # shared with other work inflates wall time far more than CPU time. Both sides get THREADS threads
 # (default "2"): torch.set_num_threads and OMP_NUM_THREADS for PyTorch, --threads for brigade; both with
-# OMP_WAIT_POLICY=passive, as on a shared machine.
+# OMP_WAIT_POLICY=passive, as on a shared machine. DROPOUT_PERCENT (default 0) trains both sides' GPTs with
+# that dropout (embeddings, attention weights, residual branches; a BASELINE build must know the flag).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,6 +46,7 @@ STEPS_GPT2S="${STEPS_GPT2S:-3}"
 ROUNDS_GPT2S="${ROUNDS_GPT2S:-3}"
 WARMUP_GPT2S="${WARMUP_GPT2S:-1}"
 THREADS="${THREADS:-2}"
+DROPOUT_PERCENT="${DROPOUT_PERCENT:-0}"
 SHAPES="${SHAPES:-baby gpt2s}"
 TORCH="${TORCH:-pypi debian}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/results}"
@@ -94,6 +96,7 @@ for entry in "${sides[@]}"; do
   printf 'meta\ttorch-%s\t%s\n' "$name" "$info" >>"$raw"
 done
 [[ -z "$BASELINE_BENCH" ]] || printf 'meta\tbaseline\t%s\n' "$(cd "$BASELINE" && pwd)" >>"$raw"
+[[ "$DROPOUT_PERCENT" == 0 ]] || printf 'meta\tdropout_percent\t%s\n' "$DROPOUT_PERCENT" >>"$raw"
 sed -n 's/^meta\t\([^\t]*\)\t/# \1: /p' "$raw"
 
 # name: layers embd heads block batch vocab
@@ -108,6 +111,7 @@ for shape in $SHAPES; do
   if [[ "$shape" == gpt2s ]]; then steps=$STEPS_GPT2S warmup=$WARMUP_GPT2S rounds=$ROUNDS_GPT2S; fi
   args=(--layers "$layers" --embd "$embd" --heads "$heads" --block "$block" --batch "$batch" --vocab "$vocab"
         --steps "$steps" --warmup "$warmup")
+  if [[ "$DROPOUT_PERCENT" != 0 ]]; then args+=(--dropout-percent "$DROPOUT_PERCENT"); fi
   for t in $THREADS; do
     for ((r = 0; r < rounds; ++r)); do
       load="$(cut -d' ' -f1 /proc/loadavg)"
