@@ -310,29 +310,26 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
   transpose(w.k, z, kT);
   const auto scale = static_cast<float>(pr.scale);
   static_assert(R <= kLanes, "a block's sums are one vector");
-  const __mmask16 block_lanes = detail::first_lanes(R);
   for (int64_t i0 = 0; i0 < z.T; i0 += R) {
     const int64_t keys = std::min(i0 + R, z.T);  // keys any row of the block sees
     const int64_t cols = round_up(keys, kLanes);
     tile_ab<R>(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
     mask_block<R>(s, z.Tp, i0, cols);
-    // Lanes past R stay 0 and 1 (log 0), so that the vector log never sees stale values.
+    // Rows past R, and padding rows past T, keep max 0 and sum 1 (log 0, reciprocal 1): the vector log and
+    // division see no stale values.
     alignas(64) float inv[kLanes], max[kLanes] = {}, sum[kLanes];
     std::fill(sum, sum + kLanes, 1.0f);
     for (int64_t r = 0; r < R; ++r) {
       float* row = s + r * z.Tp;
       if (i0 + r >= z.T) {  // a padding row: zero weights, nothing stored
         std::fill(row, row + cols, 0.0f);
-        max[r] = 0.0f, sum[r] = 1.0f;
         continue;
       }
       // A row whose scores are all -inf (or NaN) gives NaN here, as unfused softmax does.
       max[r] = row_max(row, cols);
       sum[r] = exp_row_sum(row, max[r], cols);
     }
-    _mm512_mask_storeu_ps(
-        inv, block_lanes,
-        _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), block_lanes, sum)));
+    _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(sum)));
     store_log_sum_exp(max, sum, std::min(R, z.T - i0), lse + i0);
     tile_ab<R>(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
     for (int64_t r = 0; r < R && i0 + r < z.T; ++r) {
