@@ -6,6 +6,7 @@
 // (every score is 0).
 #include <cmath>
 
+#include "kernels/attention_versions.h"
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/op_checks.h"
@@ -37,6 +38,12 @@ void check_q(const char* op, const Tensor& q) {
 
 void check_scale(const char* op, double scale) {
   BRIGADE_CHECK_VALUE(std::isfinite(scale), op, ": scale must be finite, found ", scale);
+}
+
+/// p in [0, 1); p > 0 only where the device's default version has dropout (the CPU's).
+void check_dropout(const char* op, const AttentionDropout& dropout) {
+  BRIGADE_CHECK_VALUE(dropout.p >= 0.0 && dropout.p < 1.0, op, ": dropout p must lie in [0, 1), found ",
+                      dropout.p);
 }
 
 /// An output view: q's shape, dtype and device, stride 1 on D, no broadcast dims (written in place).
@@ -83,7 +90,7 @@ void fill_lse_without_features(const Tensor& lse_out) {
 }  // namespace
 
 void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
-                          const Tensor& lse) {
+                          const Tensor& lse, const AttentionDropout& dropout) {
   NoGradGuard no_grad;
   const char* op = "causal_attention";
   check_q(op, q);
@@ -92,27 +99,35 @@ void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, dou
   check_scale(op, scale);
   check_output(op, "out", out, q);
   check_lse(op, lse, q, /*output=*/true);
+  check_dropout(op, dropout);
   if (empty_problem(q)) return;
   if (q.size(3) == 0) {
     fill_lse_without_features(lse);
+    return;
+  }
+  if (dropout.p > 0.0) {
+    causal_attention_forward_with(default_attention_kernel(q.device().kind, q.dtype(), q.size(3)),
+                                  unit_last_stride(q), unit_last_stride(k), unit_last_stride(v), scale, out,
+                                  lse, dropout);
     return;
   }
   BRIGADE_ON_BACKEND(q.device(), causal_attention_forward(unit_last_stride(q), unit_last_stride(k),
                                                           unit_last_stride(v), scale, out, lse));
 }
 
-AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                 const AttentionDropout& dropout) {
   check_q("causal_attention", q);
   AttentionOutput result{
       empty(q.shape(), detail::output_options(q)),
       empty({q.size(0), q.size(1), q.size(2)}, detail::output_options(q, lse_dtype(q.dtype())))};
-  causal_attention_out(q, k, v, scale, result.out, result.lse);
+  causal_attention_out(q, k, v, scale, result.out, result.lse, dropout);
   return result;
 }
 
 void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
-                                   const Tensor& dk, const Tensor& dv) {
+                                   const Tensor& dk, const Tensor& dv, const AttentionDropout& dropout) {
   NoGradGuard no_grad;
   const char* op = "causal_attention_backward";
   check_q(op, q);
@@ -125,7 +140,15 @@ void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Te
   check_output(op, "dq", dq, q);
   check_output(op, "dk", dk, q);
   check_output(op, "dv", dv, q);
+  check_dropout(op, dropout);
   if (empty_problem(q) || q.size(3) == 0) return;
+  if (dropout.p > 0.0) {
+    causal_attention_backward_with(default_attention_kernel(q.device().kind, q.dtype(), q.size(3)),
+                                   unit_last_stride(dout), unit_last_stride(q), unit_last_stride(k),
+                                   unit_last_stride(v), unit_last_stride(out), lse.contiguous(), scale, dq,
+                                   dk, dv, dropout);
+    return;
+  }
   BRIGADE_ON_BACKEND(
       q.device(), causal_attention_backward(unit_last_stride(dout), unit_last_stride(q), unit_last_stride(k),
                                             unit_last_stride(v), unit_last_stride(out), lse.contiguous(),
@@ -133,12 +156,12 @@ void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Te
 }
 
 AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                         const Tensor& v, const Tensor& out, const Tensor& lse,
-                                         double scale) {
+                                         const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
+                                         const AttentionDropout& dropout) {
   check_q("causal_attention_backward", q);
   const TensorOptions options = detail::output_options(q);
   AttentionGrads grads{empty(q.shape(), options), empty(q.shape(), options), empty(q.shape(), options)};
-  causal_attention_backward_out(dout, q, k, v, out, lse, scale, grads.dq, grads.dk, grads.dv);
+  causal_attention_backward_out(dout, q, k, v, out, lse, scale, grads.dq, grads.dk, grads.dv, dropout);
   return grads;
 }
 

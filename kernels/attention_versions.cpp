@@ -2,6 +2,7 @@
 #include "kernels/attention_versions.h"
 
 #include "kernels/cpu/cpu_features.h"
+#include "tensor/error.h"
 
 namespace brigade::kernels {
 
@@ -78,25 +79,46 @@ AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_
                                                                               : AttentionKernel::CpuBaseline;
 }
 
+bool attention_kernel_supports_dropout(AttentionKernel kernel) {
+  return attention_kernel_backend(kernel) == DeviceKind::CPU;
+}
+
+namespace {
+void check_dropout(const char* op, AttentionKernel kernel, const AttentionDropout& dropout) {
+  BRIGADE_CHECK_VALUE(dropout.p >= 0.0 && dropout.p < 1.0, op, ": dropout p must lie in [0, 1), found ",
+                      dropout.p);
+  BRIGADE_CHECK_VALUE(dropout.p == 0.0 || attention_kernel_supports_dropout(kernel), op, ": version ",
+                      attention_kernel_name(kernel),
+                      " has no dropout on the attention weights (p = ", dropout.p,
+                      "); the CPU versions have it, and on CUDA the weights' dropout runs unfused");
+}
+}  // namespace
+
 void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   double scale, const Tensor& out, const Tensor& lse) {
+                                   double scale, const Tensor& out, const Tensor& lse,
+                                   const AttentionDropout& dropout) {
   const char* name = attention_kernel_name(kernel);
   const DeviceKind backend = attention_kernel_backend(kernel);
   detail::check_version_device("causal_attention", name, backend, {&q, &k, &v, &out, &lse});
-  if (backend == DeviceKind::CPU) return cpu::causal_attention_forward_with(kernel, q, k, v, scale, out, lse);
+  check_dropout("causal_attention", kernel, dropout);
+  if (backend == DeviceKind::CPU) {
+    return cpu::causal_attention_forward_with(kernel, q, k, v, scale, out, lse, dropout);
+  }
   BRIGADE_RUN_CUDA_VERSION("causal_attention", name,
                            causal_attention_forward_with(kernel, q, k, v, scale, out, lse));
 }
 
 void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const AttentionDropout& dropout) {
   const char* name = attention_kernel_name(kernel);
   const DeviceKind backend = attention_kernel_backend(kernel);
   detail::check_version_device("causal_attention_backward", name, backend,
                                {&dout, &q, &k, &v, &out, &lse, &dq, &dk, &dv});
+  check_dropout("causal_attention_backward", kernel, dropout);
   if (backend == DeviceKind::CPU) {
-    return cpu::causal_attention_backward_with(kernel, dout, q, k, v, out, lse, scale, dq, dk, dv);
+    return cpu::causal_attention_backward_with(kernel, dout, q, k, v, out, lse, scale, dq, dk, dv, dropout);
   }
   BRIGADE_RUN_CUDA_VERSION(
       "causal_attention_backward", name,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention_dropout.h"
 #include "kernels/kernel_versions.h"
 #include "tensor/tensor.h"
 
@@ -61,15 +62,21 @@ bool attention_kernel_supports(AttentionKernel kernel, DType dtype, int64_t head
 /// (float32) where the head dim is 64 or 128, else v1 (the fastest measured on an H200, docs/kernels.md).
 AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_t head_dim);
 
+/// Whether `kernel` implements dropout on the attention weights (kernels/attention_dropout.h): the CPU
+/// versions do; the CUDA ones refuse p > 0 (a model on CUDA applies that dropout unfused).
+bool attention_kernel_supports_dropout(AttentionKernel kernel);
+
 /// causal_attention_forward / causal_attention_backward of kernels/backend.h (tensors on the version's
-/// backend) by one version (v1 of its backend when !attention_kernel_supports(kernel, dtype, D)).
+/// backend) by one version (v1 of its backend when !attention_kernel_supports(kernel, dtype, D)), with
+/// dropout on the weights where `dropout.p` > 0 (ValueError where !attention_kernel_supports_dropout).
 #define BRIGADE_ATTENTION_VERSION_FUNCTIONS                                                                \
   void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k,             \
-                                     const Tensor& v, double scale, const Tensor& out, const Tensor& lse); \
+                                     const Tensor& v, double scale, const Tensor& out, const Tensor& lse,  \
+                                     const AttentionDropout& dropout = {});                                \
   void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,         \
                                       const Tensor& k, const Tensor& v, const Tensor& out,                 \
                                       const Tensor& lse, double scale, const Tensor& dq, const Tensor& dk, \
-                                      const Tensor& dv);
+                                      const Tensor& dv, const AttentionDropout& dropout = {});
 BRIGADE_ATTENTION_VERSION_FUNCTIONS
 
 // The backends' sides of the two above: `kernel` is a version of that backend. Call those instead.

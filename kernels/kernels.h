@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention_dropout.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 
@@ -108,26 +109,32 @@ struct AttentionOutput {
 /// q, k, v [B, H, T, D] (float32, bfloat16, float64; one dtype; any strides) -> out, lse. bfloat16 inputs
 /// are computed in float32 and rounded once to bfloat16 for `out`. No [T, T] matrix is kept (the CPU
 /// backend works row by row; CUDA keeps at most a row per query in shared memory).
-AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+/// With `dropout` (p > 0; kernels/attention_dropout.h for the mask), out_i = sum_{j<=i} m_ij exp(s_ij -
+/// lse_i) v_j, m_ij the kept weights' 1 / (1 - p) and 0 for the dropped ones; lse stays the undropped
+/// softmax's. CPU versions only (attention_kernel_supports_dropout); a CUDA tensor with p > 0 is refused.
+AttentionOutput causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                 const AttentionDropout& dropout = {});
 struct AttentionGrads {
   Tensor dq, dk, dv;  ///< [B, H, T, D] each, q's dtype, contiguous
 };
 /// Gradients of causal_attention given dout [B, H, T, D] and the forward's inputs, out and lse. The
 /// probabilities are recomputed from q, k and lse: p_ij = exp(scale * q_i . k_j - lse_i), and with
 /// delta_i = dout_i . out_i:  dv_j = sum_i p_ij dout_i,  ds_ij = p_ij (dout_i . v_j - delta_i),
-/// dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i.
+/// dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i. With the forward's `dropout`, the mask m_ij
+/// is drawn again: dv_j = sum_i m_ij p_ij dout_i and ds_ij = p_ij (m_ij dout_i . v_j - delta_i).
 AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                         const Tensor& v, const Tensor& out, const Tensor& lse, double scale);
+                                         const Tensor& v, const Tensor& out, const Tensor& lse, double scale,
+                                         const AttentionDropout& dropout = {});
 /// The two above writing into the caller's tensors: out, dq, dk, dv are [B, H, T, D] views of q's dtype
 /// with stride 1 on D and otherwise any layout, e.g. the heads of a [B, T, C] tensor
 /// (y.view({B, T, H, D}).permute({0, 2, 1, 3})) or the q/k/v parts of one [B, T, 3, H, D] gradient, so
 /// that a head split and merge cost no copies; lse [B, H, T] contiguous. Outputs must not overlap each
 /// other or the inputs.
 void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
-                          const Tensor& lse);
+                          const Tensor& lse, const AttentionDropout& dropout = {});
 void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& out, const Tensor& lse, double scale, const Tensor& dq,
-                                   const Tensor& dk, const Tensor& dv);
+                                   const Tensor& dk, const Tensor& dv, const AttentionDropout& dropout = {});
 
 // ---- layernorm --------------------------------------------------------------------------------------------
 // Dispatch layernorm.cpp. Versions (layernorm_versions.h): CPU v1 cpu/layernorm.cpp; CUDA v1

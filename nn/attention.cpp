@@ -6,6 +6,7 @@
 #include "autograd/attention.h"
 #include "autograd/checkpoint.h"
 #include "autograd/ops.h"
+#include "kernels/attention_versions.h"
 #include "kernels/kernels.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
@@ -58,12 +59,21 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 Tensor CausalSelfAttention::core(const Tensor& qkv) {
   const int64_t B = qkv.size(0), T = qkv.size(1), H = heads_, D = embd_ / heads_;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  if (!attn_drop_->is_training() || attn_drop_->p() == 0.0) {
+  const double p = attn_drop_->is_training() ? attn_drop_->p() : 0.0;
+  const kernels::AttentionKernel kernel =
+      kernels::default_attention_kernel(qkv.device().kind, qkv.dtype(), D);
+  if (p == 0.0 || kernels::attention_kernel_supports_dropout(kernel)) {
     // Fused: q, k, v read in place from the projection, the result written with the heads merged, no
-    // [T, T] matrix made or kept, and the backward writes d(qkv) in one piece.
-    return causal_self_attention(qkv, H, scale);
+    // [T, T] matrix made or kept, and the backward writes d(qkv) in one piece. The weights' dropout mask
+    // is one draw of the generator, as the unfused dropout below would take.
+    kernels::AttentionDropout dropout;
+    if (p > 0.0) {
+      Generator* generator = attn_drop_->generator();
+      dropout = {p, (generator ? *generator : default_generator()).next_draw()};
+    }
+    return causal_self_attention(qkv, H, scale, dropout);
   }
-  // Dropout on the attention weights needs the weights: the unfused path.
+  // Dropout on the attention weights where the kernel has none (CUDA) needs the weights: the unfused path.
   // [B, T, 3C] viewed as [B, T, 3, H, D], permuted to [3, B, H, T, D]: q, k, v are selects of it.
   Tensor heads = qkv.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
   // q is scaled by 1/sqrt(D) on its way to a contiguous layout (the multiply writes a fresh contiguous

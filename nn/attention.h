@@ -4,12 +4,13 @@
 //   scores = (q / sqrt(D)) k^T  [B*H, T, T], -inf above the diagonal (a query sees itself and the past)
 //   att = dropout(softmax(scores));  y = att v  [B*H, T, D] --merge heads--> [B, T, C] --proj--> dropout
 //
-// Without attention dropout (p == 0, or eval mode) this is one fused op on the projection
-// (causal_self_attention, autograd/attention.h): q, k, v are read in place, the heads come out merged, and
-// no [T, T] matrix is made or kept. With dropout the
-// weights themselves are needed: the heads are split with one copy per q/k/v (a batched GEMM needs one
-// batch stride) and the scores go through matmul, masked_fill, softmax, dropout, matmul (k^T is never
-// materialised: matmul's transpose flag).
+// This is one fused op on the projection (causal_self_attention, autograd/attention.h): q, k, v are read
+// in place, the heads come out merged, and no [T, T] matrix is made or kept. Dropout on the weights is
+// inside the fused op where the device's attention kernel has it (the CPU's): one draw of the generator,
+// the mask regenerated in the backward. Elsewhere (CUDA) dropout needs the weights themselves: the heads
+// are split with one copy per q/k/v (a batched GEMM needs one batch stride) and the scores go through
+// matmul, masked_fill, softmax, dropout, matmul (k^T is never materialised: matmul's transpose flag). Both
+// paths draw the generator once and drop the same weights (kernels/attention_dropout.h).
 //
 // Recomputing the attention core (Megatron's "selective" recomputation). Under a RecomputeAttentionCore
 // guard, with grad on, the core -- from the qkv projection's output to the heads-merged result, i.e. the

@@ -6,6 +6,10 @@
 //   backward  p_ij = exp(s_ij - lse_i) recomputed,  delta_i = dout_i.out_i,  dp_ij = dout_i.v_j,
 //             ds_ij = p_ij (dp_ij - delta_i),  dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,
 //             dv_j = sum_i p_ij dout_i
+//   dropout on the weights (kernels/attention_dropout.h), m_ij = 1 / (1 - p) kept, 0 dropped:
+//             out_i = sum_j m_ij p_ij v_j (lse stays the undropped one),  ds_ij = p_ij (m_ij dp_ij -
+//             delta_i), dv_j = sum_i m_ij p_ij dout_i (delta_i = dout_i.out_i still: sum_j p_ij m_ij dp_ij);
+//             the mask is drawn again in the backward, never stored
 //
 // Work split: one (b, h) pair is one task, done whole by one thread (OpenMP over the B * H tasks when the
 // product is big enough to pay for a parallel region), so every output element is summed in a fixed order
@@ -157,9 +161,13 @@ BRIGADE_VECTOR_INLINE void forward_task(const Problem& pr, int64_t b, int64_t h,
     exp_shifted<A, V>(s, m, n);
     A l = A(0);
     for (int64_t j = 0; j < n; ++j) l += s[j];
+    A inv = A(1) / l;
+    if (pr.dropout > 0.0) {  // the weights' dropout: l stays the undropped sum
+      attention::drop_row_weights(pr, b, h, i, s, n);
+      inv *= attention::kept_weight_scale<A>(pr);
+    }
     for (int64_t d = 0; d < D; ++d) o[d] = A(0);
     for (int64_t j = 0; j < n; ++j) axpy(s[j], vs + j * D, o, D);
-    const A inv = A(1) / l;
     for (int64_t d = 0; d < D; ++d) o[d] *= inv;
     store_row(out.mutable_row<T>(b, h, i), o, D);
     lse[i] = m + std::log(l);
@@ -215,7 +223,11 @@ BRIGADE_VECTOR_INLINE void backward_task(const Problem& pr, int64_t b, int64_t h
     for (int64_t j = 0; j < n; ++j) p[j] *= scale;
     exp_shifted<A, V>(p, lse[i], n);
     row_times_transposed(gi, vT, n, Tn, D, ds);  // dp
-    for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;
+    if (pr.dropout > 0.0) {
+      attention::drop_row_backward(pr, b, h, i, p, ds, n, delta, scale);
+    } else {
+      for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta) * scale;
+    }
     for (int64_t d = 0; d < D; ++d) dqi[d] = A(0);
     for (int64_t j = 0; j < n; ++j) {
       axpy(ds[j], ks + j * D, dqi, D);
@@ -223,6 +235,10 @@ BRIGADE_VECTOR_INLINE void backward_task(const Problem& pr, int64_t b, int64_t h
       axpy(p[j], gi, dvs + j * D, D);
     }
     store_row(dq.mutable_row<T>(b, h, i), dqi, D);
+  }
+  if (pr.dropout > 0.0) {  // dv summed the kept p_ij dout_i: each times 1 / (1 - p)
+    const A kept = attention::kept_weight_scale<A>(pr);
+    for (int64_t e = 0; e < block; ++e) dvs[e] *= kept;
   }
   for (int64_t t = 0; t < Tn; ++t) {
     store_row(dk.mutable_row<T>(b, h, t), dks + t * D, D);
@@ -339,6 +355,10 @@ BRIGADE_VECTOR_INLINE void forward_tiles(const Problem& pr, int64_t b, int64_t h
       for (int64_t j = 0; j < cols; ++j) l += row[j];
       inv[r] = 1.0f / l;
       if (i0 + r < z.T) lse[i0 + r] = m + std::log(l);
+      if (pr.dropout > 0.0 && i0 + r < z.T) {  // the weights' dropout: l stays the undropped sum
+        attention::drop_row_weights(pr, b, h, i0 + r, row, i0 + r + 1);
+        inv[r] *= attention::kept_weight_scale<float>(pr);
+      }
     }
     tile_p_y<V>(s, z.Tp, keys, vs, z.Dp, o);
     for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
@@ -394,7 +414,12 @@ BRIGADE_VECTOR_INLINE void backward_tiles(const Problem& pr, int64_t b, int64_t 
       const float* grow = gs + i * z.Dp;
       float delta = 0.0f;
       for (int64_t d = 0; d < z.D; ++d) delta += grow[d] * static_cast<float>(orow[d]);
-      for (int64_t j = 0; j < cols; ++j) srow[j] = prow[j] * (srow[j] - delta) * scale;
+      int64_t j = 0;
+      if (pr.dropout > 0.0) {  // keys j <= i: the mask; past them p is 0
+        attention::drop_row_backward(pr, b, h, i, prow, srow, i + 1, delta, scale);
+        j = i + 1;
+      }
+      for (; j < cols; ++j) srow[j] = prow[j] * (srow[j] - delta) * scale;
     }
     tile_p_y<V>(ds, z.Tp, keys, ks, z.Dp, dqb);
     for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
@@ -404,12 +429,14 @@ BRIGADE_VECTOR_INLINE void backward_tiles(const Problem& pr, int64_t b, int64_t 
     tile_pt_x<V>(ds, z.Tp, keys, qs + i0 * z.Dp, z.Dp, dks);
     tile_pt_x<V>(p, z.Tp, keys, gs + i0 * z.Dp, z.Dp, dvs);
   }
+  // dv summed the kept p_ij dout_i: times 1 / (1 - p) with dropout (times 1, exactly, without).
+  const float dv_scale = pr.dropout > 0.0 ? attention::kept_weight_scale<float>(pr) : 1.0f;
   for (int64_t t = 0; t < z.T; ++t) {
     T* dkr = dk.mutable_row<T>(b, h, t);
     T* dvr = dv.mutable_row<T>(b, h, t);
     for (int64_t d = 0; d < z.D; ++d) {
       dkr[d] = static_cast<T>(dks[t * z.Dp + d]);
-      dvr[d] = static_cast<T>(dvs[t * z.Dp + d]);
+      dvr[d] = static_cast<T>(dvs[t * z.Dp + d] * dv_scale);
     }
   }
 }
@@ -505,15 +532,16 @@ BackwardTask<T> pick_backward(AttentionKernel kernel) {
   return &backward_task_baseline<T>;
 }
 
-Problem problem_of(const Tensor& q, double scale) {
-  return Problem{q.size(0), q.size(1), q.size(2), q.size(3), scale};
+Problem problem_of(const Tensor& q, double scale, const AttentionDropout& dropout) {
+  return Problem{q.size(0), q.size(1), q.size(2), q.size(3), scale, dropout.p, dropout.state};
 }
 
 }  // namespace
 
 void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   double scale, const Tensor& out, const Tensor& lse) {
-  const Problem pr = problem_of(q, scale);
+                                   double scale, const Tensor& out, const Tensor& lse,
+                                   const AttentionDropout& dropout) {
+  const Problem pr = problem_of(q, scale, dropout);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention", [&] {
     forward_all<scalar_t>(pick_forward<scalar_t>(kernel), pr, Heads(q), Heads(k), Heads(v), Heads(out),
                           lse.data<acc_t<scalar_t>>());
@@ -522,8 +550,9 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
 
 void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  const Problem pr = problem_of(q, scale);
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const AttentionDropout& dropout) {
+  const Problem pr = problem_of(q, scale, dropout);
   BRIGADE_DISPATCH_FLOATING(q.dtype(), "causal_attention_backward", [&] {
     backward_all<scalar_t>(pick_backward<scalar_t>(kernel), pr, Heads(dout), Heads(q), Heads(k), Heads(v),
                            Heads(out), lse.data<acc_t<scalar_t>>(), Heads(dq), Heads(dk), Heads(dv));

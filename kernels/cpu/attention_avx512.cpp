@@ -55,6 +55,7 @@
 #include "kernels/cpu/exp_avx512.h"    // BRIGADE_AVX512*, exp16_not_above_88
 #include "kernels/cpu/log_avx512.h"    // log8
 #include "tensor/bfloat16.h"
+#include "tensor/philox_avx512.h"  // random_words16
 
 namespace brigade::kernels::cpu::attention {
 #if BRIGADE_CPU_X86
@@ -285,6 +286,31 @@ BRIGADE_AVX512_INLINE void exp_row(float* row, float shift, int64_t cols) {
   }
 }
 
+/// The weights' dropout (kernels/attention_dropout.h), 16 draws at a time (tensor/philox_avx512.h): the
+/// keep rule uniform >= p as (bits >> 8) >= ceil(p 2^24) in integers, as kernels::dropout's AVX-512 loop
+/// (p 2^24 is exact in double). Lane j of a row's vector at key j0 is weight index first + j0 + j.
+struct WeightMask {
+  uint64_t seed, offset;
+  int threshold;
+  explicit WeightMask(const Problem& pr)
+      : seed(pr.state.seed),
+        offset(pr.state.offset),
+        threshold(static_cast<int>(std::ceil(pr.dropout * 16777216.0))) {}
+  BRIGADE_AVX512_INLINE __mmask16 keep(uint64_t index) const {
+    const __m512i bits = philox::random_words16(seed, offset, index).x;
+    return _mm512_cmpge_epu32_mask(_mm512_srli_epi32(bits, 8), _mm512_set1_epi32(threshold));
+  }
+};
+
+/// Forward: row[j] = 0 for the dropped weights of keys j < n (whole vectors from key 0; the lanes past the
+/// row's last key are 0 already, and stay so).
+BRIGADE_AVX512_INLINE void drop_row(const WeightMask& mask, uint64_t first, float* row, int64_t n) {
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const __mmask16 keep = mask.keep(first + static_cast<uint64_t>(j));
+    _mm512_storeu_ps(row + j, _mm512_maskz_mov_ps(keep, _mm512_loadu_ps(row + j)));
+  }
+}
+
 BRIGADE_AVX512_INLINE float dot(const float* x, const float* y, int64_t width) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t d = 0; d < width; d += kLanes) {
@@ -309,6 +335,9 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
   float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
   transpose(w.k, z, kT);
   const auto scale = static_cast<float>(pr.scale);
+  const bool dropout = pr.dropout > 0.0;
+  const WeightMask mask(pr);
+  const float kept = dropout ? kept_weight_scale<float>(pr) : 1.0f;
   static_assert(R <= kLanes, "a block's sums are one vector");
   for (int64_t i0 = 0; i0 < z.T; i0 += R) {
     const int64_t keys = std::min(i0 + R, z.T);  // keys any row of the block sees
@@ -328,8 +357,10 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
       // A row whose scores are all -inf (or NaN) gives NaN here, as unfused softmax does.
       max[r] = row_max(row, cols);
       sum[r] = exp_row_sum(row, max[r], cols);
+      if (dropout) drop_row(mask, weight_row_index(pr, b, h, i0 + r), row, i0 + r + 1);
     }
-    _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_load_ps(sum)));
+    // 1 / l, and with dropout 1 / ((1 - p) l): the kept weights' factor rides on the row's normalisation.
+    _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(kept), _mm512_load_ps(sum)));
     store_log_sum_exp(max, sum, std::min(R, z.T - i0), lse + i0);
     tile_ab<R>(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
     for (int64_t r = 0; r < R && i0 + r < z.T; ++r) {
@@ -372,10 +403,16 @@ struct BackwardScratch {
   }
 };
 
-/// Rows of a backward block: p = exp(s - lse), ds = p (dp - delta) scale (padding rows: 0).
-BRIGADE_AVX512_INLINE void backward_rows(const TileSizes& z, int64_t i0, int64_t cols, const float* lse,
-                                         float scale, const BackwardScratch& w) {
+/// Rows of a backward block: p = exp(s - lse), ds = p (dp - delta) scale (padding rows: 0). With dropout
+/// (kernels/cpu/attention.cpp's formulas) ds = p (m dp - delta) scale and p = 0 where dropped, for keys up to
+/// the row's own (m: 1 / (1 - p) kept, 0 dropped; past the row's key p is 0 and the mask is not drawn).
+BRIGADE_AVX512_INLINE void backward_rows(const Problem& pr, int64_t b, int64_t h, const TileSizes& z,
+                                         int64_t i0, int64_t cols, const float* lse, float scale,
+                                         const BackwardScratch& w) {
   const __m512 sc = _mm512_set1_ps(scale);
+  const bool dropout = pr.dropout > 0.0;
+  const WeightMask mask(pr);
+  const __m512 kept = _mm512_set1_ps(dropout ? kept_weight_scale<float>(pr) : 1.0f);
   for (int64_t r = 0; r < kRows; ++r) {
     const int64_t i = i0 + r;
     float* prow = w.p + r * z.Tp;
@@ -387,9 +424,16 @@ BRIGADE_AVX512_INLINE void backward_rows(const TileSizes& z, int64_t i0, int64_t
     }
     exp_row(prow, lse[i], cols);
     const __m512 delta = _mm512_set1_ps(dot(w.gs + i * z.Dp, w.os + i * z.Dp, z.Dp));
+    const uint64_t first = weight_row_index(pr, b, h, i);
     for (int64_t j = 0; j < cols; j += kLanes) {
-      const __m512 dp = _mm512_sub_ps(_mm512_loadu_ps(srow + j), delta);
-      _mm512_storeu_ps(srow + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(prow + j), dp), sc));
+      const __m512 p = _mm512_loadu_ps(prow + j);
+      __m512 dp = _mm512_loadu_ps(srow + j);
+      if (dropout && j <= i) {
+        const __mmask16 keep = mask.keep(first + static_cast<uint64_t>(j));
+        dp = _mm512_maskz_mul_ps(keep, dp, kept);
+        _mm512_storeu_ps(prow + j, _mm512_maskz_mov_ps(keep, p));
+      }
+      _mm512_storeu_ps(srow + j, _mm512_mul_ps(_mm512_mul_ps(p, _mm512_sub_ps(dp, delta)), sc));
     }
   }
 }
@@ -415,7 +459,7 @@ BRIGADE_AVX512 void backward_task(const Problem& pr, int64_t b, int64_t h, const
     tile_ab(w.qs + i0 * z.Dp, z.Dp, w.kT, z.Tp, z.D, cols, scale, w.p, z.Tp);
     mask_block_scalar(w.p, z.Tp, i0, cols);
     tile_ab(w.gs + i0 * z.Dp, z.Dp, w.vT, z.Tp, z.D, cols, 1.0f, w.ds, z.Tp);  // dp
-    backward_rows(z, i0, cols, lse, scale, w);
+    backward_rows(pr, b, h, z, i0, cols, lse, scale, w);
     tile_ab(w.ds, z.Tp, w.ks, z.Dp, keys, z.Dp, 1.0f, w.dqb, z.Dp);
     for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
       store_row(dq.mutable_row<T>(b, h, i0 + r), w.dqb + r * z.Dp, 1.0f, z.D);
@@ -423,9 +467,11 @@ BRIGADE_AVX512 void backward_task(const Problem& pr, int64_t b, int64_t h, const
     tile_atb(w.ds, z.Tp, keys, w.qs + i0 * z.Dp, z.Dp, w.dks);
     tile_atb(w.p, z.Tp, keys, w.gs + i0 * z.Dp, z.Dp, w.dvs);
   }
+  // dv summed the kept p_ij dout_i: times 1 / (1 - p) with dropout (times 1, exactly, without).
+  const float dv_scale = pr.dropout > 0.0 ? kept_weight_scale<float>(pr) : 1.0f;
   for (int64_t t = 0; t < z.T; ++t) {
     store_row(dk.mutable_row<T>(b, h, t), w.dks + t * z.Dp, 1.0f, z.D);
-    store_row(dv.mutable_row<T>(b, h, t), w.dvs + t * z.Dp, 1.0f, z.D);
+    store_row(dv.mutable_row<T>(b, h, t), w.dvs + t * z.Dp, dv_scale, z.D);
   }
 }
 

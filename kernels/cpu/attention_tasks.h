@@ -1,6 +1,7 @@
 // What the CPU fused attention versions share (kernels/cpu/attention.cpp: v1 and v2;
-// kernels/cpu/attention_avx512.cpp: v3): the view of a [B, H, T, D] operand, the problem, the per-thread
-// scratch, the zero-padded float copies a task works on, and the signature of one (b, h) task.
+// kernels/cpu/attention_avx512.cpp: v3): the view of a [B, H, T, D] operand, the problem, the weights'
+// dropout mask, the per-thread scratch, the zero-padded float copies a task works on, and the signature of
+// one (b, h) task.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 
 #include "kernels/cpu/cpu_access.h"
 #include "kernels/cpu/vector_math.h"  // BRIGADE_VECTOR_INLINE
+#include "tensor/generator.h"
+#include "tensor/philox.h"
 #include "tensor/tensor.h"
 
 namespace brigade::kernels::cpu::attention {
@@ -33,7 +36,51 @@ struct Heads {
 struct Problem {
   int64_t B, H, T, D;
   double scale;
+  double dropout = 0.0;  ///< p of the dropout on the weights (kernels/attention_dropout.h); 0: none
+  GeneratorState state;  ///< the mask's Philox draw
 };
+
+/// The Philox index of weight (b, h, i, 0) of the [B, H, T, T] weights that the dropout mask covers; weight
+/// (b, h, i, j) is this + j.
+inline uint64_t weight_row_index(const Problem& pr, int64_t b, int64_t h, int64_t i) {
+  return static_cast<uint64_t>(((b * pr.H + h) * pr.T + i) * pr.T);
+}
+
+/// Whether the weight at `index` is kept: kernels::dropout's rule (uniform >= p), so both drop alike.
+inline bool keeps_weight(const Problem& pr, uint64_t index) {
+  return static_cast<double>(philox::uniform(pr.state.seed, pr.state.offset, index)) >= pr.dropout;
+}
+
+/// 1 / (1 - p), the kept weights' factor, in the accumulation type A.
+template <typename A>
+A kept_weight_scale(const Problem& pr) {
+  return static_cast<A>(1.0 / (1.0 - pr.dropout));
+}
+
+/// Forward, row i of (b, h) with its n = i + 1 unnormalised weights e[0..n): the dropped ones set to 0 (the
+/// caller folds 1 / (1 - p) into the row's 1 / l). Scalar draws: v1 and v2 (v3 draws 16 at a time).
+template <typename A>
+void drop_row_weights(const Problem& pr, int64_t b, int64_t h, int64_t i, A* e, int64_t n) {
+  const uint64_t first = weight_row_index(pr, b, h, i);
+  for (int64_t j = 0; j < n; ++j) {
+    if (!keeps_weight(pr, first + static_cast<uint64_t>(j))) e[j] = A(0);
+  }
+}
+
+/// Backward, row i of (b, h) with p[0..n) = exp(s - lse) and ds[0..n) = dp = dout_i . v_j (n = i + 1):
+/// ds_j = p_j (m_j dp_j - delta) scale, with m_j = 1 / (1 - p) where kept and 0 where dropped, then p_j = 0
+/// where dropped (dv sums p_j m_j dout_i: the caller scales dv by 1 / (1 - p) once, at its store).
+template <typename A>
+void drop_row_backward(const Problem& pr, int64_t b, int64_t h, int64_t i, A* p, A* ds, int64_t n, A delta,
+                       A scale) {
+  const uint64_t first = weight_row_index(pr, b, h, i);
+  const A kept = kept_weight_scale<A>(pr);
+  for (int64_t j = 0; j < n; ++j) {
+    const bool keep = keeps_weight(pr, first + static_cast<uint64_t>(j));
+    ds[j] = p[j] * ((keep ? ds[j] * kept : A(0)) - delta) * scale;
+    if (!keep) p[j] = A(0);
+  }
+}
 
 /// The calling thread's scratch, kept between calls (a fresh buffer per task would be a malloc each time).
 template <typename A>

@@ -463,7 +463,9 @@ bool runs_flash(AttentionKernel kernel, const Tensor& q) {
 }  // namespace
 
 void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v,
-                                   double scale, const Tensor& out, const Tensor& lse) {
+                                   double scale, const Tensor& out, const Tensor& lse,
+                                   const AttentionDropout& dropout) {
+  BRIGADE_CHECK_VALUE(dropout.p == 0.0, "causal_attention: the CUDA versions have no dropout on the weights");
   if (!runs_flash(kernel, q)) {
     causal_attention_forward_v1(q, k, v, scale, out, lse);
     return;
@@ -481,7 +483,10 @@ void causal_attention_forward_with(AttentionKernel kernel, const Tensor& q, cons
 
 void causal_attention_backward_with(AttentionKernel kernel, const Tensor& dout, const Tensor& q,
                                     const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+                                    double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const AttentionDropout& dropout) {
+  BRIGADE_CHECK_VALUE(dropout.p == 0.0,
+                      "causal_attention_backward: the CUDA versions have no dropout on the weights");
   if (!runs_flash(kernel, q)) {
     causal_attention_backward_v1(dout, q, k, v, out, lse, scale, dq, dk, dv);
     return;
