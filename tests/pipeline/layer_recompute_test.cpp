@@ -116,8 +116,7 @@ TEST(LayerRecompute, DropoutMasksAreReplayedExactly) {
 
 // The memory model against the executor for per-layer plans: each stage's predicted step peak within 5%
 // of the measured one (as for the whole-chunk policies), and whole chunks keeping the least. With
-// dropout, so that attention runs unfused and its core keeps [B*H, T, T] probabilities and masks: what
-// the selective plan frees.
+// dropout, whose masks the recomputed cores must draw again (inside the fused attention on the CPU).
 TEST(LayerRecompute, TheMemoryModelTracksTheMeasuredPeaks) {
   testing::Watchdog watchdog(120, "per-layer recompute memory");
   nn::GPTConfig c = testing::tiny_config(6, 0.1);
