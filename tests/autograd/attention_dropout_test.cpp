@@ -59,8 +59,9 @@ struct Shape4 {
 };
 
 // Odd sizes (padding rows and columns), a row longer than one 16-lane vector of keys, the baby GPT's head
-// (T 64, D 32) and a T past 64.
-const std::vector<Shape4> kShapes = {{2, 3, 13, 5}, {1, 2, 37, 20}, {2, 2, 64, 32}, {1, 1, 70, 16}};
+// (T 64, D 32), a T past 64, and a long T with GPT-2's head (v3's 12-row blocks).
+const std::vector<Shape4> kShapes = {
+    {2, 3, 13, 5}, {1, 2, 37, 20}, {2, 2, 64, 32}, {1, 1, 70, 16}, {1, 1, 300, 64}};
 
 void check_version(AttentionKernel kernel, DType dtype, double rtol, double atol) {
   for (const Shape4& s : kShapes) {
