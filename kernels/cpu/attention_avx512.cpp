@@ -331,8 +331,14 @@ template <typename T, int64_t R>
 BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t h, const Heads& q,
                                           const Heads& k, const Heads& v, const Heads& out, float* lse) {
   const TileSizes z = task_sizes(pr.T, pr.D, R);
-  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true);
-  float *qs = w.qs, *kT = w.kT, *vs = w.vs, *s = w.s, *o = w.o;
+  // float32 heads whose D is whole vectors, in whole blocks: q and v are read where they lie (q's rows as
+  // the broadcasts of S = Q K^T, v's as the rows of O = P V), not copied first.
+  const bool in_place = std::is_same_v<T, float> && z.D == z.Dp && z.T % R == 0;
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true, !in_place);
+  float *kT = w.kT, *s = w.s, *o = w.o;
+  const float* qs = in_place ? q.row<float>(b, h, 0) : w.qs;
+  const float* vs = in_place ? v.row<float>(b, h, 0) : w.vs;
+  const int64_t ldq = in_place ? q.st : z.Dp, ldv = in_place ? v.st : z.Dp;
   transpose(w.k, z, kT);
   const auto scale = static_cast<float>(pr.scale);
   const bool dropout = pr.dropout > 0.0;
@@ -342,7 +348,7 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
   for (int64_t i0 = 0; i0 < z.T; i0 += R) {
     const int64_t keys = std::min(i0 + R, z.T);  // keys any row of the block sees
     const int64_t cols = round_up(keys, kLanes);
-    tile_ab<R>(qs + i0 * z.Dp, z.Dp, kT, z.Tp, z.D, cols, scale, s, z.Tp);
+    tile_ab<R>(qs + i0 * ldq, ldq, kT, z.Tp, z.D, cols, scale, s, z.Tp);
     mask_block<R>(s, z.Tp, i0, cols);
     // Rows past R, and padding rows past T, keep max 0 and sum 1 (log 0, reciprocal 1): the vector log and
     // division see no stale values.
@@ -362,7 +368,7 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
     // 1 / l, and with dropout 1 / ((1 - p) l): the kept weights' factor rides on the row's normalisation.
     _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(kept), _mm512_load_ps(sum)));
     store_log_sum_exp(max, sum, std::min(R, z.T - i0), lse + i0);
-    tile_ab<R>(s, z.Tp, vs, z.Dp, keys, z.Dp, 1.0f, o, z.Dp);
+    tile_ab<R>(s, z.Tp, vs, ldv, keys, z.Dp, 1.0f, o, z.Dp);
     for (int64_t r = 0; r < R && i0 + r < z.T; ++r) {
       store_row(out.mutable_row<T>(b, h, i0 + r), o + r * z.Dp, inv[r], z.D);
     }

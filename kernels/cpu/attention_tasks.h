@@ -132,7 +132,7 @@ struct ForwardScratch {
 template <typename T>
 BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k, const Heads& v, int64_t b,
                                                   int64_t h, const TileSizes& z, int64_t rows,
-                                                  bool k_rows = false) {
+                                                  bool k_rows = false, bool copy_q_v = true) {
   ForwardScratch w;
   const int64_t k_room = k_rows ? z.Tp * z.Dp : 0;
   w.qs =
@@ -142,13 +142,13 @@ BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k
   w.s = w.vs + z.Tp * z.Dp;
   w.o = w.s + rows * z.Tp;
   w.k = k_rows ? w.o + rows * z.Dp : nullptr;
-  load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+  if (copy_q_v) load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
   if (k_rows) {
     load_padded<T>(k, b, h, z, z.Tp, w.k, false);
   } else {
     load_padded<T>(k, b, h, z, 0, w.kT, true);
   }
-  load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
+  if (copy_q_v) load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
   return w;
 }
 

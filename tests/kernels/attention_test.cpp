@@ -24,10 +24,7 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
   return randn(shape, kFloat32, &gen).to(dtype);
 }
 
-// The head split of a GPT: q, k, v are views of one [B, T, 3, H, D] projection (stride 1 on D only). The
-// kernel reads them in place and must give the bits of contiguous copies.
-TEST(CausalAttention, StridedHeadViewsGiveTheSameBitsAsContiguousCopies) {
-  const int64_t B = 2, T = 11, H = 3, D = 8;
+void check_strided_heads(int64_t B, int64_t T, int64_t H, int64_t D) {
   const Tensor qkv = random({B, T, 3, H, D}, kFloat32, 5);
   const Tensor heads = qkv.permute({2, 0, 3, 1, 4});  // [3, B, H, T, D]
   const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
@@ -45,6 +42,17 @@ TEST(CausalAttention, StridedHeadViewsGiveTheSameBitsAsContiguousCopies) {
   EXPECT_TRUE(allclose(gs.dq, gp.dq, 0.0, 0.0));
   EXPECT_TRUE(allclose(gs.dk, gp.dk, 0.0, 0.0));
   EXPECT_TRUE(allclose(gs.dv, gp.dv, 0.0, 0.0));
+}
+
+// The head split of a GPT: q, k, v are views of one [B, T, 3, H, D] projection (stride 1 on D only). The
+// kernel reads them in place and must give the bits of contiguous copies: at odd sizes (every version
+// copies them into padded scratch) and at whole vectors of D in whole blocks of T (the AVX-512 version
+// reads q, v and the backward's operands where they lie, 3 H D floats a row apart).
+TEST(CausalAttention, StridedHeadViewsGiveTheSameBitsAsContiguousCopies) {
+  for (const Shape& dims : {Shape{2, 11, 3, 8}, Shape{2, 64, 2, 32}, Shape{1, 48, 2, 64}}) {
+    SCOPED_TRACE(shape_str(dims));
+    check_strided_heads(dims[0], dims[1], dims[2], dims[3]);
+  }
 }
 
 // The *_out forms write into the caller's views: here the merged-heads layout of a [B, T, C] tensor and
