@@ -138,11 +138,12 @@ BRIGADE_AVX512_INLINE void tile_atb_columns(const float* a, int64_t lda, int64_t
   }
 }
 
-BRIGADE_AVX512_INLINE void tile_atb(const float* a, int64_t lda, int64_t n, const float* x, int64_t Dp,
-                                    float* acc) {
+/// tile_atb_columns over Dp columns: x's rows ldx apart, acc's Dp apart.
+BRIGADE_AVX512_INLINE void tile_atb(const float* a, int64_t lda, int64_t n, const float* x, int64_t ldx,
+                                    int64_t Dp, float* acc) {
   int64_t c = 0;
-  for (; c + 2 * kLanes <= Dp; c += 2 * kLanes) tile_atb_columns<2>(a, lda, n, x + c, Dp, acc + c, Dp);
-  if (c < Dp) tile_atb_columns<1>(a, lda, n, x + c, Dp, acc + c, Dp);
+  for (; c + 2 * kLanes <= Dp; c += 2 * kLanes) tile_atb_columns<2>(a, lda, n, x + c, ldx, acc + c, Dp);
+  if (c < Dp) tile_atb_columns<1>(a, lda, n, x + c, ldx, acc + c, Dp);
 }
 
 /// dst [16 rows, ldd] = the transpose of src [16 rows, lds] (16 x 16 floats): four butterfly stages, each
@@ -172,11 +173,10 @@ BRIGADE_AVX512_INLINE void transpose16(const float* src, int64_t lds, float* dst
   for (int64_t r = 0; r < kLanes; ++r) _mm512_storeu_ps(dst + r * ldd, m[r]);
 }
 
-/// dst [Dp, Tp] = the transpose of src [Tp, Dp] (both multiples of 16).
-BRIGADE_AVX512_INLINE void transpose(const float* src, const TileSizes& z, float* dst) {
+/// dst [Dp, Tp] = the transpose of src [Tp, Dp] (both multiples of 16), src's rows lds apart.
+BRIGADE_AVX512_INLINE void transpose(const float* src, int64_t lds, const TileSizes& z, float* dst) {
   for (int64_t t = 0; t < z.Tp; t += kLanes) {
-    for (int64_t d = 0; d < z.Dp; d += kLanes)
-      transpose16(src + t * z.Dp + d, z.Dp, dst + d * z.Tp + t, z.Tp);
+    for (int64_t d = 0; d < z.Dp; d += kLanes) transpose16(src + t * lds + d, lds, dst + d * z.Tp + t, z.Tp);
   }
 }
 
@@ -339,7 +339,7 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
   const float* qs = in_place ? q.row<float>(b, h, 0) : w.qs;
   const float* vs = in_place ? v.row<float>(b, h, 0) : w.vs;
   const int64_t ldq = in_place ? q.st : z.Dp, ldv = in_place ? v.st : z.Dp;
-  transpose(w.k, z, kT);
+  transpose(w.k, z.Dp, z, kT);
   const auto scale = static_cast<float>(pr.scale);
   const bool dropout = pr.dropout > 0.0;
   const WeightMask mask(pr);
@@ -409,12 +409,19 @@ struct BackwardScratch {
   }
 };
 
+/// Where a backward task reads q, dout, out and k: their padded copies (rows Dp apart) or, for float32 heads
+/// whose D is whole vectors and T whole vectors, the tensors themselves (rows their own stride apart).
+struct BackwardOperands {
+  const float *q, *g, *o, *k;
+  int64_t ldq, ldg, ldo, ldk;
+};
+
 /// Rows of a backward block: p = exp(s - lse), ds = p (dp - delta) scale (padding rows: 0). With dropout
 /// (kernels/cpu/attention.cpp's formulas) ds = p (m dp - delta) scale and p = 0 where dropped, for keys up to
 /// the row's own (m: 1 / (1 - p) kept, 0 dropped; past the row's key p is 0 and the mask is not drawn).
 BRIGADE_AVX512_INLINE void backward_rows(const Problem& pr, int64_t b, int64_t h, const TileSizes& z,
                                          int64_t i0, int64_t cols, const float* lse, float scale,
-                                         const BackwardScratch& w) {
+                                         const BackwardScratch& w, const BackwardOperands& x) {
   const __m512 sc = _mm512_set1_ps(scale);
   const bool dropout = pr.dropout > 0.0;
   const WeightMask mask(pr);
@@ -429,7 +436,7 @@ BRIGADE_AVX512_INLINE void backward_rows(const Problem& pr, int64_t b, int64_t h
       continue;
     }
     exp_row(prow, lse[i], cols);
-    const __m512 delta = _mm512_set1_ps(dot(w.gs + i * z.Dp, w.os + i * z.Dp, z.Dp));
+    const __m512 delta = _mm512_set1_ps(dot(x.g + i * x.ldg, x.o + i * x.ldo, z.Dp));
     const uint64_t first = weight_row_index(pr, b, h, i);
     for (int64_t j = 0; j < cols; j += kLanes) {
       const __m512 p = _mm512_loadu_ps(prow + j);
@@ -450,28 +457,45 @@ BRIGADE_AVX512 void backward_task(const Problem& pr, int64_t b, int64_t h, const
                                   const Heads& dq, const Heads& dk, const Heads& dv) {
   const TileSizes z(pr.T, pr.D, kLanes, kRows);
   const BackwardScratch w(z);
-  load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
-  load_padded<T>(dout, b, h, z, z.Tr, w.gs, false);
-  load_padded<T>(out, b, h, z, z.Tr, w.os, false);
-  load_padded<T>(k, b, h, z, z.Tp, w.ks, false);
-  transpose(w.ks, z, w.kT);
-  load_padded<T>(v, b, h, z, z.Tp, w.dvs, false);  // v [Tp, Dp] in the dv accumulator's room, for now
-  transpose(w.dvs, z, w.vT);
+  // float32 heads whose D and T are whole vectors (so no padding row or column is ever read) are read
+  // where they lie; others are copied into padded float scratch first.
+  const bool in_place = std::is_same_v<T, float> && z.D == z.Dp && z.T == z.Tp;
+  BackwardOperands x{w.qs, w.gs, w.os, w.ks, z.Dp, z.Dp, z.Dp, z.Dp};
+  if (in_place) {
+    x = {q.row<float>(b, h, 0),
+         dout.row<float>(b, h, 0),
+         out.row<float>(b, h, 0),
+         k.row<float>(b, h, 0),
+         q.st,
+         dout.st,
+         out.st,
+         k.st};
+    transpose(x.k, x.ldk, z, w.kT);
+    transpose(v.row<float>(b, h, 0), v.st, z, w.vT);
+  } else {
+    load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+    load_padded<T>(dout, b, h, z, z.Tr, w.gs, false);
+    load_padded<T>(out, b, h, z, z.Tr, w.os, false);
+    load_padded<T>(k, b, h, z, z.Tp, w.ks, false);
+    transpose(w.ks, z.Dp, z, w.kT);
+    load_padded<T>(v, b, h, z, z.Tp, w.dvs, false);  // v [Tp, Dp] in the dv accumulator's room, for now
+    transpose(w.dvs, z.Dp, z, w.vT);
+  }
   std::fill(w.dks, w.dks + 2 * z.Dp * z.Tp, 0.0f);
   const auto scale = static_cast<float>(pr.scale);
   for (int64_t i0 = 0; i0 < z.T; i0 += kRows) {
     const int64_t keys = std::min(i0 + kRows, z.T);
     const int64_t cols = round_up(keys, kLanes);
-    tile_ab(w.qs + i0 * z.Dp, z.Dp, w.kT, z.Tp, z.D, cols, scale, w.p, z.Tp);
+    tile_ab(x.q + i0 * x.ldq, x.ldq, w.kT, z.Tp, z.D, cols, scale, w.p, z.Tp);
     mask_block_scalar(w.p, z.Tp, i0, cols);
-    tile_ab(w.gs + i0 * z.Dp, z.Dp, w.vT, z.Tp, z.D, cols, 1.0f, w.ds, z.Tp);  // dp
-    backward_rows(pr, b, h, z, i0, cols, lse, scale, w);
-    tile_ab(w.ds, z.Tp, w.ks, z.Dp, keys, z.Dp, 1.0f, w.dqb, z.Dp);
+    tile_ab(x.g + i0 * x.ldg, x.ldg, w.vT, z.Tp, z.D, cols, 1.0f, w.ds, z.Tp);  // dp
+    backward_rows(pr, b, h, z, i0, cols, lse, scale, w, x);
+    tile_ab(w.ds, z.Tp, x.k, x.ldk, keys, z.Dp, 1.0f, w.dqb, z.Dp);
     for (int64_t r = 0; r < kRows && i0 + r < z.T; ++r) {
       store_row(dq.mutable_row<T>(b, h, i0 + r), w.dqb + r * z.Dp, 1.0f, z.D);
     }
-    tile_atb(w.ds, z.Tp, keys, w.qs + i0 * z.Dp, z.Dp, w.dks);
-    tile_atb(w.p, z.Tp, keys, w.gs + i0 * z.Dp, z.Dp, w.dvs);
+    tile_atb(w.ds, z.Tp, keys, x.q + i0 * x.ldq, x.ldq, z.Dp, w.dks);
+    tile_atb(w.p, z.Tp, keys, x.g + i0 * x.ldg, x.ldg, z.Dp, w.dvs);
   }
   // dv summed the kept p_ij dout_i: times 1 / (1 - p) with dropout (times 1, exactly, without).
   const float dv_scale = pr.dropout > 0.0 ? kept_weight_scale<float>(pr) : 1.0f;
