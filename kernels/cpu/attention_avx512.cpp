@@ -332,15 +332,24 @@ template <typename T, int64_t R>
 BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t h, const Heads& q,
                                           const Heads& k, const Heads& v, const Heads& out, float* lse) {
   const TileSizes z = task_sizes(pr.T, pr.D, R);
-  // float32 heads whose D is whole vectors, in whole blocks: q and v are read where they lie (q's rows as
-  // the broadcasts of S = Q K^T, v's as the rows of O = P V), not copied first.
-  const bool in_place = std::is_same_v<T, float> && z.D == z.Dp && z.T % R == 0;
-  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true, !in_place);
+  // float32 heads whose D is whole vectors are read where they lie, not copied into padded scratch first:
+  // v's rows (those of O = P V), q's where T is whole blocks (the broadcasts of S = Q K^T), and k's, which
+  // are transposed into k^T, where T is whole vectors and not padded (task_sizes).
+  const bool whole = std::is_same_v<T, float> && z.D == z.Dp;
+  const bool q_in_place = whole && z.T % R == 0, k_in_place = whole && z.T == z.Tp;
+  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true, /*copy=*/false);
+  if (!q_in_place) load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+  if (!k_in_place) load_padded<T>(k, b, h, z, z.Tp, w.k, false);
+  if (!whole) load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
   float *kT = w.kT, *s = w.s, *o = w.o;
-  const float* qs = in_place ? q.row<float>(b, h, 0) : w.qs;
-  const float* vs = in_place ? v.row<float>(b, h, 0) : w.vs;
-  const int64_t ldq = in_place ? q.st : z.Dp, ldv = in_place ? v.st : z.Dp;
-  transpose(w.k, z.Dp, z, kT);
+  const float* qs = q_in_place ? q.row<float>(b, h, 0) : w.qs;
+  const float* vs = whole ? v.row<float>(b, h, 0) : w.vs;
+  const int64_t ldq = q_in_place ? q.st : z.Dp, ldv = whole ? v.st : z.Dp;
+  if (k_in_place) {
+    transpose(k.row<float>(b, h, 0), k.st, z, kT);
+  } else {
+    transpose(w.k, z.Dp, z, kT);
+  }
   const auto scale = static_cast<float>(pr.scale);
   const bool dropout = pr.dropout > 0.0;
   const WeightMask mask(pr);

@@ -125,6 +125,8 @@ BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, c
 /// A forward task's scratch, with q, k, v of (b, h) loaded: q [Tr, Dp], k^T [Dp, Tp], v [Tp, Dp], then
 /// room for a block's scores s [rows, Tp] and outputs o [rows, Dp]. With k_rows, k^T is left for the caller
 /// to fill (v3 transposes in registers) and k is loaded as rows [Tp, Dp] into `k`; else `k` is null.
+/// Without `copy` the room is laid out and nothing is loaded: the caller copies what it does not read where
+/// it lies.
 struct ForwardScratch {
   float *qs, *kT, *vs, *s, *o, *k;
 };
@@ -132,7 +134,7 @@ struct ForwardScratch {
 template <typename T>
 BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k, const Heads& v, int64_t b,
                                                   int64_t h, const TileSizes& z, int64_t rows,
-                                                  bool k_rows = false, bool copy_q_v = true) {
+                                                  bool k_rows = false, bool copy = true) {
   ForwardScratch w;
   const int64_t k_room = k_rows ? z.Tp * z.Dp : 0;
   w.qs =
@@ -142,13 +144,14 @@ BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k
   w.s = w.vs + z.Tp * z.Dp;
   w.o = w.s + rows * z.Tp;
   w.k = k_rows ? w.o + rows * z.Dp : nullptr;
-  if (copy_q_v) load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
+  if (!copy) return w;
+  load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
   if (k_rows) {
     load_padded<T>(k, b, h, z, z.Tp, w.k, false);
   } else {
     load_padded<T>(k, b, h, z, 0, w.kT, true);
   }
-  if (copy_q_v) load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
+  load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
   return w;
 }
 
