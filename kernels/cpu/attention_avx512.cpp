@@ -35,7 +35,7 @@
 // "70 % of the FMA peak" is the aim. Measured (1 thread, docs/kernels.md): on an AMD EPYC (115.5 GFLOP/s a
 // core, its ymm and zmm FMAs alike) 80-83 % at GPT-2's T = 1024 and 42-50 % at T = 64; on an Intel Xeon,
 // whose zmm FMAs run twice its ymm ones (~185 GFLOP/s), 60 % (forward) and 73 % (backward) at T = 1024
-// and 32 % / 43 % at T = 64, where the per-row work (masking, exp, log), the causal edge and the copies
+// and 34 % / 43 % at T = 64, where the per-row work (masking, exp, log), the causal edge and the copies
 // that remain (k^T and v^T; q, v and the backward's other operands are read where they lie for float32
 // heads of whole vectors) are about as large as the products.
 
