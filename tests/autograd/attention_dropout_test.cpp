@@ -59,9 +59,10 @@ struct Shape4 {
 };
 
 // Odd sizes (padding rows and columns), a row longer than one 16-lane vector of keys, the baby GPT's head
-// (T 64, D 32), a T past 64, and a long T with GPT-2's head (v3's 12-row blocks).
-const std::vector<Shape4> kShapes = {
-    {2, 3, 13, 5}, {1, 2, 37, 20}, {2, 2, 64, 32}, {1, 1, 70, 16}, {1, 1, 300, 64}};
+// (T 64, D 32), a T past 64, and long T with GPT-2's head (v3's 12-row blocks: T 144 reads q and k where
+// they lie, T 300 copies them).
+const std::vector<Shape4> kShapes = {{2, 3, 13, 5},  {1, 2, 37, 20},  {2, 2, 64, 32},
+                                     {1, 1, 70, 16}, {1, 1, 144, 64}, {1, 1, 300, 64}};
 
 void check_version(AttentionKernel kernel, DType dtype, double rtol, double atol) {
   for (const Shape4& s : kShapes) {
@@ -71,10 +72,11 @@ void check_version(AttentionKernel kernel, DType dtype, double rtol, double atol
       const Shape shape{s.B, s.H, s.T, s.D};
       const Tensor q = random(shape, 1), k = random(shape, 2), v = random(shape, 3), dout = random(shape, 4);
       const double scale = 1.0 / std::sqrt(static_cast<double>(s.D));
-      const Reference ref = unfused(q, k, v, dout, scale, p, kState);
-
       const AttentionDropout dropout{p, kState};
       const Tensor qd = q.to(dtype), kd = k.to(dtype), vd = v.to(dtype), gd = dout.to(dtype);
+      // The reference on the inputs as the kernel sees them (rounded to its dtype).
+      const Reference ref =
+          unfused(qd.to(kFloat64), kd.to(kFloat64), vd.to(kFloat64), gd.to(kFloat64), scale, p, kState);
       Tensor out = empty(shape, TensorOptions(dtype));
       Tensor lse = empty({s.B, s.H, s.T}, TensorOptions(dtype == kFloat64 ? kFloat64 : kFloat32));
       kernels::causal_attention_forward_with(kernel, qd, kd, vd, scale, out, lse, dropout);
@@ -91,15 +93,18 @@ void check_version(AttentionKernel kernel, DType dtype, double rtol, double atol
 }
 
 // Each CPU version against the unfused float64 ops. Tolerances: float64 ~1e-11 (the same sums in another
-// order); float32 1e-4 relative + 1e-5 absolute on O(1) values (products of 20-70 terms in float, the
-// exp to ~2 ulp); a wrong mask moves entries by O(0.1).
+// order); float32 1e-4 relative + 1e-5 absolute on O(1) values (products of 20-300 terms in float, the
+// exp to ~2 ulp); bfloat16 (inputs rounded to 8 bits, float math, outputs rounded once) 3e-2 relative +
+// 3e-2 absolute; a wrong mask moves entries by O(0.1) or more.
 TEST(AttentionDropout, EveryCpuVersionDropsTheWeightsThatSoftmaxThenDropoutDrops) {
   for (AttentionKernel kernel : kernels::all_attention_kernels()) {
     if (kernels::attention_kernel_backend(kernel) != DeviceKind::CPU) continue;
-    for (DType dtype : {kFloat32, kFloat64}) {
+    for (DType dtype : {kFloat32, kFloat64, kBFloat16}) {
       if (!kernels::attention_kernel_supports(kernel, dtype, 16)) continue;
       if (dtype == kFloat64) {
         check_version(kernel, dtype, 1e-10, 1e-11);
+      } else if (dtype == kBFloat16) {
+        check_version(kernel, dtype, 3e-2, 3e-2);
       } else {
         check_version(kernel, dtype, 1e-4, 1e-5);
       }
@@ -141,16 +146,25 @@ TEST(AttentionDropout, GradcheckAndThePackedFormAgree) {
   EXPECT_TRUE(r.ok) << r.message;
   EXPECT_GT(r.checked, 0);
 
-  const int64_t B = 2, T = 9, H = 3, D = 4;
-  Generator gen(12);
-  const Tensor base = randn({B, T, 3 * H * D}, kFloat32, &gen);
-  const Tensor heads = base.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
-  const Tensor packed = causal_self_attention(base, H, 0.5, dropout);
-  const Tensor split =
-      brigade::causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), 0.5, dropout)
-          .permute({0, 2, 1, 3})
-          .reshape({B, T, H * D});
-  EXPECT_TRUE(allclose(packed, split, 0.0, 0.0));
+  // Odd sizes (copied into scratch) and whole vectors (v3 reads the strided heads where they lie).
+  for (const Shape& dims : {Shape{2, 9, 3, 4}, Shape{1, 64, 2, 32}}) {
+    const int64_t B = dims[0], T = dims[1], H = dims[2], D = dims[3];
+    Generator gen(12);
+    const Tensor base = randn({B, T, 3 * H * D}, kFloat32, &gen);
+    const Tensor heads = base.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});
+    const Tensor packed = causal_self_attention(base, H, 0.5, dropout);
+    const Tensor split =
+        brigade::causal_attention(heads.select(0, 0), heads.select(0, 1), heads.select(0, 2), 0.5, dropout)
+            .permute({0, 2, 1, 3})
+            .reshape({B, T, H * D});
+    EXPECT_TRUE(allclose(packed, split, 0.0, 0.0)) << shape_str(dims);
+    const Tensor copies =
+        brigade::causal_attention(heads.select(0, 0).contiguous(), heads.select(0, 1).contiguous(),
+                                  heads.select(0, 2).contiguous(), 0.5, dropout)
+            .permute({0, 2, 1, 3})
+            .reshape({B, T, H * D});
+    EXPECT_TRUE(allclose(packed, copies, 0.0, 0.0)) << shape_str(dims);
+  }
 }
 
 TEST(AttentionDropout, OutOfRangePAndVersionsWithoutDropoutAreRefused) {

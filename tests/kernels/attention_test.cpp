@@ -49,7 +49,8 @@ void check_strided_heads(int64_t B, int64_t T, int64_t H, int64_t D) {
 // copies them into padded scratch) and at whole vectors of D in whole blocks of T (the AVX-512 version
 // reads q, v and the backward's operands where they lie, 3 H D floats a row apart).
 TEST(CausalAttention, StridedHeadViewsGiveTheSameBitsAsContiguousCopies) {
-  for (const Shape& dims : {Shape{2, 11, 3, 8}, Shape{2, 64, 2, 32}, Shape{1, 48, 2, 64}}) {
+  for (const Shape& dims :
+       {Shape{2, 11, 3, 8}, Shape{2, 64, 2, 32}, Shape{1, 48, 2, 64}, Shape{1, 144, 1, 64}}) {
     SCOPED_TRACE(shape_str(dims));
     check_strided_heads(dims[0], dims[1], dims[2], dims[3]);
   }
