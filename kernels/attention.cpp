@@ -5,6 +5,8 @@
 // answered here: T == 0 or B * H == 0 give empty results; D == 0 gives an empty out and lse_i = log(i + 1)
 // (every score is 0).
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "kernels/attention_versions.h"
 #include "kernels/backend.h"
@@ -54,6 +56,19 @@ void check_output(const char* op, const char* name, const Tensor& t, const Tenso
   detail::check_writable(op, name, t);
 }
 
+/// The outputs must not share storage with the inputs: the CPU's AVX-512 version reads q, k, v (and dout,
+/// out) where they lie while it writes its outputs, so an output over an input would be read half written.
+void check_outputs_apart(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> outputs,
+                         std::initializer_list<std::pair<const char*, const Tensor*>> inputs) {
+  for (const auto& [out_name, out] : outputs) {
+    if (out->numel() == 0 || !out->storage()) continue;
+    for (const auto& [in_name, in] : inputs) {
+      BRIGADE_CHECK_VALUE(in->numel() == 0 || out->storage() != in->storage(), op, ": ", out_name,
+                          " shares storage with ", in_name, " (outputs must not overlap the inputs)");
+    }
+  }
+}
+
 /// lse: [B, H, T] of q, float32 (float64 for float64 q); contiguous when written.
 void check_lse(const char* op, const Tensor& lse, const Tensor& q, bool output) {
   detail::check_defined(op, "lse", lse);
@@ -100,6 +115,7 @@ void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, dou
   check_output(op, "out", out, q);
   check_lse(op, lse, q, /*output=*/true);
   check_dropout(op, dropout);
+  check_outputs_apart(op, {{"out", &out}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
   if (empty_problem(q)) return;
   if (q.size(3) == 0) {
     fill_lse_without_features(lse);
@@ -141,6 +157,8 @@ void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Te
   check_output(op, "dk", dk, q);
   check_output(op, "dv", dv, q);
   check_dropout(op, dropout);
+  check_outputs_apart(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
+                      {{"dout", &dout}, {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   if (empty_problem(q) || q.size(3) == 0) return;
   if (dropout.p > 0.0) {
     causal_attention_backward_with(default_attention_kernel(q.device().kind, q.dtype(), q.size(3)),

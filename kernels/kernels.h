@@ -129,7 +129,7 @@ AttentionGrads causal_attention_backward(const Tensor& dout, const Tensor& q, co
 /// with stride 1 on D and otherwise any layout, e.g. the heads of a [B, T, C] tensor
 /// (y.view({B, T, H, D}).permute({0, 2, 1, 3})) or the q/k/v parts of one [B, T, 3, H, D] gradient, so
 /// that a head split and merge cost no copies; lse [B, H, T] contiguous. Outputs must not overlap each
-/// other or the inputs.
+/// other, nor share storage with an input (ValueError: the CPU reads its inputs in place as it writes).
 void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& out,
                           const Tensor& lse, const AttentionDropout& dropout = {});
 void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,

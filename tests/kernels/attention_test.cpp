@@ -141,6 +141,18 @@ TEST(CausalAttention, ErrorsNameWhatWasExpected) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("[B, H, T, D]"), std::string::npos) << e.what();
   }
+  // Outputs over an input's storage are refused (the AVX-512 version reads its inputs in place).
+  Tensor qv = zeros({2, 1, 2, 3, 4});
+  const Tensor v = qv.select(0, 1);
+  try {
+    kernels::causal_attention_out(q, q, v, 1.0, qv.select(0, 0), zeros({1, 2, 3}));
+    ADD_FAILURE() << "an out over v was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("out shares storage with v"), std::string::npos) << e.what();
+  }
+  Tensor g = empty({1, 2, 3, 4});
+  EXPECT_THROW(kernels::causal_attention_backward_out(q, q, q, q, f.out, f.lse, 1.0, g, g.clone(), f.out, {}),
+               ValueError);
 }
 
 }  // namespace
