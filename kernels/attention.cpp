@@ -42,12 +42,6 @@ void check_scale(const char* op, double scale) {
   BRIGADE_CHECK_VALUE(std::isfinite(scale), op, ": scale must be finite, found ", scale);
 }
 
-/// p in [0, 1); p > 0 only where the device's default version has dropout (the CPU's).
-void check_dropout(const char* op, const AttentionDropout& dropout) {
-  BRIGADE_CHECK_VALUE(dropout.p >= 0.0 && dropout.p < 1.0, op, ": dropout p must lie in [0, 1), found ",
-                      dropout.p);
-}
-
 /// An output view: q's shape, dtype and device, stride 1 on D, no broadcast dims (written in place).
 void check_output(const char* op, const char* name, const Tensor& t, const Tensor& q) {
   check_operand(op, name, t, q);
@@ -114,7 +108,7 @@ void causal_attention_out(const Tensor& q, const Tensor& k, const Tensor& v, dou
   check_scale(op, scale);
   check_output(op, "out", out, q);
   check_lse(op, lse, q, /*output=*/true);
-  check_dropout(op, dropout);
+  check_attention_dropout_p(op, dropout);
   check_outputs_apart(op, {{"out", &out}, {"lse", &lse}}, {{"q", &q}, {"k", &k}, {"v", &v}});
   if (empty_problem(q)) return;
   if (q.size(3) == 0) {
@@ -156,7 +150,7 @@ void causal_attention_backward_out(const Tensor& dout, const Tensor& q, const Te
   check_output(op, "dq", dq, q);
   check_output(op, "dk", dk, q);
   check_output(op, "dv", dv, q);
-  check_dropout(op, dropout);
+  check_attention_dropout_p(op, dropout);
   check_outputs_apart(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
                       {{"dout", &dout}, {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}});
   if (empty_problem(q) || q.size(3) == 0) return;

@@ -83,10 +83,14 @@ bool attention_kernel_supports_dropout(AttentionKernel kernel) {
   return attention_kernel_backend(kernel) == DeviceKind::CPU;
 }
 
-namespace {
-void check_dropout(const char* op, AttentionKernel kernel, const AttentionDropout& dropout) {
+void check_attention_dropout_p(const char* op, const AttentionDropout& dropout) {
   BRIGADE_CHECK_VALUE(dropout.p >= 0.0 && dropout.p < 1.0, op, ": dropout p must lie in [0, 1), found ",
                       dropout.p);
+}
+
+namespace {
+void check_dropout(const char* op, AttentionKernel kernel, const AttentionDropout& dropout) {
+  check_attention_dropout_p(op, dropout);
   BRIGADE_CHECK_VALUE(dropout.p == 0.0 || attention_kernel_supports_dropout(kernel), op, ": version ",
                       attention_kernel_name(kernel),
                       " has no dropout on the attention weights (p = ", dropout.p,

@@ -66,6 +66,9 @@ AttentionKernel default_attention_kernel(DeviceKind backend, DType dtype, int64_
 /// versions do; the CUDA ones refuse p > 0 (a model on CUDA applies that dropout unfused).
 bool attention_kernel_supports_dropout(AttentionKernel kernel);
 
+/// ValueError unless 0 <= dropout.p < 1 (`op` names the caller in the message).
+void check_attention_dropout_p(const char* op, const AttentionDropout& dropout);
+
 /// causal_attention_forward / causal_attention_backward of kernels/backend.h (tensors on the version's
 /// backend) by one version (v1 of its backend when !attention_kernel_supports(kernel, dtype, D)), with
 /// dropout on the weights where `dropout.p` > 0 (ValueError where !attention_kernel_supports_dropout).

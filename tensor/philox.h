@@ -58,6 +58,12 @@ BRIGADE_HOST_DEVICE inline float uniform(uint64_t seed, uint64_t offset, uint64_
   return bits_to_unit(random_bits(seed, offset, index).x);
 }
 
+/// Dropout's keep rule for element `index`: kept iff uniform >= p, compared in double (the float promoted),
+/// so every device and every loop that drops with the same state drops the same elements.
+BRIGADE_HOST_DEVICE inline bool keeps(uint64_t seed, uint64_t offset, uint64_t index, double p) {
+  return static_cast<double>(uniform(seed, offset, index)) >= p;
+}
+
 /// The standard normal that words x and y of a draw make (Box–Muller, computed in double so that the CPU
 /// and CUDA math libraries agree to well under a float ulp).
 BRIGADE_HOST_DEVICE inline float normal_from_words(uint32_t x, uint32_t y) {

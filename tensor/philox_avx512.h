@@ -10,6 +10,7 @@
 // elements.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -59,6 +60,18 @@ BRIGADE_PHILOX16_INLINE Words16 random_words16(uint64_t seed, uint64_t offset, u
     k1 += 0xBB67AE85u;
   }
   return {x, y};
+}
+
+/// keeps()' rule for 16 lanes in integers: uniform = (bits >> 8) / 2^24 >= p is (bits >> 8) >= ceil(p 2^24)
+/// (p 2^24 is exact in double). This is that threshold, computed once per draw.
+inline int keep_threshold(double p) {
+  return static_cast<int>(std::ceil(p * 16777216.0));
+}
+
+/// Lane j set iff element index0 + j is kept: keeps(seed, offset, index0 + j, p), with keep_threshold(p).
+BRIGADE_PHILOX16_INLINE __mmask16 keeps16(uint64_t seed, uint64_t offset, uint64_t index0, int threshold) {
+  const __m512i bits = random_words16(seed, offset, index0).x;
+  return _mm512_cmpge_epu32_mask(_mm512_srli_epi32(bits, 8), _mm512_set1_epi32(threshold));
 }
 
 #undef BRIGADE_PHILOX16_INLINE

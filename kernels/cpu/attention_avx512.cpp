@@ -56,7 +56,7 @@
 #include "kernels/cpu/exp_avx512.h"    // BRIGADE_AVX512*, exp16_not_above_88
 #include "kernels/cpu/log_avx512.h"    // log8
 #include "tensor/bfloat16.h"
-#include "tensor/philox_avx512.h"  // random_words16
+#include "tensor/philox_avx512.h"  // keeps16
 
 namespace brigade::kernels::cpu::attention {
 #if BRIGADE_CPU_X86
@@ -287,19 +287,15 @@ BRIGADE_AVX512_INLINE void exp_row(float* row, float shift, int64_t cols) {
   }
 }
 
-/// The weights' dropout (kernels/attention_dropout.h), 16 draws at a time (tensor/philox_avx512.h): the
-/// keep rule uniform >= p as (bits >> 8) >= ceil(p 2^24) in integers, as kernels::dropout's AVX-512 loop
-/// (p 2^24 is exact in double). Lane j of a row's vector at key j0 is weight index first + j0 + j.
+/// The weights' dropout (kernels/attention_dropout.h), 16 draws at a time: philox::keeps16, the keep rule
+/// of kernels::dropout. Lane j of a row's vector at key j0 is weight index first + j0 + j.
 struct WeightMask {
   uint64_t seed, offset;
   int threshold;
   explicit WeightMask(const Problem& pr)
-      : seed(pr.state.seed),
-        offset(pr.state.offset),
-        threshold(static_cast<int>(std::ceil(pr.dropout * 16777216.0))) {}
+      : seed(pr.state.seed), offset(pr.state.offset), threshold(philox::keep_threshold(pr.dropout)) {}
   BRIGADE_AVX512_INLINE __mmask16 keep(uint64_t index) const {
-    const __m512i bits = philox::random_words16(seed, offset, index).x;
-    return _mm512_cmpge_epu32_mask(_mm512_srli_epi32(bits, 8), _mm512_set1_epi32(threshold));
+    return philox::keeps16(seed, offset, index, threshold);
   }
 };
 
@@ -337,7 +333,7 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
   // are transposed into k^T, where T is whole vectors and not padded (task_sizes).
   const bool whole = std::is_same_v<T, float> && z.D == z.Dp;
   const bool q_in_place = whole && z.T % R == 0, k_in_place = whole && z.T == z.Tp;
-  const ForwardScratch w = attention::load_forward<T>(q, k, v, b, h, z, R, /*k_rows=*/true, /*copy=*/false);
+  const ForwardScratch w = attention::forward_scratch(z, R, /*k_rows=*/true);
   if (!q_in_place) load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
   if (!k_in_place) load_padded<T>(k, b, h, z, z.Tp, w.k, false);
   if (!whole) load_padded<T>(v, b, h, z, z.Tp, w.vs, false);

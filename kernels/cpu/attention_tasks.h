@@ -48,7 +48,7 @@ inline uint64_t weight_row_index(const Problem& pr, int64_t b, int64_t h, int64_
 
 /// Whether the weight at `index` is kept: kernels::dropout's rule (uniform >= p), so both drop alike.
 inline bool keeps_weight(const Problem& pr, uint64_t index) {
-  return static_cast<double>(philox::uniform(pr.state.seed, pr.state.offset, index)) >= pr.dropout;
+  return philox::keeps(pr.state.seed, pr.state.offset, index, pr.dropout);
 }
 
 /// 1 / (1 - p), the kept weights' factor, in the accumulation type A.
@@ -122,19 +122,15 @@ BRIGADE_VECTOR_INLINE void load_padded(const Heads& src, int64_t b, int64_t h, c
   }
 }
 
-/// A forward task's scratch, with q, k, v of (b, h) loaded: q [Tr, Dp], k^T [Dp, Tp], v [Tp, Dp], then
-/// room for a block's scores s [rows, Tp] and outputs o [rows, Dp]. With k_rows, k^T is left for the caller
-/// to fill (v3 transposes in registers) and k is loaded as rows [Tp, Dp] into `k`; else `k` is null.
-/// Without `copy` the room is laid out and nothing is loaded: the caller copies what it does not read where
-/// it lies.
+/// A forward task's scratch: q [Tr, Dp], k^T [Dp, Tp], v [Tp, Dp], then room for a block's scores
+/// s [rows, Tp] and outputs o [rows, Dp]; with k_rows also room for k as rows [Tp, Dp] (v3 copies k there
+/// and transposes it into k^T in registers), else `k` is null.
 struct ForwardScratch {
   float *qs, *kT, *vs, *s, *o, *k;
 };
 
-template <typename T>
-BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k, const Heads& v, int64_t b,
-                                                  int64_t h, const TileSizes& z, int64_t rows,
-                                                  bool k_rows = false, bool copy = true) {
+/// The scratch laid out, nothing loaded (v3 copies only what it does not read where it lies).
+inline ForwardScratch forward_scratch(const TileSizes& z, int64_t rows, bool k_rows) {
   ForwardScratch w;
   const int64_t k_room = k_rows ? z.Tp * z.Dp : 0;
   w.qs =
@@ -144,13 +140,16 @@ BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k
   w.s = w.vs + z.Tp * z.Dp;
   w.o = w.s + rows * z.Tp;
   w.k = k_rows ? w.o + rows * z.Dp : nullptr;
-  if (!copy) return w;
+  return w;
+}
+
+/// The scratch with q, k^T and v of (b, h) loaded as float, zero-padded (v2's tiles).
+template <typename T>
+BRIGADE_VECTOR_INLINE ForwardScratch load_forward(const Heads& q, const Heads& k, const Heads& v, int64_t b,
+                                                  int64_t h, const TileSizes& z, int64_t rows) {
+  const ForwardScratch w = forward_scratch(z, rows, /*k_rows=*/false);
   load_padded<T>(q, b, h, z, z.Tr, w.qs, false);
-  if (k_rows) {
-    load_padded<T>(k, b, h, z, z.Tp, w.k, false);
-  } else {
-    load_padded<T>(k, b, h, z, 0, w.kT, true);
-  }
+  load_padded<T>(k, b, h, z, 0, w.kT, true);
   load_padded<T>(v, b, h, z, z.Tp, w.vs, false);
   return w;
 }

@@ -19,20 +19,17 @@
 #include "tensor/philox_avx512.h"
 
 #if BRIGADE_CPU_X86
-#include <cmath>
+#include <algorithm>
 
 namespace brigade::kernels::cpu::detail {
 
 BRIGADE_AVX512 void dropout_float_avx512(const float* x, float* out, int64_t n, int64_t first, double p,
                                          float scale, uint64_t seed, uint64_t offset) {
-  // uniform = (bits >> 8) / 2^24 >= p, with p a double: the same as (bits >> 8) >= ceil(p * 2^24), in
-  // integers (p * 2^24 is exact).
-  const __m512i threshold = _mm512_set1_epi32(static_cast<int>(std::ceil(p * 16777216.0)));
+  const int threshold = philox::keep_threshold(p);
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 lanes = first_lanes(std::min<int64_t>(16, n - i));
-    const __m512i bits = philox::random_words16(seed, offset, static_cast<uint64_t>(first + i)).x;
-    const __mmask16 keep = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(bits, 8), threshold);
+    const __mmask16 keep = philox::keeps16(seed, offset, static_cast<uint64_t>(first + i), threshold);
     const __m512 v = _mm512_maskz_loadu_ps(lanes, x + i);
     _mm512_mask_storeu_ps(out + i, lanes, _mm512_maskz_mul_ps(keep, v, s));
   }

@@ -44,8 +44,7 @@ void dropout_impl(const Tensor& x, double p, const GeneratorState& state, const 
   // Philox costs ~10 rounds per element, so threads pay off earlier than for plain arithmetic.
 #pragma omp parallel for if (n >= kParallelGrain / 8) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float u = philox::uniform(state.seed, state.offset, static_cast<uint64_t>(i));
-    const bool keep = static_cast<double>(u) >= p;
+    const bool keep = philox::keeps(state.seed, state.offset, static_cast<uint64_t>(i), p);
     result[i] = static_cast<T>(keep ? static_cast<A>(in[i]) * scale : A(0));
   }
 }

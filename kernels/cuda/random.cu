@@ -28,8 +28,7 @@ __global__ void dropout_kernel(StridedView<const T> x, StridedView<T> out, int64
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float u = philox::uniform(seed, offset, static_cast<uint64_t>(i));
-    const bool keep = static_cast<double>(u) >= p;
+    const bool keep = philox::keeps(seed, offset, static_cast<uint64_t>(i), p);
     out[i] = static_cast<T>(keep ? static_cast<A>(x[i]) * scale : A(0));
   }
 }
