@@ -8,6 +8,15 @@
 // element: forward 16 bytes -> 8, backward 16 -> 12; at the baby GPT's fc (R = 768, C = 512, 1.5 MiB a
 // tensor) 6 MiB -> 3 forward and 6 -> 4.5 backward, and two parallel regions fewer each way.
 //
+// float on AVX-512 (GeluCode::Avx512Fma, the default there) differs in two ways, both measured faster. A
+// row is one loop of 16 lanes (the sum, the GELU or its derivative, the store: gelu_avx512.cpp) rather than
+// a scalar sum into a stack span followed by the array call. And the backward takes two passes, dx row by
+// row and then sum_columns(dx): the one-pass walk down 128-column blocks (512 bytes of each of dy, x and
+// dx a row, rows 2-12 KiB apart) waited on memory at every row, and its per-row double sums cost as much as
+// sum_columns' own; two passes measured 1.23x (baby GPT's [768, 512]) and 1.54x (GPT-2's [1024, 3072])
+// faster on one Zen 4 core, and the baby GPT's step 4-5 % faster (docs/kernels.md). They read dx once more
+// (16 bytes an element, not 12), mostly from L2 at the baby GPT's size.
+//
 // Bits. Every value is computed as the unfused ops compute it: h rounded to x's dtype, GELU and its
 // derivative by kernels/cpu/elementwise.cpp's arrays (float, bfloat16 through float) or the double formulas
 // of elementwise_formulas.h (float64), and dbias with sum_columns' association (kernels/cpu/reduce.h: per
@@ -21,6 +30,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/fused.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vector_math.h"  // BRIGADE_CPU_AVX2
 #include "kernels/elementwise_formulas.h"
 
 namespace brigade::kernels::cpu {
@@ -32,9 +42,10 @@ namespace {
 
 /// Elements of a row handled at a time in the forward (h in a stack buffer: 1 KiB of float).
 constexpr int64_t kSpan = 256;
-/// Columns per task of the backward: each row's share is one contiguous 512-byte read (with 32 columns, 128
-/// bytes a row, the GELU derivative waited on the strided loads: perf put it at 2.5x its unfused share of
-/// the baby GPT's step), and the eight running double sums per column (8 x 128 x 8 B = 8 KiB) stay in L1.
+/// Columns per task of the one-pass backward (the paths other than float on AVX-512): each row's share is
+/// one contiguous 512-byte read (with 32 columns, 128 bytes a row, the GELU derivative waited on the strided
+/// loads: perf put it at 2.5x its unfused share of the baby GPT's step), and the eight running double sums
+/// per column (8 x 128 x 8 B = 8 KiB) stay in L1.
 constexpr int64_t kColumns = 128;
 
 /// out[k] = gelu(x[k] + b[k]) for k in [0, n), n <= kSpan.
@@ -43,6 +54,11 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
   if constexpr (std::is_same_v<T, double>) {
     for (int64_t k = 0; k < n; ++k) out[k] = formulas::gelu(x[k] + b[k]);
   } else {
+#if BRIGADE_CPU_AVX2
+    if constexpr (std::is_same_v<T, float>) {
+      if (code == GeluCode::Avx512Fma) return detail::bias_gelu_row_avx512_fma(out, x, b, n);
+    }
+#endif
     float h[kSpan];
     // The sum rounded to T, as binary(Add) stores it (a no-op for float).
     for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
@@ -100,6 +116,20 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
   const auto* bp = static_cast<const T*>(bias.data_ptr());
   auto* dxp = dx.data<T>();
   auto* dbp = dbias.data<T>();
+#if BRIGADE_CPU_AVX2
+  if constexpr (std::is_same_v<T, float>) {
+    if (code == GeluCode::Avx512Fma) {
+      // Two passes: dx row by row in one AVX-512 loop (the sum x + b, the derivative and the product per
+      // vector), then dbias = sum_columns(dx), whose association is the one below.
+#pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        detail::bias_gelu_grad_row_avx512_fma(dxp + r * cols, gp + r * cols, xp + r * cols, bp, cols);
+      }
+      sum_columns(dx, dbias);
+      return;
+    }
+  }
+#endif
   const int64_t blocks = (cols + kColumns - 1) / kColumns;
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {

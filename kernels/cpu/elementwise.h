@@ -31,6 +31,12 @@ namespace detail {
 /// GeluCode::Avx512Fma's arrays (kernels/cpu/gelu_avx512.cpp); only where it runs.
 void gelu_array_avx512_fma(float* out, const float* a, int64_t n);
 void gelu_grad_array_avx512_fma(float* out, const float* g, const float* a, int64_t n);
+
+/// The fused bias + GELU's rows in one loop each (kernels/cpu/bias_gelu.cpp), with Avx512Fma's bits:
+/// y[k] = gelu(x[k] + b[k]) and dx[k] = dy[k] * gelu'(x[k] + b[k]) for k in [0, n), the sum x + b rounded
+/// to float first, as the unfused add stores it.
+void bias_gelu_row_avx512_fma(float* y, const float* x, const float* b, int64_t n);
+void bias_gelu_grad_row_avx512_fma(float* dx, const float* dy, const float* x, const float* b, int64_t n);
 }  // namespace detail
 
 }  // namespace brigade::kernels::cpu

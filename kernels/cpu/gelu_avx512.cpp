@@ -102,6 +102,32 @@ BRIGADE_AVX512 void gelu_grad_array_avx512_fma(float* out, const float* g, const
                           gelu_grad16(_mm512_maskz_loadu_ps(m, g + k), _mm512_maskz_loadu_ps(m, a + k)));
   }
 }
+
+BRIGADE_AVX512 void bias_gelu_row_avx512_fma(float* y, const float* x, const float* b, int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    _mm512_storeu_ps(y + k, gelu16(_mm512_add_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(b + k))));
+  }
+  if (k < n) {
+    const __mmask16 m = first_lanes(n - k);
+    const __m512 h = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, b + k));
+    _mm512_mask_storeu_ps(y + k, m, gelu16(h));
+  }
+}
+
+BRIGADE_AVX512 void bias_gelu_grad_row_avx512_fma(float* dx, const float* dy, const float* x, const float* b,
+                                                  int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m512 h = _mm512_add_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(b + k));
+    _mm512_storeu_ps(dx + k, gelu_grad16(_mm512_loadu_ps(dy + k), h));
+  }
+  if (k < n) {
+    const __mmask16 m = first_lanes(n - k);
+    const __m512 h = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, b + k));
+    _mm512_mask_storeu_ps(dx + k, m, gelu_grad16(_mm512_maskz_loadu_ps(m, dy + k), h));
+  }
+}
 #endif  // BRIGADE_CPU_X86
 
 }  // namespace brigade::kernels::cpu::detail

@@ -91,6 +91,10 @@ inline std::vector<OpCase> perf_cases(const PerfModel& m, DType dtype, bool head
     c.unary_op = UnaryOp::Gelu;
     add("gelu_bwd", c);
   }
+  // The MLP's bias + GELU as the GPT runs it (fused): the fc output [N, 4C] and its bias; the backward
+  // takes (x, dy, bias).
+  add("bias_gelu_fwd", make_case(Op::BiasGelu, dtype, {in({N, F}), in({F})}));
+  add("bias_gelu_bwd", make_case(Op::BiasGeluBackward, dtype, {in({N, F}), in({N, F}), in({F})}));
   static const char* const kUnaryLabels[] = {"unary_neg",   "unary_exp",  "unary_log",     "unary_sqrt",
                                              "unary_rsqrt", "unary_tanh", "unary_sigmoid", "unary_relu",
                                              "unary_gelu",  "unary_abs"};
