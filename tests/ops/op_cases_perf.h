@@ -81,6 +81,11 @@ inline std::vector<OpCase> perf_cases(const PerfModel& m, DType dtype, bool head
     b.has_weight = b.has_bias = true;
     b.scalar = 1e-5;
     add("layernorm_bwd", b);
+    // The block's fused residual add + layernorm (its sum and the normalised sum).
+    OpCase a = make_case(Op::AddLayerNorm, dtype, {in({N, C}), in({N, C}), in({C}), in({C})});
+    a.has_weight = a.has_bias = true;
+    a.scalar = 1e-5;
+    add("add_layernorm_fwd", a);
   }
   // GELU on the MLP's hidden [N, 4C]; the other unary ops on [N, C] (positive: log and sqrt defined).
   {
