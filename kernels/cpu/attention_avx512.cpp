@@ -257,17 +257,18 @@ BRIGADE_AVX512_INLINE float sum_lanes(__m512 v) {
   return reduce<false>(v);
 }
 
-BRIGADE_AVX512_INLINE float row_max(const float* row, int64_t cols) {
+/// The lane-wise max of a row's vectors (cols a multiple of 16): reduce<true> of it is the row's max.
+BRIGADE_AVX512_INLINE __m512 row_max_lanes(const float* row, int64_t cols) {
   __m512 m = _mm512_loadu_ps(row);
   for (int64_t j = kLanes; j < cols; j += kLanes) m = max_v(m, _mm512_loadu_ps(row + j));
-  return reduce<true>(m);
+  return m;
 }
 
-/// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their sum. -inf gives 0. The
-/// arguments are never far above 0 (shift is the row's max, or its log-sum-exp), so exp16_not_above_88
-/// (~1 ulp, 13 instructions a vector: its masked low end sets the -inf lanes to 0 without an underflow)
-/// serves.
-BRIGADE_AVX512_INLINE float exp_row_sum(float* row, float shift, int64_t cols) {
+/// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16); returns their lane-wise sums (reduce<false>
+/// of them is the row's sum). -inf gives 0. The arguments are never far above 0 (shift is the row's max, or
+/// its log-sum-exp), so exp16_not_above_88 (~1 ulp, 13 instructions a vector: its masked low end sets the
+/// -inf lanes to 0 without an underflow) serves.
+BRIGADE_AVX512_INLINE __m512 exp_row_sum_lanes(float* row, float shift, int64_t cols) {
   const __m512 sh = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < cols; j += kLanes) {
@@ -275,7 +276,47 @@ BRIGADE_AVX512_INLINE float exp_row_sum(float* row, float shift, int64_t cols) {
     _mm512_storeu_ps(row + j, e);
     sum = _mm512_add_ps(sum, e);
   }
-  return sum_lanes(sum);
+  return sum;
+}
+
+/// out[r] = reduce<kMax>(v[r]) for r < 8, the eight reductions taken together: each level combines two
+/// vectors' halves into one vector (shuffle_f32x4 across 128-bit quarters, then shuffle_ps within them),
+/// 15 shuffles and 8 combines for the 8 rows where one at a time they take 32 and 32. The pairs combine in
+/// reduce's order (lane i with i + 8, then i + 4, i + 2, i + 1, the lower lane first), so each out[r] has
+/// reduce's bits.
+template <bool kMax>
+BRIGADE_AVX512_INLINE void reduce8(const __m512* v, float* out) {
+  __m512 w[4];  // w[k]: quarters (v[2k] lanes i + (i + 8), i < 4 and 4..7; then v[2k + 1]'s)
+  for (int k = 0; k < 4; ++k) {
+    const __m512 a = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 b = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    w[k] = combine<kMax>(a, b);
+  }
+  __m512 x[2];  // x[k]: quarter q holds v[4k + q]'s lanes i + (i + 4) (of the above), i < 4
+  for (int k = 0; k < 2; ++k) {
+    const __m512 a = _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 b = _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    x[k] = combine<kMax>(a, b);
+  }
+  // Quarter q: [x0 + x2, x1 + x3] of v[q], then of v[4 + q]; then the pair's lanes.
+  const __m512 c = combine<kMax>(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 e = combine<kMax>(c, _mm512_shuffle_ps(c, c, _MM_SHUFFLE(2, 3, 0, 1)));
+  // v[q]'s result in lane 4q, v[4 + q]'s in lane 4q + 2.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, e)));
+}
+
+/// out[r] = reduce<kMax>(v[r]) for r < R (8 or 12); out has 16 floats, and for R = 12 its last four get
+/// copies of rows 8-11's.
+template <bool kMax, int64_t R>
+BRIGADE_AVX512_INLINE void reduce_rows(const __m512* v, float* out) {
+  static_assert(R == 8 || R == 12, "blocks of 8 or 12 rows");
+  reduce8<kMax>(v, out);
+  if constexpr (R == 12) {
+    const __m512 rest[8] = {v[8], v[9], v[10], v[11], v[8], v[9], v[10], v[11]};
+    reduce8<kMax>(rest, out + 8);
+  }
 }
 
 /// row[j] = exp(row[j] - shift) for j < cols (a multiple of 16), without the sum (the backward's
@@ -316,9 +357,23 @@ BRIGADE_AVX512_INLINE float dot(const float* x, const float* y, int64_t width) {
   return sum_lanes(acc);
 }
 
+/// dst[d] = T(src[d] * factor) for d < D. float32 in whole vectors (a masked last one), where the loop
+/// left to g++ checked the two rows' overlap and its remainder at every row (~4 % of the forward at
+/// T = 64, D = 32); the same products, so the same bits.
 template <typename T>
 BRIGADE_AVX512_INLINE void store_row(T* dst, const float* src, float factor, int64_t D) {
-  for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<T>(src[d] * factor);
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 f = _mm512_set1_ps(factor);
+    int64_t d = 0;
+    for (; d + kLanes <= D; d += kLanes)
+      _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(src + d), f));
+    if (d < D) {
+      const __mmask16 m = detail::first_lanes(D - d);
+      _mm512_mask_storeu_ps(dst + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + d), f));
+    }
+  } else {
+    for (int64_t d = 0; d < D; ++d) dst[d] = static_cast<T>(src[d] * factor);
+  }
 }
 
 /// One forward task in blocks of R query rows. Every block's S = Q K^T reads all of k^T once; where k^T
@@ -356,21 +411,32 @@ BRIGADE_AVX512_INLINE void forward_blocks(const Problem& pr, int64_t b, int64_t 
     const int64_t cols = round_up(keys, kLanes);
     tile_ab<R>(qs + i0 * ldq, ldq, kT, z.Tp, z.D, cols, scale, s, z.Tp);
     mask_block<R>(s, z.Tp, i0, cols);
-    // Rows past R, and padding rows past T, keep max 0 and sum 1 (log 0, reciprocal 1): the vector log and
-    // division see no stale values.
+    // Rows past R keep max 0 and sum 1, and padding rows past T get them (log 0, reciprocal 1): the vector
+    // log and division see no stale values. The rows' maxes, then their sums, are reduced together.
     alignas(64) float inv[kLanes], max[kLanes] = {}, sum[kLanes];
     std::fill(sum, sum + kLanes, 1.0f);
+    __m512 lanes[R];
     for (int64_t r = 0; r < R; ++r) {
       float* row = s + r * z.Tp;
       if (i0 + r >= z.T) {  // a padding row: zero weights, nothing stored
         std::fill(row, row + cols, 0.0f);
+        lanes[r] = _mm512_setzero_ps();
         continue;
       }
-      // A row whose scores are all -inf (or NaN) gives NaN here, as unfused softmax does.
-      max[r] = row_max(row, cols);
-      sum[r] = exp_row_sum(row, max[r], cols);
+      lanes[r] = row_max_lanes(row, cols);
+    }
+    // A row whose scores are all -inf (or NaN) gives NaN here, as unfused softmax does.
+    reduce_rows<true, R>(lanes, max);
+    for (int64_t r = 0; r < R; ++r) {
+      float* row = s + r * z.Tp;
+      if (i0 + r >= z.T) {
+        lanes[r] = _mm512_maskz_mov_ps(1, _mm512_set1_ps(1.0f));  // sum 1
+        continue;
+      }
+      lanes[r] = exp_row_sum_lanes(row, max[r], cols);
       if (dropout) drop_row(mask, weight_row_index(pr, b, h, i0 + r), row, i0 + r + 1);
     }
+    reduce_rows<false, R>(lanes, sum);
     // 1 / l, and with dropout 1 / ((1 - p) l): the kept weights' factor rides on the row's normalisation.
     _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(kept), _mm512_load_ps(sum)));
     store_log_sum_exp(max, sum, std::min(R, z.T - i0), lse + i0);
