@@ -59,7 +59,7 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
       if (code == GeluCode::Avx512Fma) return detail::bias_gelu_row_avx512_fma(out, x, b, n);
     }
 #endif
-    float h[kSpan];
+    float h[kSpan] = {};  // zeroed: g++ 12 cannot see that the loop below fills the n values read
     // The sum rounded to T, as binary(Add) stores it (a no-op for float).
     for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
     if constexpr (std::is_same_v<T, float>) {
