@@ -18,7 +18,8 @@
 //                           accumulating an MR x NR tile in registers over the K slice, then storing it
 //                           into C (first slice) or adding it to C (later slices)
 //   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile (the packed
-//   panels are zero-padded) and only their valid part is merged into C.
+//   panels are zero-padded; a kernel with a half tile computes only its left half where at most NR / 2
+//   columns are real) and only their valid part is merged into C.
 // One large product on several threads runs the same loops with the threads in step instead
 // (run_gemm_shared_b): each owns a share of the rows, and they pack every B block together, once.
 //
@@ -124,6 +125,14 @@ constexpr bool kHasTileRows = requires(int64_t k, const float* a, float* c) {
   Kernel::tile_rows(k, a, k, a, c, k, true);
 };
 
+/// Whether Kernel has tile_half and tile_rows_half: the micro-kernels for a last panel of at most NR / 2
+/// real columns (stored into the scratch tile).
+template <typename Kernel>
+constexpr bool kHasHalfTile = requires(int64_t k, const float* a, float* c) {
+  Kernel::tile_half(k, a, a, c, k);
+  Kernel::tile_rows_half(k, a, k, a, c, k);
+};
+
 /// Whether a task reads A's rows where they lie (Kernel::tile_rows) instead of packing them. Packing copies
 /// every value of the A block once, and the block then serves every column of the task: at 32 columns a
 /// tile, the copy costs about as much as the products of 32-64 columns (a transposing copy, ~0.5 cycles a
@@ -174,7 +183,18 @@ void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed
           continue;
         }
       }
-      product(b_panel, tile, NR, true);
+      bool half = false;
+      if constexpr (kHasHalfTile<Kernel>) {
+        if (tile_cols <= NR / 2) {
+          half = true;
+          if (in_place) {
+            Kernel::tile_rows_half(kc, a_rows + ir * lda, lda, b_panel, tile, NR);
+          } else {
+            Kernel::tile_half(kc, a_panel, b_panel, tile, NR);
+          }
+        }
+      }
+      if (!half) product(b_panel, tile, NR, true);
       for (int64_t i = 0; i < tile_rows; ++i) {
         for (int64_t j = 0; j < tile_cols; ++j) {
           const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];

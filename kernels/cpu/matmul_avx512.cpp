@@ -58,8 +58,26 @@ struct Avx512Kernel {
     tile_loop<true>(kc, a, lda, b, c, ldc, first);
   }
 
-  /// The k loop of both: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA).
-  template <bool kRowsOfA>
+  /// tile and tile_rows for a last micro-panel of at most 16 real columns, into the caller's scratch tile
+  /// (ldc = NR, stored): the left half of the 12 x 32 tile, half the multiply-adds. The baby GPT's logits
+  /// (N = 65) end in a panel with one real column, so this takes their product from 96 computed columns to
+  /// 80. Each element's sum is the same FMA chain as in the whole tile, so the bits are too.
+  __attribute__((target("avx512f"), noinline)) static void tile_half(int64_t kc, const float* __restrict a,
+                                                                     const float* __restrict b,
+                                                                     float* __restrict c, int64_t ldc) {
+    tile_loop<false, 1>(kc, a, 0, b, c, ldc, true);
+  }
+  __attribute__((target("avx512f"), noinline)) static void tile_rows_half(int64_t kc,
+                                                                          const float* __restrict a,
+                                                                          int64_t lda,
+                                                                          const float* __restrict b,
+                                                                          float* __restrict c, int64_t ldc) {
+    tile_loop<true, 1>(kc, a, lda, b, c, ldc, true);
+  }
+
+  /// The k loop of all four: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA);
+  /// NV zmm columns of the tile (2: the whole 32, 1: its left 16).
+  template <bool kRowsOfA, int NV = 2>
   __attribute__((target("avx512f"), always_inline)) static void tile_loop(
       int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
       int64_t ldc, bool first) {
@@ -71,10 +89,10 @@ struct Avx512Kernel {
       if (phase == 1) detail::prefetch_tile(c, ldc);
       const int64_t count = phase == 0 ? kc - tail : tail;
       for (int64_t p = 0; p < count; ++p, a += kRowsOfA ? 1 : MR, b += NR) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = NV == 2 ? _mm512_loadu_ps(b + 16) : b0;
         // The B micro-panel streams from L2: ask for its lines 8 k steps (1 KiB) ahead.
         __builtin_prefetch(b + 8 * NR, 0, 3);
-        __builtin_prefetch(b + 8 * NR + 16, 0, 3);
+        if constexpr (NV == 2) __builtin_prefetch(b + 8 * NR + 16, 0, 3);
         // Rows of A: row 3q + r at (a + 3q lda) + r lda, r < 3, which x86 addresses as base + lda * 4 or
         // * 8 bytes: four bases and lda in registers, where twelve row pointers would not all fit.
         const float* const bases[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda};
@@ -82,11 +100,16 @@ struct Avx512Kernel {
         for (int i = 0; i < MR; ++i) {
           const __m512 ai = _mm512_set1_ps(kRowsOfA ? bases[i / 3][i % 3 * lda] : a[i]);
           acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-          acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+          if constexpr (NV == 2) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
       }
     }
-    detail::store_tile(acc, c, ldc, first);
+    if constexpr (NV == 2) {
+      detail::store_tile(acc, c, ldc, first);
+    } else {
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+    }
   }
 };
 

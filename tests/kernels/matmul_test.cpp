@@ -217,6 +217,14 @@ TEST(Matmul, ThreadsThatPackBTogetherGiveTheBitsOfOneThread) {
     GTEST_SKIP() << "no CPU version takes the shared-B path for this case on this machine";
 }
 
+// One product by one version on one thread (the tasks then run in order, as the bit checks assume).
+void gemm_on_one_thread(kernels::MatmulKernel kernel, const kernels::GemmArgs& args) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  kernels::gemm_with(kernel, args);
+  omp_set_num_threads(saved);
+}
+
 // A task of few columns reads an untransposed A where it lies instead of packing it (reads_rows_of_a,
 // kernels/cpu/gemm_loops.h); the products and their order are the packed path's, so the bits must be too.
 // 100 x 200 x 1300: a partial last row panel (packed even in place), edge column tiles, three K slices. The
@@ -252,10 +260,7 @@ TEST(Matmul, ReadingARowsInPlaceGivesThePackedBits) {
       args.a = a_stored.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr(), args.dtype = kFloat32;
       args.lda = lda, args.ldb = n, args.ldc = n, args.trans_a = trans_a;
       args.stride_a = m * lda, args.stride_b = k * n, args.stride_c = m * n;
-      const int saved = omp_get_max_threads();
-      omp_set_num_threads(1);
-      kernels::gemm_with(kernel, args);
-      omp_set_num_threads(saved);
+      gemm_on_one_thread(kernel, args);
       return c;
     };
     const Tensor in_place = run(a, k, false);
@@ -265,6 +270,44 @@ TEST(Matmul, ReadingARowsInPlaceGivesThePackedBits) {
         << kernels::matmul_kernel_name(kernel);
     EXPECT_TRUE(matmul_matches_reference(in_place, a, b, false, false, testing::matmul_tolerance(kFloat32)))
         << kernels::matmul_kernel_name(kernel);
+  }
+}
+
+// A last micro-panel with few real columns (the baby GPT's logits: N = 65, one column in the last 32) runs
+// v3's half tile (12 x 16): each element must keep the bits it has in a whole panel. The same product with
+// B padded by zero columns to whole panels is the check, in place and packed (A read transposed), over two
+// K slices, with a partial row panel (100 = 8 x 12 + 4), and with the last panel's columns at 1, 6, 16 and
+// 17 (past the half).
+TEST(Matmul, ANarrowLastPanelGivesTheBitsOfAWholeOne) {
+  constexpr int64_t m = 100, k = 700, padded_n = 96;
+  Generator gen(43);
+  const Tensor a = random_matrix(-1, m, k, kFloat32, gen);
+  const Tensor a_t = a.transpose(0, 1).contiguous();
+  const Tensor b_full = random_matrix(-1, k, padded_n, kFloat32, gen);
+  for (int64_t n : {65, 70, 80, 81}) {
+    Tensor b_padded = zeros({k, padded_n});
+    b_padded.narrow(1, 0, n).copy_(b_full.narrow(1, 0, n));
+    const Tensor b = b_padded.narrow(1, 0, n).contiguous();
+    for (kernels::MatmulKernel kernel : kernels::all_matmul_kernels()) {
+      if (kernels::matmul_kernel_backend(kernel) != DeviceKind::CPU) continue;
+      if (!kernels::matmul_kernel_supports(kernel, kFloat32)) continue;
+      auto run = [&](const Tensor& b_stored, int64_t cols, bool trans_a) {
+        Tensor c = empty({m, cols});
+        kernels::GemmArgs args;
+        args.m = m, args.n = cols, args.k = k, args.batch = 1, args.dtype = kFloat32;
+        args.a = (trans_a ? a_t : a).data_ptr(), args.b = b_stored.data_ptr(), args.c = c.data_ptr();
+        args.lda = trans_a ? m : k, args.ldb = cols, args.ldc = cols, args.trans_a = trans_a;
+        args.stride_a = m * k, args.stride_b = k * cols, args.stride_c = m * cols;
+        gemm_on_one_thread(kernel, args);
+        return c;
+      };
+      for (bool trans_a : {false, true}) {
+        const Tensor narrow = run(b, n, trans_a);
+        const Tensor whole = run(b_padded, padded_n, trans_a).narrow(1, 0, n).contiguous();
+        EXPECT_TRUE(testing::allclose(narrow, whole, 0.0, 0.0))
+            << kernels::matmul_kernel_name(kernel) << ", n " << n << ", trans_a " << trans_a;
+      }
+    }
   }
 }
 
