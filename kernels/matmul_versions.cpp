@@ -68,8 +68,8 @@ bool matmul_kernel_supports(MatmulKernel kernel, DType dtype) {
   switch (kernel) {
     case MatmulKernel::CpuAvx2Fma:
       return (dtype == DType::Float32 || dtype == DType::BFloat16) && cpu_has.avx2 && cpu_has.fma;
-    case MatmulKernel::CpuAvx512:
-      return (dtype == DType::Float32 || dtype == DType::BFloat16) && cpu_has.avx512f;
+    case MatmulKernel::CpuAvx512:  // its narrow tiles use ymm FMA3 (every AVX-512 CPU has it)
+      return (dtype == DType::Float32 || dtype == DType::BFloat16) && cpu_has.avx512f && cpu_has.fma;
     case MatmulKernel::CpuAvx512Bf16:
       return dtype == DType::BFloat16 && cpu_has.avx512_bf16;
     case MatmulKernel::CpuBlocked:

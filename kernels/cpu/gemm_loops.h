@@ -18,8 +18,8 @@
 //                           accumulating an MR x NR tile in registers over the K slice, then storing it
 //                           into C (first slice) or adding it to C (later slices)
 //   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile (the packed
-//   panels are zero-padded; a kernel with a half tile computes only its left half where at most NR / 2
-//   columns are real) and only their valid part is merged into C.
+//   panels are zero-padded; a kernel with narrow tiles computes only the left columns it needs where at
+//   most NR / 2 are real) and only their valid part is merged into C.
 // One large product on several threads runs the same loops with the threads in step instead
 // (run_gemm_shared_b): each owns a share of the rows, and they pack every B block together, once.
 //
@@ -125,12 +125,12 @@ constexpr bool kHasTileRows = requires(int64_t k, const float* a, float* c) {
   Kernel::tile_rows(k, a, k, a, c, k, true);
 };
 
-/// Whether Kernel has tile_half and tile_rows_half: the micro-kernels for a last panel of at most NR / 2
-/// real columns (stored into the scratch tile).
+/// Whether Kernel has tile_narrow and tile_rows_narrow: the micro-kernels for a last panel of at most
+/// NR / 2 real columns (stored into the scratch tile).
 template <typename Kernel>
-constexpr bool kHasHalfTile = requires(int64_t k, const float* a, float* c) {
-  Kernel::tile_half(k, a, a, c, k);
-  Kernel::tile_rows_half(k, a, k, a, c, k);
+constexpr bool kHasNarrowTile = requires(int64_t k, const float* a, float* c) {
+  Kernel::tile_narrow(k, a, a, c, k, k);
+  Kernel::tile_rows_narrow(k, a, k, a, c, k, k);
 };
 
 /// Whether a task reads A's rows where they lie (Kernel::tile_rows) instead of packing them. Packing copies
@@ -183,18 +183,18 @@ void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed
           continue;
         }
       }
-      bool half = false;
-      if constexpr (kHasHalfTile<Kernel>) {
+      bool narrow = false;
+      if constexpr (kHasNarrowTile<Kernel>) {
         if (tile_cols <= NR / 2) {
-          half = true;
+          narrow = true;
           if (in_place) {
-            Kernel::tile_rows_half(kc, a_rows + ir * lda, lda, b_panel, tile, NR);
+            Kernel::tile_rows_narrow(kc, a_rows + ir * lda, lda, b_panel, tile, NR, tile_cols);
           } else {
-            Kernel::tile_half(kc, a_panel, b_panel, tile, NR);
+            Kernel::tile_narrow(kc, a_panel, b_panel, tile, NR, tile_cols);
           }
         }
       }
-      if (!half) product(b_panel, tile, NR, true);
+      if (!narrow) product(b_panel, tile, NR, true);
       for (int64_t i = 0; i < tile_rows; ++i) {
         for (int64_t j = 0; j < tile_cols; ++j) {
           const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];

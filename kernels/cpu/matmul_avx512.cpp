@@ -58,26 +58,65 @@ struct Avx512Kernel {
     tile_loop<true>(kc, a, lda, b, c, ldc, first);
   }
 
-  /// tile and tile_rows for a last micro-panel of at most 16 real columns, into the caller's scratch tile
-  /// (ldc = NR, stored): the left half of the 12 x 32 tile, half the multiply-adds. The baby GPT's logits
-  /// (N = 65) end in a panel with one real column, so this takes their product from 96 computed columns to
-  /// 80. Each element's sum is the same FMA chain as in the whole tile, so the bits are too.
-  __attribute__((target("avx512f"), noinline)) static void tile_half(int64_t kc, const float* __restrict a,
-                                                                     const float* __restrict b,
-                                                                     float* __restrict c, int64_t ldc) {
-    tile_loop<false, 1>(kc, a, 0, b, c, ldc, true);
+  /// tile and tile_rows for a last micro-panel of at most 16 real columns (`cols`), into the caller's
+  /// scratch tile (ldc = NR, stored): the tile's left 16 columns (zmm) or, for at most 8, its left 8 (ymm:
+  /// two a cycle where a zmm FMA takes one, so half the time again). The baby GPT's logits (N = 65) end in
+  /// a panel with one real column: 96 computed columns become 72. Each element's sum is the same FMA chain
+  /// as in the whole tile, so the bits are too.
+  __attribute__((target("avx512f,fma"), noinline)) static void tile_narrow(int64_t kc,
+                                                                           const float* __restrict a,
+                                                                           const float* __restrict b,
+                                                                           float* __restrict c, int64_t ldc,
+                                                                           int64_t cols) {
+    if (cols <= 8) return narrow_loop<false, __m256>(kc, a, 0, b, c, ldc);
+    narrow_loop<false, __m512>(kc, a, 0, b, c, ldc);
   }
-  __attribute__((target("avx512f"), noinline)) static void tile_rows_half(int64_t kc,
-                                                                          const float* __restrict a,
-                                                                          int64_t lda,
-                                                                          const float* __restrict b,
-                                                                          float* __restrict c, int64_t ldc) {
-    tile_loop<true, 1>(kc, a, lda, b, c, ldc, true);
+  __attribute__((target("avx512f,fma"), noinline)) static void tile_rows_narrow(
+      int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
+      int64_t ldc, int64_t cols) {
+    if (cols <= 8) return narrow_loop<true, __m256>(kc, a, lda, b, c, ldc);
+    narrow_loop<true, __m512>(kc, a, lda, b, c, ldc);
   }
 
-  /// The k loop of all four: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA);
-  /// NV zmm columns of the tile (2: the whole 32, 1: its left 16).
-  template <bool kRowsOfA, int NV = 2>
+  /// The narrow tiles' k loop: the left 16 (V = __m512) or 8 (__m256) columns of the 12 x 32 tile, stored
+  /// at c; A addressed as tile_loop does.
+  template <bool kRowsOfA, typename V>
+  __attribute__((target("avx512f,fma"), always_inline)) static void narrow_loop(
+      int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
+      int64_t ldc) {
+    constexpr bool kZmm = sizeof(V) == 64;
+    V acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = V{};
+    for (int64_t p = 0; p < kc; ++p, a += kRowsOfA ? 1 : MR, b += NR) {
+      V bv;
+      if constexpr (kZmm) {
+        bv = _mm512_loadu_ps(b);
+      } else {
+        bv = _mm256_loadu_ps(b);
+      }
+      const float* const bases[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda};
+#pragma GCC unroll 12
+      for (int i = 0; i < MR; ++i) {
+        const float ai = kRowsOfA ? bases[i / 3][i % 3 * lda] : a[i];
+        if constexpr (kZmm) {
+          acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(ai), bv, acc[i]);
+        } else {
+          acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ai), bv, acc[i]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      if constexpr (kZmm) {
+        _mm512_storeu_ps(c + i * ldc, acc[i]);
+      } else {
+        _mm256_storeu_ps(c + i * ldc, acc[i]);
+      }
+    }
+  }
+
+  /// The k loop of tile and tile_rows: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p]
+  /// (kRowsOfA).
+  template <bool kRowsOfA>
   __attribute__((target("avx512f"), always_inline)) static void tile_loop(
       int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
       int64_t ldc, bool first) {
@@ -89,10 +128,10 @@ struct Avx512Kernel {
       if (phase == 1) detail::prefetch_tile(c, ldc);
       const int64_t count = phase == 0 ? kc - tail : tail;
       for (int64_t p = 0; p < count; ++p, a += kRowsOfA ? 1 : MR, b += NR) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = NV == 2 ? _mm512_loadu_ps(b + 16) : b0;
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         // The B micro-panel streams from L2: ask for its lines 8 k steps (1 KiB) ahead.
         __builtin_prefetch(b + 8 * NR, 0, 3);
-        if constexpr (NV == 2) __builtin_prefetch(b + 8 * NR + 16, 0, 3);
+        __builtin_prefetch(b + 8 * NR + 16, 0, 3);
         // Rows of A: row 3q + r at (a + 3q lda) + r lda, r < 3, which x86 addresses as base + lda * 4 or
         // * 8 bytes: four bases and lda in registers, where twelve row pointers would not all fit.
         const float* const bases[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda};
@@ -100,16 +139,11 @@ struct Avx512Kernel {
         for (int i = 0; i < MR; ++i) {
           const __m512 ai = _mm512_set1_ps(kRowsOfA ? bases[i / 3][i % 3 * lda] : a[i]);
           acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-          if constexpr (NV == 2) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+          acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
       }
     }
-    if constexpr (NV == 2) {
-      detail::store_tile(acc, c, ldc, first);
-    } else {
-#pragma GCC unroll 12
-      for (int i = 0; i < MR; ++i) _mm512_storeu_ps(c + i * ldc, acc[i][0]);
-    }
+    detail::store_tile(acc, c, ldc, first);
   }
 };
 
