@@ -409,25 +409,45 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 // ---- matmul -----------------------------------------------------------------------------------------------
 
+namespace {
+/// The gradients of y = op(a) op(b) for the incoming g. With A = op(a), B = op(b): dA = g B^T and
+/// dB = A^T g. When a is stored transposed its gradient is dA^T = B g^T (likewise for b), so every product
+/// below is one GEMM with trans flags. A 2-d operand shared by a batch gets the sum over the batch.
+Grads matmul_grads(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor& g,
+                   const NeedsGrad& needs) {
+  auto unbatch = [](const Tensor& grad, const Tensor& like) {
+    return grad.dim() > like.dim() ? kernels::sum(grad, {0}) : grad;
+  };
+  Tensor da, db;
+  if (needs[0]) da = unbatch(ta ? kernels::matmul(b, g, tb, true) : kernels::matmul(g, b, false, !tb), a);
+  if (needs[1]) db = unbatch(tb ? kernels::matmul(g, a, true, ta) : kernels::matmul(a, g, !ta, false), b);
+  return Grads{da, db};
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool transpose_b) {
   // Autocast: the GEMM reads bf16 (half the bytes, tensor cores on GPU) and accumulates in fp32.
   const Tensor a = autograd::autocast_low(a_in), b = autograd::autocast_low(b_in);
   Tensor y = forward_no_grad([&] { return kernels::matmul(a, b, transpose_a, transpose_b); });
-  // With A = op(a), B = op(b), y = A B: dA = g B^T and dB = A^T g. When a is stored transposed its
-  // gradient is dA^T = B g^T (likewise for b), so every product below is one GEMM with trans flags.
-  // A 2-d operand shared by a batch gets the sum over the batch.
-  return record("matmul", y, {a, b},
-                [a = saved(a), b = saved(b), ta = transpose_a, tb = transpose_b](const Tensor& g,
-                                                                                 const NeedsGrad& needs) {
-                  auto unbatch = [](const Tensor& grad, const Tensor& like) {
-                    return grad.dim() > like.dim() ? kernels::sum(grad, {0}) : grad;
-                  };
-                  Tensor da, db;
-                  if (needs[0])
-                    da = unbatch(ta ? kernels::matmul(b, g, tb, true) : kernels::matmul(g, b, false, !tb), a);
-                  if (needs[1])
-                    db = unbatch(tb ? kernels::matmul(g, a, true, ta) : kernels::matmul(a, g, !ta, false), b);
-                  return Grads{da, db};
+  return record(
+      "matmul", y, {a, b},
+      [a = saved(a), b = saved(b), ta = transpose_a, tb = transpose_b](
+          const Tensor& g, const NeedsGrad& needs) { return matmul_grads(a, b, ta, tb, g, needs); });
+}
+
+Tensor matmul_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, bool transpose_a,
+                   bool transpose_b) {
+  // Autocast: the bias joins the bf16 product in bf16, as add() would add the two.
+  const Tensor a = autograd::autocast_low(a_in), b = autograd::autocast_low(b_in);
+  const Tensor bias = autograd::autocast_low(bias_in);
+  Tensor y = forward_no_grad([&] { return kernels::matmul_bias(a, b, bias, transpose_a, transpose_b); });
+  // matmul's gradients, and the bias's as add() gives it: g summed over the rows (and the batch).
+  return record("matmul_bias", y, {a, b, bias},
+                [a = saved(a), b = saved(b), bias_shape = bias.shape(), ta = transpose_a, tb = transpose_b](
+                    const Tensor& g, const NeedsGrad& needs) {
+                  Grads grads = matmul_grads(a, b, ta, tb, g, needs);
+                  grads.push_back(needs[2] ? reduce_to(g, bias_shape) : Tensor());
+                  return grads;
                 });
 }
 

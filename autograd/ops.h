@@ -105,6 +105,11 @@ Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim 
 /// [B,K,N] (a 2-d operand is shared by the whole batch). The backward uses the flags too, so no
 /// transposed copy is ever made.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+/// op(a) @ op(b) + bias, bias [N] on every row: a Linear with its bias, one node. The values and the
+/// gradients are those of matmul() then add() (the bias's gradient is g summed over the rows); on the CPU
+/// the GEMM adds the bias as it stores C, where the add would read and write C once more.
+Tensor matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, bool transpose_a = false,
+                   bool transpose_b = false);
 
 // ---- normalisation, activations over a row ----------------------------------------------------------------
 /// Softmax over the last dim.

@@ -7,7 +7,8 @@
 // cuDNN's layernorm and fused attention live in its graph/frontend API and are not benchmarked here). The
 // versions of softmax, layernorm and attention run at every model; those of the memory-bound families
 // (elementwise, AdamW, cross-entropy, embedding backward) at GPT-2's shapes only, which keeps the GPU check's
-// bench in budget. Matmul has its own suite (bench/matmul_bench.cpp).
+// bench in budget. Matmul has its own suite (bench/matmul_bench.cpp, beside OpenBLAS and cuBLAS); here only
+// a Linear's qkv product, alone and with its bias (matmul_bias), by the public op.
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
@@ -210,6 +211,8 @@ void add_model_ops(const Where& w) {
     const OpCase& stored = perf_case_store().emplace_back(std::move(c));
     for (const table::Implementation& impl : table::implementations(stored, w.device)) {
       if (impl.version >= 0 && (!impl.runs_itself || !times_versions(stored, w))) continue;
+      // The GEMM baselines (cuBLAS, OpenBLAS) are bench/matmul_bench's: it runs OpenBLAS on its best core.
+      if (impl.baseline_backend != kernels::MatmulBackend::Native) continue;
       add_case(stored, w, impl);
     }
   }

@@ -84,6 +84,11 @@ bool blas_available();
 /// Shapes: a [M,K] or [B,M,K]; b [K,N] or [B,K,N] (a 2-d operand is broadcast over the batch).
 /// Operands whose last two dims are row- or column-major views are used without copying.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+/// op(a) @ op(b) + bias, bias [N] added to every row: a Linear's forward. The bits are those of matmul
+/// followed by binary(Add) (the product rounded to the dtype, then the add); the CPU GEMMs add the bias as
+/// they store each tile, so C is written once. bias has the operands' dtype and device.
+Tensor matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, bool transpose_a = false,
+                   bool transpose_b = false);
 
 // ---- softmax ----------------------------------------------------------------------------------------------
 // Dispatch softmax.cpp. Versions (softmax_versions.h): CPU v1 cpu/softmax.cpp; CUDA v1 cuda/softmax.cu,

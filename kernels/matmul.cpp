@@ -112,7 +112,11 @@ bool blas_available() {
   return cpu::openblas_built();
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+namespace {
+
+/// matmul and matmul_bias: op(a) @ op(b), plus `bias` [N] on every row when it is defined (checked by the
+/// caller).
+Tensor matmul_impl(const Tensor& a, const Tensor& b, const Tensor& bias, bool transpose_a, bool transpose_b) {
   BRIGADE_CHECK_VALUE(a.defined() && b.defined(), "matmul: both operands must be defined tensors");
   BRIGADE_CHECK_SHAPE((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3),
                       "matmul: expected 2-d or 3-d operands, found a ", shape_str(a.shape()), " and b ",
@@ -145,8 +149,19 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 
   const TensorOptions options = TensorOptions().dtype(a.dtype()).device(a.device());
   const Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
+  if (bias.defined()) {
+    BRIGADE_CHECK_SHAPE(bias.dim() == 1 && bias.size(0) == n, "matmul_bias: expected a bias of shape [", n,
+                        "] (the product's columns), found ", shape_str(bias.shape()));
+    BRIGADE_CHECK_DTYPE(bias.dtype() == a.dtype(), "matmul_bias: the bias must have the operands' dtype ",
+                        dtype_name(a.dtype()), ", found ", dtype_name(bias.dtype()));
+    BRIGADE_CHECK_DEVICE(bias.device() == a.device(), "matmul_bias: the bias must be on ", a.device().str(),
+                         " with the operands, found ", bias.device().str());
+  }
   if (batch == 0 || m == 0 || n == 0) return empty(out_shape, options);
-  if (k_a == 0) return zeros(out_shape, options);  // an empty sum
+  if (k_a == 0) {  // an empty sum
+    Tensor out = zeros(out_shape, options);
+    return bias.defined() ? binary(BinaryOp::Add, out, bias) : out;
+  }
 
   const GemmOperand lhs = normalise(a, transpose_a);
   const GemmOperand rhs = normalise(b, transpose_b);
@@ -169,8 +184,26 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   args.stride_a = lhs.batch_stride;
   args.stride_b = rhs.batch_stride;
   args.stride_c = m * n;
+  const Tensor bias_values = bias.defined() ? bias.contiguous() : Tensor();
+  // The CPU GEMMs add the bias as they store C; elsewhere it is an add of its own after the product.
+  const bool bias_in_gemm = bias.defined() && a.device().is_cpu();
+  if (bias_in_gemm) args.bias = bias_values.data_ptr();
   BRIGADE_ON_BACKEND(a.device(), gemm(args));
+  if (bias.defined() && !bias_in_gemm) {
+    BRIGADE_ON_BACKEND(a.device(), binary(BinaryOp::Add, out, bias_values.expand(out_shape), out));
+  }
   return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  return matmul_impl(a, b, Tensor(), transpose_a, transpose_b);
+}
+
+Tensor matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, bool transpose_a, bool transpose_b) {
+  BRIGADE_CHECK_VALUE(bias.defined(), "matmul_bias: the bias must be a defined tensor");
+  return matmul_impl(a, b, bias, transpose_a, transpose_b);
 }
 
 }  // namespace brigade::kernels

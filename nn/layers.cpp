@@ -29,24 +29,28 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator* 
   if (bias) bias_ = &register_parameter("bias", uniform({out_features}));
 }
 
-Tensor Linear::forward_without_bias(const Tensor& x) {
+Tensor Linear::project(const Tensor& x, bool with_bias) {
   BRIGADE_CHECK_SHAPE(x.dim() >= 1 && x.size(-1) == in_, "Linear: expected input [..., ", in_, "], found ",
                       shape_str(x.shape()));
   // One GEMM over every leading position: [N, in] @ W^T (W stays [out, in]; the flag avoids a transpose).
+  // The bias is added by the GEMM as it stores each tile (matmul_bias: the bits of matmul then add). Under
+  // autocast it joins the bf16 product in bf16 (as PyTorch's autocast linear); its gradient comes back
+  // through the cast in fp32.
   const bool flat = x.dim() == 2;
   Tensor x2 = flat ? x : x.reshape({-1, in_});
-  Tensor y = matmul(x2, *weight_, false, true);
+  Tensor y = with_bias ? matmul_bias(x2, *weight_, *bias_, false, true) : matmul(x2, *weight_, false, true);
   if (flat) return y;
   Shape out_shape = x.shape();
   out_shape.back() = out_;
   return y.view(out_shape);
 }
 
+Tensor Linear::forward_without_bias(const Tensor& x) {
+  return project(x, false);
+}
+
 Tensor Linear::forward(const Tensor& x) {
-  Tensor y = forward_without_bias(x);
-  // Under autocast the bias joins the bf16 product in bf16 (as PyTorch's autocast linear); its gradient
-  // comes back through the cast in fp32.
-  return bias_ ? y + autograd::autocast_low(*bias_) : y;
+  return project(x, bias_ != nullptr);
 }
 
 // ---- Embedding ------------------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ class Linear : public Module {
   Tensor* weight_ = nullptr;
   Tensor* bias_ = nullptr;
   Tensor none_;
+
+  /// x W^T, plus the bias when with_bias.
+  Tensor project(const Tensor& x, bool with_bias);
 };
 
 /// Rows of a [num_embeddings, dim] table at int32/int64 ids of any shape -> [..., dim].

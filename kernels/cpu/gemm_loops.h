@@ -16,7 +16,9 @@
 //       ir over MC by MR    one A micro-panel (MR x KC) stays in L1 while ...
 //        jr over NC by NR   ... the micro-kernel runs it against each B micro-panel in turn (from L2),
 //                           accumulating an MR x NR tile in registers over the K slice, then storing it
-//                           into C (first slice) or adding it to C (later slices)
+//                           into C (first slice) or adding it to C (later slices); with a bias, the last
+//                           slice adds it to the tile's rows on the way out (a Linear's bias: no pass over
+//                           C of its own)
 //   Edge tiles (fewer than MR rows or NR columns left) are computed whole into a scratch tile (the packed
 //   panels are zero-padded; a kernel with narrow tiles computes only the left columns it needs where at
 //   most NR / 2 are real) and only their valid part is merged into C.
@@ -122,7 +124,7 @@ inline std::pair<int64_t, int64_t> part_range(int64_t count, int64_t parts, int6
 /// Whether Kernel has tile_rows: a micro-kernel that reads an untransposed A where it lies.
 template <typename Kernel>
 constexpr bool kHasTileRows = requires(int64_t k, const float* a, float* c) {
-  Kernel::tile_rows(k, a, k, a, c, k, true);
+  Kernel::tile_rows(k, a, k, a, c, k, true, a);
 };
 
 /// Whether Kernel has tile_narrow and tile_rows_narrow: the micro-kernels for a last panel of at most
@@ -149,29 +151,38 @@ bool reads_rows_of_a(const GemmArgs& g, int64_t cols) {
   return false;
 }
 
+/// The bias for the columns from `col` of a K slice that ends at `end`: the last slice adds it, the others
+/// (and a GEMM without one) get nullptr.
+template <typename T>
+const T* slice_bias(const GemmArgs& g, int64_t end, int64_t col) {
+  return g.bias != nullptr && end == g.k ? static_cast<const T*>(g.bias) + col : nullptr;
+}
+
 /// The two innermost loops: the packed A block (mc rows) against the packed B block (nc columns), both over
 /// one K slice of kc values, into C at `c` (row-major, ldc). `first`: the slice stores, later slices add.
-/// With `a_rows` (reads_rows_of_a), the block's whole micro-panels of A are read from there (lda apart) and
-/// only a last, partial one from a_pack.
+/// `bias` (the block's nc values, or nullptr): added to each row once the slice is in, rounded to T first
+/// (the bits of a separate add). With `a_rows` (reads_rows_of_a), the block's whole micro-panels of A are
+/// read from there (lda apart) and only a last, partial one from a_pack.
 template <typename T, typename Kernel>
 void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed* a_pack,
-               const typename Kernel::Packed* b_pack, T* c, int64_t ldc, bool first, float* tile,
-               const float* a_rows = nullptr, int64_t lda = 0) {
+               const typename Kernel::Packed* b_pack, T* c, int64_t ldc, bool first, const T* bias,
+               float* tile, const float* a_rows = nullptr, int64_t lda = 0) {
   constexpr int64_t MR = Kernel::MR, NR = Kernel::NR;
   const int64_t groups = ceil_div(kc, Kernel::KSTEP);
   for (int64_t ir = 0; ir < mc; ir += MR) {
     const int64_t tile_rows = std::min(MR, mc - ir);
     const auto* a_panel = a_pack + ir * groups;
     const bool in_place = a_rows != nullptr && tile_rows == MR;
-    // The MR x NR product of this row panel and the B micro-panel at b_panel, into `out` (ldo).
-    auto product = [&](const auto* b_panel, float* out, int64_t ldo, bool store) {
+    // The MR x NR product of this row panel and the B micro-panel at b_panel, into `out` (ldo), plus
+    // `row_bias` where not nullptr.
+    auto product = [&](const auto* b_panel, float* out, int64_t ldo, bool store, const float* row_bias) {
       if constexpr (kHasTileRows<Kernel>) {
         if (in_place) {
-          Kernel::tile_rows(kc, a_rows + ir * lda, lda, b_panel, out, ldo, store);
+          Kernel::tile_rows(kc, a_rows + ir * lda, lda, b_panel, out, ldo, store, row_bias);
           return;
         }
       }
-      Kernel::tile(kc, a_panel, b_panel, out, ldo, store);
+      Kernel::tile(kc, a_panel, b_panel, out, ldo, store, row_bias);
     };
     for (int64_t jr = 0; jr < nc; jr += NR) {
       const int64_t tile_cols = std::min(NR, nc - jr);
@@ -179,7 +190,7 @@ void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed
       T* const dst = c + ir * ldc + jr;
       if constexpr (std::is_same_v<T, float>) {
         if (tile_rows == MR && tile_cols == NR) {
-          product(b_panel, dst, ldc, first);
+          product(b_panel, dst, ldc, first, bias != nullptr ? bias + jr : nullptr);
           continue;
         }
       }
@@ -194,11 +205,13 @@ void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed
           }
         }
       }
-      if (!narrow) product(b_panel, tile, NR, true);
+      if (!narrow) product(b_panel, tile, NR, true, nullptr);
       for (int64_t i = 0; i < tile_rows; ++i) {
         for (int64_t j = 0; j < tile_cols; ++j) {
           const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];
-          dst[i * ldc + j] = static_cast<T>(sum);
+          T value = static_cast<T>(sum);
+          if (bias != nullptr) value = static_cast<T>(float(value) + float(bias[jr + j]));
+          dst[i * ldc + j] = value;
         }
       }
     }
@@ -242,7 +255,8 @@ void run_gemm_task(const GemmArgs& g, const GemmBlocks& blocks, const GemmTask& 
         const int64_t nc = std::min(nc_block, task.j1 - jc);
         Kernel::pack_b(g.trans_b ? b + jc * g.ldb + pc : b + pc * g.ldb + jc, g.ldb, g.trans_b, kc, nc,
                        b_pack);
-        run_block<T, Kernel>(kc, mc, nc, a_pack, b_pack, c + ic * g.ldc + jc, g.ldc, first, tile,
+        run_block<T, Kernel>(kc, mc, nc, a_pack, b_pack, c + ic * g.ldc + jc, g.ldc, first,
+                             slice_bias<T>(g, pc + kc, jc), tile,
                              in_place ? reinterpret_cast<const float*>(a_block) : nullptr, g.lda);
       }
     }
@@ -311,8 +325,10 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
                            j1 - j0, b_pack + j0 * groups);
           }
 #pragma omp barrier
-          if (rows > 0)
-            run_block<T, Kernel>(kc, rows, nc, a_pack, b_pack, c + i0 * g.ldc + jc, g.ldc, pc == 0, tile);
+          if (rows > 0) {
+            run_block<T, Kernel>(kc, rows, nc, a_pack, b_pack, c + i0 * g.ldc + jc, g.ldc, pc == 0,
+                                 slice_bias<T>(g, pc + kc, jc), tile);
+          }
         }
       }
     }
@@ -324,10 +340,15 @@ void run_gemm_shared_b(const GemmArgs& g, const GemmBlocks& blocks, int threads)
 template <typename T, typename Kernel>
 void run_gemm(const GemmArgs& g, const GemmBlocks& blocks) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
-  if (g.k <= 0) {  // an empty sum: zeros
+  if (g.k <= 0) {  // an empty sum: zeros (plus the bias)
+    const T* bias = static_cast<const T*>(g.bias);
     for (int64_t item = 0; item < g.batch; ++item) {
       T* c = static_cast<T*>(g.c) + item * g.stride_c;
-      for (int64_t i = 0; i < g.m; ++i) std::fill_n(c + i * g.ldc, g.n, T(0.0f));
+      for (int64_t i = 0; i < g.m; ++i) {
+        for (int64_t j = 0; j < g.n; ++j) {
+          c[i * g.ldc + j] = bias != nullptr ? static_cast<T>(0.0f + float(bias[j])) : T(0.0f);
+        }
+      }
     }
     return;
   }

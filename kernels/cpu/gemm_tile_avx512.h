@@ -32,19 +32,27 @@ __attribute__((target("avx512f"), always_inline)) inline void prefetch_tile(cons
   }
 }
 
-/// Rows of 32 floats at c (leading dim ldc): c = acc (first) or c += acc.
+/// Rows of 32 floats at c (leading dim ldc): c = acc (first) or c += acc, then c += bias[0..32) where bias
+/// is not nullptr (a separate add after the sum is rounded, as binary(Add) would do it).
 __attribute__((target("avx512f"), always_inline)) inline void store_tile(const Avx512Tile& acc, float* c,
-                                                                         int64_t ldc, bool first) {
+                                                                         int64_t ldc, bool first,
+                                                                         const float* bias) {
+  const __m512 bias0 = bias != nullptr ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+  const __m512 bias1 = bias != nullptr ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < kAvx512TileRows; ++i) {
     float* row = c + i * ldc;
-    if (first) {
-      _mm512_storeu_ps(row, acc[i][0]);
-      _mm512_storeu_ps(row + 16, acc[i][1]);
-    } else {
-      _mm512_storeu_ps(row, _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]));
-      _mm512_storeu_ps(row + 16, _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]));
+    __m512 v0 = acc[i][0], v1 = acc[i][1];
+    if (!first) {
+      v0 = _mm512_add_ps(_mm512_loadu_ps(row), v0);
+      v1 = _mm512_add_ps(_mm512_loadu_ps(row + 16), v1);
     }
+    if (bias != nullptr) {
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+    }
+    _mm512_storeu_ps(row, v0);
+    _mm512_storeu_ps(row + 16, v1);
   }
 }
 

@@ -17,9 +17,11 @@
 //   KSTEP, Packed            k values per packed element (1: float; 2: a bf16 pair in 32 bits)
 //   pack_a<T>(a, lda, trans, mc, kc, out)  op(A) rows [0, mc) x k [0, kc) into MR-row micro-panels
 //   pack_b<T>(b, ldb, trans, kc, nc, out)  op(B) k [0, kc) x cols [0, nc) into NR-column micro-panels
-//   tile(kc, a, b, c, ldc, first)          the MR x NR product of one pair of micro-panels over kc k
-//                                          values, stored into c (first) or added to it; float c
-//   tile_rows(kc, a, lda, b, c, ldc, first)  optional (v2, v3): tile with A's MR rows read where they lie
+//   tile(kc, a, b, c, ldc, first, bias)    the MR x NR product of one pair of micro-panels over kc k
+//                                          values, stored into c (first) or added to it, then bias[0..NR)
+//                                          added to each row where bias is not nullptr; float c
+//   tile_rows(kc, a, lda, b, c, ldc, first, bias)  optional (v2, v3): tile with A's MR rows read where they
+//   lie
 //                                          (row i at a + i * lda) instead of from a packed micro-panel
 //                                          (gemm_loops.h: reads_rows_of_a)
 //
@@ -55,23 +57,23 @@ struct Avx2FmaKernel {
 
   __attribute__((target("avx2,fma"), noinline)) static void tile(int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b,
-                                                                 float* __restrict c, int64_t ldc,
-                                                                 bool first) {
-    tile_loop<false>(kc, a, 0, b, c, ldc, first);
+                                                                 float* __restrict c, int64_t ldc, bool first,
+                                                                 const float* bias) {
+    tile_loop<false>(kc, a, 0, b, c, ldc, first, bias);
   }
 
   __attribute__((target("avx2,fma"), noinline)) static void tile_rows(int64_t kc, const float* __restrict a,
                                                                       int64_t lda, const float* __restrict b,
                                                                       float* __restrict c, int64_t ldc,
-                                                                      bool first) {
-    tile_loop<true>(kc, a, lda, b, c, ldc, first);
+                                                                      bool first, const float* bias) {
+    tile_loop<true>(kc, a, lda, b, c, ldc, first, bias);
   }
 
   /// The k loop of both: A's element (i, p) at a[p * MR + i] (packed) or a[i * lda + p] (kRowsOfA).
   template <bool kRowsOfA>
   __attribute__((target("avx2,fma"), always_inline)) static void tile_loop(
       int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
-      int64_t ldc, bool first) {
+      int64_t ldc, bool first, const float* bias) {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -84,16 +86,23 @@ struct Avx2FmaKernel {
         acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
       }
     }
+    // Stored (first) or added to C, then the bias added: two roundings, as a separate add would make.
+    const __m256 bias0 = bias != nullptr ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 bias1 = bias != nullptr ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       float* row = c + i * ldc;
-      if (first) {
-        _mm256_storeu_ps(row, acc[i][0]);
-        _mm256_storeu_ps(row + 8, acc[i][1]);
-      } else {
-        _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[i][0]));
-        _mm256_storeu_ps(row + 8, _mm256_add_ps(_mm256_loadu_ps(row + 8), acc[i][1]));
+      __m256 v0 = acc[i][0], v1 = acc[i][1];
+      if (!first) {
+        v0 = _mm256_add_ps(_mm256_loadu_ps(row), v0);
+        v1 = _mm256_add_ps(_mm256_loadu_ps(row + 8), v1);
       }
+      if (bias != nullptr) {
+        v0 = _mm256_add_ps(v0, bias0);
+        v1 = _mm256_add_ps(v1, bias1);
+      }
+      _mm256_storeu_ps(row, v0);
+      _mm256_storeu_ps(row + 8, v1);
     }
   }
 };

@@ -42,9 +42,9 @@ struct Avx512Kernel {
 
   __attribute__((target("avx512f"), noinline)) static void tile(int64_t kc, const float* __restrict a,
                                                                 const float* __restrict b,
-                                                                float* __restrict c, int64_t ldc,
-                                                                bool first) {
-    tile_loop<false>(kc, a, 0, b, c, ldc, first);
+                                                                float* __restrict c, int64_t ldc, bool first,
+                                                                const float* bias) {
+    tile_loop<false>(kc, a, 0, b, c, ldc, first, bias);
   }
 
   /// tile with op(A) read where it lies instead of from a packed micro-panel: row i of the tile at a + i *
@@ -54,8 +54,8 @@ struct Avx512Kernel {
   __attribute__((target("avx512f"), noinline)) static void tile_rows(int64_t kc, const float* __restrict a,
                                                                      int64_t lda, const float* __restrict b,
                                                                      float* __restrict c, int64_t ldc,
-                                                                     bool first) {
-    tile_loop<true>(kc, a, lda, b, c, ldc, first);
+                                                                     bool first, const float* bias) {
+    tile_loop<true>(kc, a, lda, b, c, ldc, first, bias);
   }
 
   /// tile and tile_rows for a last micro-panel of at most 16 real columns (`cols`), into the caller's
@@ -119,7 +119,7 @@ struct Avx512Kernel {
   template <bool kRowsOfA>
   __attribute__((target("avx512f"), always_inline)) static void tile_loop(
       int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b, float* __restrict c,
-      int64_t ldc, bool first) {
+      int64_t ldc, bool first, const float* bias) {
     detail::Avx512Tile acc;
     detail::zero_tile(acc);
     // Two runs of the same k loop, with the C tile prefetched between them (detail::prefetch_tile).
@@ -143,7 +143,7 @@ struct Avx512Kernel {
         }
       }
     }
-    detail::store_tile(acc, c, ldc, first);
+    detail::store_tile(acc, c, ldc, first, bias);
   }
 };
 

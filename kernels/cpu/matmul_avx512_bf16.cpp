@@ -96,7 +96,7 @@ struct Avx512Bf16Kernel {
                                                                            const uint32_t* __restrict a,
                                                                            const uint32_t* __restrict b,
                                                                            float* __restrict c, int64_t ldc,
-                                                                           bool first) {
+                                                                           bool first, const float* bias) {
     detail::Avx512Tile acc;
     detail::zero_tile(acc);
     const int64_t groups = detail::ceil_div(kc, 2);
@@ -109,7 +109,7 @@ struct Avx512Bf16Kernel {
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
       }
     }
-    detail::store_tile(acc, c, ldc, first);
+    detail::store_tile(acc, c, ldc, first, bias);
   }
 };
 

@@ -234,7 +234,7 @@ TEST(Matmul, ReadingARowsInPlaceGivesThePackedBits) {
   constexpr int64_t m = 100, n = 200, k = 1300, padded = 2048;
   // The policy, for a kernel that has tile_rows (declared only: the requires-expression does not call it).
   struct WithTileRows {
-    static void tile_rows(int64_t, const float*, int64_t, const float*, float*, int64_t, bool);
+    static void tile_rows(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, const float*);
   };
   kernels::GemmArgs shape;
   shape.m = m, shape.n = n, shape.k = k, shape.batch = 1, shape.lda = k;
@@ -309,6 +309,86 @@ TEST(Matmul, ANarrowLastPanelGivesTheBitsOfAWholeOne) {
       }
     }
   }
+}
+
+// GemmArgs::bias: v2-v4 add it as they store a tile's last K slice, v1 and OpenBLAS in a pass afterwards.
+// Either way each element must be the product rounded to C's dtype plus the bias, binary(Add)'s bits. The
+// shapes take every store path: whole tiles read in place (100 x 200) and packed (a transposed A), edge rows
+// and columns (the scratch tile's merge), a narrow last panel (65 and 81 columns), three K slices (k 1300),
+// a batch of 2, and one product large enough for threads that pack B together (193 x 700 x 1100), on 1 and
+// 2 threads.
+TEST(Matmul, EveryCpuVersionAddsTheBiasWithTheBitsOfASeparateAdd) {
+  struct Case {
+    int64_t batch, m, n, k;
+    bool trans_a;
+  };
+  const std::vector<Case> cases = {{1, 100, 200, 1300, false},
+                                   {1, 100, 200, 1300, true},
+                                   {2, 37, 65, 70, false},
+                                   {1, 24, 81, 700, false},
+                                   {1, 193, 700, 1100, false}};
+  Generator gen(47);
+  for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    for (const Case& s : cases) {
+      const Tensor a = s.trans_a ? random_matrix(s.batch, s.k, s.m, dtype, gen)
+                                 : random_matrix(s.batch, s.m, s.k, dtype, gen);
+      const Tensor b = random_matrix(-1, s.k, s.n, dtype, gen);
+      const Tensor bias = random_matrix(-1, 1, s.n, dtype, gen).reshape({s.n});
+      for (kernels::MatmulKernel kernel : kernels::all_matmul_kernels()) {
+        if (kernels::matmul_kernel_backend(kernel) != DeviceKind::CPU) continue;
+        if (!kernels::matmul_kernel_supports(kernel, dtype)) continue;
+        auto run = [&](bool with_bias, int threads) {
+          Tensor c = empty({s.batch, s.m, s.n}, dtype);
+          kernels::GemmArgs args;
+          args.a = a.data_ptr(), args.b = b.data_ptr(), args.c = c.data_ptr(), args.dtype = dtype;
+          args.m = s.m, args.n = s.n, args.k = s.k, args.batch = s.batch, args.trans_a = s.trans_a;
+          args.lda = s.trans_a ? s.m : s.k, args.ldb = s.n, args.ldc = s.n;
+          args.stride_a = s.m * s.k, args.stride_b = 0, args.stride_c = s.m * s.n;
+          args.bias = with_bias ? bias.data_ptr() : nullptr;
+          const int saved = omp_get_max_threads();
+          omp_set_num_threads(threads);
+          kernels::gemm_with(kernel, args);
+          omp_set_num_threads(saved);
+          return c;
+        };
+        const Tensor expected = kernels::binary(kernels::BinaryOp::Add, run(false, 1), bias);
+        for (int threads : {1, 2}) {
+          EXPECT_TRUE(testing::allclose(run(true, threads), expected, 0.0, 0.0))
+              << kernels::matmul_kernel_name(kernel) << " " << dtype_name(dtype) << " " << s.batch << "x"
+              << s.m << "x" << s.n << "x" << s.k << " trans_a " << s.trans_a << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
+// kernels::matmul_bias, the public op: matmul then add, bit for bit, on the default version and on the
+// OpenBLAS backend, for a 2-d and a batched product and an empty sum (K = 0: the bias alone); a bias of the
+// wrong length, dtype or an undefined one is refused by name.
+TEST(Matmul, MatmulBiasIsMatmulThenAdd) {
+  Generator gen(53);
+  const Tensor a = random_matrix(3, 50, 40, kFloat32, gen), w = random_matrix(-1, 70, 40, kFloat32, gen);
+  const Tensor bias = random_matrix(-1, 1, 70, kFloat32, gen).reshape({70});
+  auto check = [&](const char* what) {
+    for (const Tensor& x : {a, a.select(0, 1)}) {
+      const Tensor expected = kernels::binary(kernels::BinaryOp::Add, matmul(x, w, false, true), bias);
+      EXPECT_TRUE(testing::allclose(kernels::matmul_bias(x, w, bias, false, true), expected, 0.0, 0.0))
+          << what;
+    }
+  };
+  check("native");
+  if (kernels::blas_available()) {
+    const kernels::MatmulBackend saved = kernels::matmul_backend();
+    kernels::set_matmul_backend(kernels::MatmulBackend::Blas);
+    check("openblas");
+    kernels::set_matmul_backend(saved);
+  }
+  const Tensor empty_sum = kernels::matmul_bias(zeros({4, 0}), zeros({0, 70}), bias);
+  EXPECT_TRUE(testing::allclose(empty_sum, bias.reshape({1, 70}).expand({4, 70}).contiguous(), 0.0, 0.0));
+  EXPECT_THROW(kernels::matmul_bias(a, w, zeros({69}), false, true), ShapeError);
+  EXPECT_THROW(kernels::matmul_bias(a, w, zeros({1, 70}), false, true), ShapeError);
+  EXPECT_THROW(kernels::matmul_bias(a, w, zeros({70}, kFloat64), false, true), DTypeError);
+  EXPECT_THROW(kernels::matmul_bias(a, w, Tensor(), false, true), ValueError);
 }
 
 // An OpenBLAS older than the CPU runs its SSE3 Prescott kernels: the bench and `brigade info` name the core

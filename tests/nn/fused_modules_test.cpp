@@ -1,7 +1,7 @@
-// The nn modules on the fused ops: Block (the residual add and ln2 as add_layer_norm), MLP (fc's bias and
-// the GELU as bias_gelu) and AdamW (every parameter in one adamw_update_all) give the bits of the unfused
-// ops they replace: the output, every parameter's gradient and the input's, in float32 and under bf16
-// autocast, and the parameters after optimizer steps.
+// The nn modules on the fused ops: Linear (its bias added by the GEMM: matmul_bias), Block (the residual
+// add and ln2 as add_layer_norm), MLP (fc's bias and the GELU as bias_gelu) and AdamW (every parameter in one
+// adamw_update_all) give the bits of the unfused ops they replace: the output, every parameter's gradient and
+// the input's, in float32 and under bf16 autocast, and the parameters after optimizer steps.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "kernels/kernels.h"
 #include "nn/block.h"
+#include "nn/layers.h"
 #include "nn/optim.h"
 #include "tests/test_support.h"
 
@@ -65,6 +66,35 @@ TEST(FusedModules, BlockEqualsTheUnfusedOpsBitForBit) {
 
 TEST(FusedModules, BlockUnderBf16AutocastEqualsTheUnfusedOpsBitForBit) {
   expect_same_forward_and_gradients(kBFloat16);
+}
+
+// nn::Linear with a bias is one matmul_bias node: its output and the gradients of x, the weight and the
+// bias must be those of matmul then add, for a 3-d input (the bias gradient summed over both leading dims
+// there, over the flattened rows here), in float32 and under bf16 autocast, with a product large enough
+// for two K slices and edge tiles.
+TEST(FusedModules, LinearEqualsMatmulThenAddBitForBit) {
+  for (std::optional<DType> autocast : {std::optional<DType>(), std::optional<DType>(kBFloat16)}) {
+    Generator gen(19);
+    nn::Linear linear(700, 90, true, &gen);
+    const Tensor x0 = randn({3, 13, 700}, {}, &gen);
+    std::vector<std::vector<Tensor>> runs;
+    for (bool fused : {true, false}) {
+      linear.zero_grad();
+      Tensor x = x0.clone().set_requires_grad();
+      Tensor y;
+      {
+        autograd::AutocastGuard guard(autocast);
+        y = fused ? linear(x)
+                  : matmul(x.reshape({-1, 700}), linear.weight(), false, true).view({3, 13, 90}) +
+                        autograd::autocast_low(linear.bias());
+      }
+      sum(y * y.detach()).backward();
+      runs.push_back({y.detach(), x.grad(), linear.weight().grad(), linear.bias().grad()});
+    }
+    for (size_t k = 0; k < runs[0].size(); ++k) {
+      EXPECT_TRUE(allclose(runs[0][k], runs[1][k], 0, 0)) << "output " << k << (autocast ? " autocast" : "");
+    }
+  }
 }
 
 // Three steps of nn::AdamW (two groups: decay and no decay) against adamw_update per tensor on copies.

@@ -141,6 +141,10 @@ inline OpCall kernel_call(const OpCase& c, const std::vector<Tensor>& x, const D
       return [p, x] { return std::vector<Tensor>{k::sum_to(x[0], p->shape)}; };
     case Op::Matmul:
       return [p, x] { return std::vector<Tensor>{k::matmul(x[0], x[1], p->transpose_a, p->transpose_b)}; };
+    case Op::MatmulBias:  // a, b, bias
+      return [p, x] {
+        return std::vector<Tensor>{k::matmul_bias(x[0], x[1], x[2], p->transpose_a, p->transpose_b)};
+      };
     case Op::Softmax:
       return [x] { return std::vector<Tensor>{k::softmax(x[0])}; };
     case Op::LogSoftmax:

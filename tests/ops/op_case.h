@@ -40,6 +40,7 @@ enum class Op {
   ArgMax,
   SumTo,
   Matmul,
+  MatmulBias,
   Softmax,
   LogSoftmax,
   SoftmaxBackward,
@@ -371,6 +372,8 @@ inline std::string op_label(const OpCase& c) {
       return "sum_to";
     case Op::Matmul:
       return std::string("matmul") + (c.transpose_a ? "_ta" : "") + (c.transpose_b ? "_tb" : "");
+    case Op::MatmulBias:
+      return std::string("matmul_bias") + (c.transpose_a ? "_ta" : "") + (c.transpose_b ? "_tb" : "");
     case Op::Softmax:
       return "softmax";
     case Op::LogSoftmax:

@@ -109,8 +109,8 @@ inline void add_matmul_cases(OpTableBuilder& t) {
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), in({53, 29}), false, true));
   t.add(matmul_case(kFloat32, transposed({29, 37}, 0, 1), in({29, 37}), true, true));
   t.add(matmul_case(kFloat64, transposed({4, 29, 37}, 1, 2), in({4, 29, 11})));
-  // A batch whose batch stride is not the largest stride (a permuted [M, B, K]; times an expanded batch, batch
-  // stride 0, above), and a broadcast row (stride 0 along rows: no BLAS takes it as is).
+  // A batch whose batch stride is not the largest stride (a permuted [M, B, K]; times an expanded batch,
+  // batch stride 0, above), and a broadcast row (stride 0 along rows: no BLAS takes it as is).
   auto permuted = [] {
     return viewed({10, 4, 12}, "P", [](const Tensor& v) { return v.permute({1, 0, 2}); });
   };
@@ -127,6 +127,28 @@ inline void add_matmul_cases(OpTableBuilder& t) {
   t.add(matmul_case(kFloat32, in({3, 5}), in({5, 0})));
   t.add(matmul_case(kFloat32, in({0, 3, 5}), in({0, 5, 2})));
   t.add(matmul_case(kFloat32, in({0, 3, 5}), in({5, 2})));
+
+  // matmul_bias: the product plus a bias [N] on every row (a Linear's forward). Whole tiles, edges and two K
+  // slices in every dtype with a Linear's flags (b transposed) and with a transposed a; a batch sharing b;
+  // a bias that is a stepped view (copied first); an empty sum (the bias alone) and an empty product.
+  auto bias_case = [](DType d, InputSpec a, InputSpec b, InputSpec bias, bool ta = false, bool tb = false) {
+    OpCase c = make_case(Op::MatmulBias, d, {std::move(a), std::move(b), std::move(bias)});
+    c.transpose_a = ta;
+    c.transpose_b = tb;
+    return c;
+  };
+  for (DType d : dtypes) {
+    for (const MatmulShape& s :
+         {MatmulShape{37, 53, 29}, MatmulShape{97, 129, 257}, MatmulShape{129, 67, 520}}) {
+      t.add(bias_case(d, in({s.m, s.k}), in({s.n, s.k}), in({s.n}), false, true));
+      t.add(bias_case(d, in({s.k, s.m}), in({s.k, s.n}), in({s.n}), true, false));
+    }
+    t.add(bias_case(d, in({2, 37, 29}), in({53, 29}), in({53}), false, true));
+  }
+  t.add(bias_case(kFloat32, in({13, 17}), in({17, 11}),
+                  viewed({22}, "S", [](const Tensor& v) { return v.slice(0, 0, 22, 2); })));
+  t.add(bias_case(kFloat32, in({3, 0}), in({0, 4}), in({4})));
+  t.add(bias_case(kFloat32, in({0, 5}), in({5, 4}), in({4})));
 }
 
 }  // namespace brigade::testing

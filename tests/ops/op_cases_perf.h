@@ -109,6 +109,20 @@ inline std::vector<OpCase> perf_cases(const PerfModel& m, DType dtype, bool head
     c.unary_op = op;
     add(kUnaryLabels[static_cast<int>(op)], c);
   }
+  // A Linear with its bias, as the attention's qkv projection runs it: x [N, C] @ W^T [3C, C] + bias [3C],
+  // the bias added by the GEMM as it stores C (matmul_bias), beside the product alone and the pass over C
+  // that adds the bias unfused.
+  {
+    OpCase c = make_case(Op::Matmul, dtype, {in({N, C}), in({3 * C, C})});
+    c.transpose_b = true;
+    add("matmul.qkv", c);
+    c = make_case(Op::MatmulBias, dtype, {in({N, C}), in({3 * C, C}), in({3 * C})});
+    c.transpose_b = true;
+    add("matmul_bias.qkv", c);
+    c = make_case(Op::Binary, dtype, {in({N, 3 * C}), in({3 * C})});
+    c.binary_op = BinaryOp::Add;
+    add("bias_add.qkv", c);
+  }
   // Elementwise binaries as the GPT uses them: the residual add, the bias add of a linear layer [N, 4C] +
   // [4C], a scale by a scalar, a product, and gradient accumulation in place.
   {

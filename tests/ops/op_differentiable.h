@@ -90,6 +90,10 @@ inline DifferentiableForm differentiable_form(const OpCase& c) {
       return [p](const Inputs& in) { return brigade::max(in[0], p->dims, p->keepdim); };
     case Op::Matmul:
       return [p](const Inputs& in) { return brigade::matmul(in[0], in[1], p->transpose_a, p->transpose_b); };
+    case Op::MatmulBias:
+      return [p](const Inputs& in) {
+        return brigade::matmul_bias(in[0], in[1], in[2], p->transpose_a, p->transpose_b);
+      };
     case Op::Softmax:
       return [](const Inputs& in) { return brigade::softmax(in[0]); };
     case Op::LogSoftmax:

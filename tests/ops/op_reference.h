@@ -82,6 +82,13 @@ inline std::vector<Expected> reference_outputs(const OpCase& c, const std::vecto
       ref::MatmulReference r = ref::matmul(x[0], x[1], c.transpose_a, c.transpose_b);
       return {Expected{r.c, dt, r.magnitude}};
     }
+    case Op::MatmulBias: {  // the product, then the bias on every row; its error scale grows by |bias|
+      ref::MatmulReference r = ref::matmul(x[0], x[1], c.transpose_a, c.transpose_b);
+      const Tensor bias = x[2].to(kFloat64);
+      return {Expected{
+          kernels::binary(kernels::BinaryOp::Add, r.c, bias), dt,
+          kernels::binary(kernels::BinaryOp::Add, r.magnitude, kernels::unary(kernels::UnaryOp::Abs, bias))}};
+    }
     case Op::Softmax:
       return {same(ref::softmax(x[0]))};
     case Op::LogSoftmax:

@@ -43,6 +43,7 @@ inline Tolerance cpu_tolerance(const OpCase& c, size_t output, DType output_dtyp
   if (!is_floating(output_dtype)) return {};
   switch (c.op) {
     case Op::Matmul:
+    case Op::MatmulBias:
       return {0, 0, matmul_tolerance(c.dtype)};
     case Op::Attention:  // output 1 is lse: float32 unless the case is float64
       return attention(output == 1 && c.dtype != kFloat64 ? kFloat32 : c.dtype);
@@ -72,7 +73,7 @@ inline Tolerance cpu_tolerance(const OpCase& c, size_t output, DType output_dtyp
 inline Tolerance cuda_tolerance(const OpCase& c, const Implementation& impl, size_t output,
                                 DType output_dtype) {
   if (!is_floating(output_dtype)) return {};
-  if (c.op == Op::Matmul) return {0, 0, matmul_tolerance(c.dtype)};
+  if (c.op == Op::Matmul || c.op == Op::MatmulBias) return {0, 0, matmul_tolerance(c.dtype)};
   if (impl.family == Family::Attention) {
     if (c.op == Op::Attention && output == 1 && c.dtype != kFloat64) return {1e-5, 1e-5};
     if (c.dtype == kFloat64) return {1e-11, 1e-12};

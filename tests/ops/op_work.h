@@ -92,7 +92,8 @@ inline Work work_of(const OpCase& c, const std::vector<Tensor>& operands,
       for (const Tensor& t : operands) w.bytes += bytes_of(t);
       break;
     }
-    case Op::Matmul: {
+    case Op::Matmul:
+    case Op::MatmulBias: {
       const Tensor& out = outputs.at(0);
       const int64_t k = c.transpose_a ? operands[0].size(-2) : operands[0].size(-1);
       w.flops = 2.0 * static_cast<double>(out.numel()) * static_cast<double>(k);
