@@ -99,15 +99,18 @@ struct GemmSplit {
 
 /// Threads only from ~4 MFLOP (~40 us on one core at the measured peak): a team costs a few microseconds on
 /// an idle machine and far more on a shared one. Batches of small products (attention scores per head)
-/// give each thread whole products; a single product is cut into about two row ranges per thread (rows in
-/// whole micro-panels; columns too when there are too few rows), handed out dynamically so a thread that
-/// the OS delays does not hold the others up.
+/// give each thread whole products. A single product is cut into row ranges (whole micro-panels; columns
+/// too when there are too few rows), handed out dynamically: one a thread under ~200 MFLOP, about two a
+/// thread above, so that a thread the OS delays does not hold the others up. Every task packs all of B,
+/// and at the baby GPT's products (12-100 MFLOP, B read from memory) a second packing per thread cost more
+/// than the balance saved: one task a thread took the 2-thread step to 0.93-0.96 of its time with two.
+/// (Larger products that meet shares_b's rule pack B once, all threads together.)
 inline GemmSplit split_tasks(const GemmArgs& g, int64_t mr, int64_t nr) {
   GemmSplit s;
   const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * double(g.batch);
   s.threads = flops > 4e6 ? omp_get_max_threads() : 1;
   if (s.threads > 1 && g.batch < 2 * s.threads) {
-    const int64_t per_item = ceil_div(2 * s.threads, g.batch);
+    const int64_t per_item = ceil_div((flops >= 2e8 ? 2 : 1) * s.threads, g.batch);
     s.parts_m = std::min(per_item, ceil_div(g.m, mr));
     s.parts_n = std::min(ceil_div(per_item, s.parts_m), ceil_div(g.n, nr));
   }
