@@ -79,20 +79,32 @@ double chunked_sum_serial(int64_t n, F f) {
   return total;
 }
 
-/// Uses several threads from kElementwiseGrain elements (same result either way).
-template <typename F>
-double chunked_sum_parallel(int64_t n, F f) {
+/// The chunks' sums in order, each from chunk(start, end): chunk_sum's association computed by other code
+/// (an AVX-512 loop, say). Several threads from kElementwiseGrain elements (the same result either way).
+template <typename C>
+double chunked_sum_of_chunks(int64_t n, const C& chunk) {
   const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-  if (chunks <= 1 || n < kElementwiseGrain) return chunked_sum_serial(n, f);
+  if (chunks <= 1 || n < kElementwiseGrain) {
+    double total = 0.0;
+    for (int64_t start = 0; start < n; start += kSumChunk)
+      total += chunk(start, std::min(n, start + kSumChunk));
+    return total;
+  }
   std::vector<double> parts(static_cast<size_t>(chunks));
 #pragma omp parallel for schedule(static)
   for (int64_t k = 0; k < chunks; ++k) {
     const int64_t start = k * kSumChunk;
-    parts[static_cast<size_t>(k)] = chunk_sum(start, std::min(n, start + kSumChunk), f);
+    parts[static_cast<size_t>(k)] = chunk(start, std::min(n, start + kSumChunk));
   }
   double total = 0.0;
   for (double part : parts) total += part;
   return total;
+}
+
+/// Uses several threads from kElementwiseGrain elements (same result either way).
+template <typename F>
+double chunked_sum_parallel(int64_t n, F f) {
+  return chunked_sum_of_chunks(n, [&f](int64_t start, int64_t end) { return chunk_sum(start, end, f); });
 }
 
 }  // namespace brigade::kernels::cpu::detail

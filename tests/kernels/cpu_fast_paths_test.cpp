@@ -7,6 +7,8 @@
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
 //    run on 2 threads there even on a 1-core machine), bit for bit;
 //  - column sums (a sum over leading dims) against the transposed copy's row sums, bit for bit;
+//  - the global norm's float sum of squares (eight double lanes at a time where the CPU has AVX-512)
+//    against the chunked association written out in scalar double, bit for bit, on 1 and 2 threads;
 //  - the float AdamW update, v1 (eight lanes at a time where the CPU has AVX-512) against the scalar formula
 //    in double, bit for bit, over a length with a tail; v2 (float, 16 lanes, FMAs) within a few float
 //    roundings of it, relative to the terms that make each value;
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "kernels/adamw_versions.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/dropout_avx512.h"
 #include "kernels/cpu/exp_rows_avx512.h"  // avx512_rows_run
 #include "kernels/cpu/gemm_packing.h"
@@ -371,6 +374,36 @@ TEST(CpuFastPaths, LargeRowKernelsAndReductionsDoNotDependOnTheThreadCount) {
                                kernels::sum(long_rows, {1}),
                                from_vector<double>({kernels::global_l2_norm({long_rows, x})}, {})};
   });
+}
+
+// global_l2_norm of one float tensor: sqrt of sum x^2 in double, in chunks of 4096 elements added in order,
+// each chunk in eight running sums (element i to sum i mod 8 from the chunk's start, a tail shorter than 8
+// to sum 0) added pairwise. Lengths: a tail alone, whole groups, one element short of and past a chunk,
+// and enough chunks for threads.
+TEST(CpuFastPaths, GlobalNormSumsSquaresInTheChunkedOrder) {
+  for (int64_t n : {5, 8, 13, 4095, 4096, 4103, 3 * 4096 + 77, 200003}) {
+    const Tensor x = normal_tensor({n}, 50 + static_cast<uint64_t>(n % 7));
+    const std::vector<float> v = x.to_vector<float>();
+    double total = 0.0;
+    for (int64_t start = 0; start < n; start += 4096) {
+      const int64_t end = std::min(n, start + 4096);
+      double sums[8] = {};
+      int64_t i = start;
+      for (; i + 8 <= end; i += 8) {
+        for (int l = 0; l < 8; ++l) sums[l] += double(v[size_t(i + l)]) * double(v[size_t(i + l)]);
+      }
+      for (; i < end; ++i) sums[0] += double(v[size_t(i)]) * double(v[size_t(i)]);
+      total += ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+    }
+    for (int threads : {1, 2}) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      const double squares = kernels::cpu::sum_squares(x), norm = kernels::global_l2_norm({x});
+      omp_set_num_threads(saved);
+      EXPECT_EQ(squares, total) << "n " << n << ", threads " << threads;
+      EXPECT_EQ(norm, std::sqrt(total)) << "n " << n << ", threads " << threads;
+    }
+  }
 }
 
 TEST(CpuFastPaths, AdamWAndMatmulDoNotDependOnTheThreadCount) {
