@@ -69,8 +69,12 @@ void argmax_rows(const T* x, int64_t* out, int64_t rows, int64_t cols) {
   }
 }
 
-// Column blocks of kColumns: eight running sums per column of the block stay in L1 (8 x 32 doubles).
-constexpr int64_t kColumns = 32;
+// Column blocks of kColumns: eight running sums per column of the block stay in L1 (8 x 128 doubles, 8 KiB),
+// and each row gives the block 512 contiguous bytes of float. Rows are usually kilobytes apart (a page at
+// GPT-2's 3072 columns) and the prefetchers stop at pages, so the wider a row's piece, the fewer waits: 32
+// columns (128 bytes a row) read 15.7 GB/s from L3 at GPT-2's [1024, 3072] on a Zen 4 core, 128 columns
+// 1.4-1.6x that (docs/kernels.md). Wider still, fewer blocks share the threads.
+constexpr int64_t kColumns = 128;
 
 /// One block of kColumns columns (or fewer, `width`) of sum_columns: out[c0 + c] = sum_i x[i][c0 + c].
 template <typename T>

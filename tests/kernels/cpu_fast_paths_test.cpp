@@ -425,16 +425,20 @@ TEST(CpuFastPaths, AdamWAndMatmulDoNotDependOnTheThreadCount) {
 
 // A sum over the leading dims of a contiguous tensor (a bias gradient) runs as column sums in place; it
 // must give the bits of the general path (transposed copy, then row sums), here forced by a strided view.
-// 4100 rows: a second chunk of kSumChunk and a tail; 70 columns: a partial block of 32.
+// 4100 rows: a second chunk of kSumChunk and a tail; 70 columns: one partial block of 128; 300: two whole
+// blocks and a partial one.
 TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
   for (DType dtype : {kFloat32, kBFloat16, kFloat64}) {
-    const Tensor x = normal_tensor({4100, 70}, 60, dtype);
-    Tensor strided = normal_tensor({70, 4100}, 60, dtype).transpose(0, 1);  // not contiguous
-    strided.copy_(x);
-    const Tensor fast = kernels::sum(x, {0}), general = kernels::sum(strided, {0});
-    EXPECT_TRUE(allclose(fast, general, 0.0, 0.0)) << dtype_name(dtype);
-    const Tensor x3 = x.view({41, 100, 70});
-    EXPECT_TRUE(allclose(kernels::sum(x3, {0, 1}, true).view({70}), general, 0.0, 0.0)) << dtype_name(dtype);
+    for (int64_t cols : {70, 300}) {
+      const Tensor x = normal_tensor({4100, cols}, 60, dtype);
+      Tensor strided = normal_tensor({cols, 4100}, 60, dtype).transpose(0, 1);  // not contiguous
+      strided.copy_(x);
+      const Tensor fast = kernels::sum(x, {0}), general = kernels::sum(strided, {0});
+      EXPECT_TRUE(allclose(fast, general, 0.0, 0.0)) << dtype_name(dtype) << " cols " << cols;
+      const Tensor x3 = x.view({41, 100, cols});
+      EXPECT_TRUE(allclose(kernels::sum(x3, {0, 1}, true).view({cols}), general, 0.0, 0.0))
+          << dtype_name(dtype) << " cols " << cols;
+    }
   }
 }
 
