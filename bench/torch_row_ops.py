@@ -15,6 +15,8 @@ sequence). Each case calls the ATen op a PyTorch user's model reaches, float32, 
     layernorm_fwd           torch.native_layer_norm (y, mean, rstd)       [N, C]
     layernorm_bwd           aten.native_layer_norm_backward (dx, dw, db)  [N, C]
     gelu_fwd, gelu_bwd      aten.gelu / aten.gelu_backward, tanh form     [N, 4C]
+    unary_exp, _log, _sqrt, torch.exp, log, sqrt, rsqrt, tanh, sigmoid    [N, C], uniform [0.5, 2)
+      _rsqrt, _tanh, _sigmoid
     attention_fwd           F.scaled_dot_product_attention, causal       [B, H, T, C/H]
     attention_bwd           its backward (autograd; forward excluded)     [B, H, T, C/H]
     embedding_fwd           F.embedding                                   [V, C] at N ids
@@ -103,6 +105,12 @@ def cases(model):
     df = randn(N, 4 * C)
     out.append(("gelu_fwd", lambda: torch.ops.aten.gelu(f, approximate="tanh")))
     out.append(("gelu_bwd", lambda: torch.ops.aten.gelu_backward(df, f, approximate="tanh")))
+
+    # The unary ops on kernels_bench's inputs: [N, C], uniform in [0.5, 2) (log, sqrt and rsqrt defined).
+    u = torch.rand(N, C, generator=g) * 1.5 + 0.5
+    for name, fn in (("exp", torch.exp), ("log", torch.log), ("sqrt", torch.sqrt), ("rsqrt", torch.rsqrt),
+                     ("tanh", torch.tanh), ("sigmoid", torch.sigmoid)):
+        out.append(("unary_" + name, lambda fn=fn: fn(u)))
 
     q, k, v = (randn(B, H, T, D, requires_grad=True) for _ in range(3))
     o = F.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -392,12 +392,45 @@ void gelu_backward_float32(const Tensor& grad_y, const Tensor& x, const Tensor& 
                   });
 }
 
+#if BRIGADE_CPU_X86
+/// out = op(x) through v3's float arrays (unary_array_avx512) for every layout, so that every layout gives
+/// their bits: contiguous float runs directly, bfloat16 ones widened a chunk at a time (bf16_run), strided
+/// runs gathered into a buffer and scattered back.
+template <typename T>
+void unary_avx512(UnaryOp op, const Tensor& x, const Tensor& out) {
+  const T* xp = ptr<const T>(x);
+  T* op_out = ptr<T>(out);
+  auto array = [op](float* o, const float* a, int64_t m) { detail::unary_array_avx512(op, o, a, m); };
+  for_each_run<2>(out.shape(), {&out.strides(), &x.strides()}, kParallelGrain,
+                  [=](int64_t, int64_t n, const Offsets<2>& off, const Offsets<2>& st) {
+                    T* o = op_out + off[0];
+                    const T* a = xp + off[1];
+                    if (st[0] == 1 && st[1] == 1) {
+                      if constexpr (std::is_same_v<T, float>) return array(o, a, n);
+                      if constexpr (std::is_same_v<T, bfloat16>) return bf16_run(o, n, array, a);
+                    }
+                    float in[kGatherSpan], res[kGatherSpan];
+                    for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
+                      const int64_t m = std::min(kGatherSpan, n - k0);
+                      for (int64_t k = 0; k < m; ++k) in[k] = static_cast<float>(a[(k0 + k) * st[1]]);
+                      array(res, in, m);
+                      for (int64_t k = 0; k < m; ++k) o[(k0 + k) * st[0]] = static_cast<T>(res[k]);
+                    }
+                  });
+}
+#endif
+
 template <typename T>
 void unary_impl(UnaryOp op, const Tensor& x, const Tensor& out, GeluCode code) {
   using A = acc_t<T>;
   if constexpr (std::is_same_v<T, float>) {
     if (op == UnaryOp::Gelu) return gelu_float32(x, out, code);
   }
+#if BRIGADE_CPU_X86
+  if constexpr (!std::is_same_v<T, double>) {  // float32 and bfloat16 (computed in float)
+    if (code == GeluCode::Avx512Fma && detail::has_unary_array_avx512(op)) return unary_avx512<T>(op, x, out);
+  }
+#endif
   const int64_t grain = is_costly(op) ? kParallelGrain : kElementwiseGrain;
   with_unary_op(op, [&](auto k) {
     constexpr UnaryOp kOp = decltype(k)::value;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
 #include "kernels/elementwise_versions.h"
+#include "kernels/kernels.h"  // UnaryOp
 
 namespace brigade::kernels::cpu {
 
@@ -37,6 +39,15 @@ void gelu_grad_array_avx512_fma(float* out, const float* g, const float* a, int6
 /// to float first, as the unfused add stores it.
 void bias_gelu_row_avx512_fma(float* y, const float* x, const float* b, int64_t n);
 void bias_gelu_grad_row_avx512_fma(float* dx, const float* dy, const float* x, const float* b, int64_t n);
+
+/// Whether v3 (GeluCode::Avx512Fma) computes float32 `op` in unary_array_avx512 (kernels/cpu/unary_avx512.cpp:
+/// exp, log, sqrt, 1/sqrt, tanh, sigmoid); false on other CPU families.
+bool has_unary_array_avx512(UnaryOp op);
+#if BRIGADE_CPU_X86
+/// out[k] = op(a[k]) for k in [0, n), lane-wise (the same bits for any split of an array into calls); only
+/// where has_unary_array_avx512(op) and v3 runs.
+void unary_array_avx512(UnaryOp op, float* out, const float* a, int64_t n);
+#endif
 }  // namespace detail
 
 }  // namespace brigade::kernels::cpu
