@@ -22,8 +22,10 @@ enum class ElementwiseKernel {
   CpuAvx2,
   /// CPU v3 (kernels/cpu/gelu_avx512.cpp): v2 with float32 GELU and its gradient in AVX-512 intrinsics with
   /// FMAs and a table-driven exp (kernels/cpu/exp_avx512.h): about half v2's instructions, its own bits
-  /// (within v2's error bound of the formula); on CPUs with AVX-512F and FMA (others run v2, then v1); the
-  /// CPU default where it runs.
+  /// (within v2's error bound of the formula); and float32 (and bfloat16) exp, log, sqrt, 1/sqrt, tanh and
+  /// sigmoid on 16 lanes (kernels/cpu/unary_avx512.cpp) where v1 and v2 call libm: sqrt and 1/sqrt with
+  /// v1's bits, the others their own, within 1-3 ulp of the formula. On CPUs with AVX-512F and FMA (others
+  /// run v2, then v1); the CPU default where it runs.
   CpuAvx512,
   /// CUDA v1 (kernels/cuda/elementwise.cu): one element per thread, any strides. v2 improves: 16-byte loads
   /// and stores.

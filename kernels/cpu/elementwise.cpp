@@ -7,7 +7,9 @@
 // (bias add) or a scalar broadcast (masked_fill's value) becomes a plain pointer loop that g++ -O3
 // vectorises; other layouts take a strided loop with the same math. GELU in float uses the exp form of
 // kernels/cpu/vector_math.h (vectorisable; 8 lanes where the CPU has AVX2: ElementwiseKernel::CpuAvx2, v2)
-// instead of libm's tanhf; v3 (CpuAvx512) runs kernels/cpu/gelu_avx512.cpp's 16-lane FMA code instead.
+// instead of libm's tanhf; v3 (CpuAvx512) runs kernels/cpu/gelu_avx512.cpp's 16-lane FMA code instead, and
+// float32 and bfloat16 exp, log, sqrt, 1/sqrt, tanh and sigmoid through kernels/cpu/unary_avx512.cpp's
+// arrays (unary_avx512 below: every layout through the arrays, so every layout gives their bits).
 // bfloat16 runs with unit steps are widened to float a chunk at a time (tensor/bf16_arrays.h: 16 lanes),
 // computed by the same float loop (or GELU's arrays) and narrowed once: the bits of the element-by-element
 // path, which also computes in float and rounds once.

@@ -20,11 +20,12 @@
 // So exp, log, tanh and sigmoid have v3's own bits (as its GELU does), the same for every layout: strided
 // runs are gathered into arrays (elementwise.cpp).
 //
-// Napkin math, one Zen 4 core (a 512-bit instruction takes a 256-bit pipe for two cycles): exp ~14
-// instructions a vector, ~8 cycles; tanh and sigmoid ~25 and a division, ~15-20 cycles; log two double
-// divisions and ~30 instructions, ~25 cycles; sqrt and 1/sqrt bound by the square root's and division's
-// units. Reading and writing 8 bytes an element at ~60 GB/s (the 16 MiB copy rate) is ~8.5 cycles a
-// vector, so exp and sqrt run at the copy rate, the others at 1/2-1/3 of it.
+// Napkin math, one Zen 4 core at ~3.5 GHz (a 512-bit instruction takes a 256-bit pipe for two cycles):
+// exp ~14 instructions a vector of 16, ~8 cycles; tanh and sigmoid ~25 and a division; log two double
+// divisions (8 lanes each) and ~30 instructions; sqrt and 1/sqrt the square root's and the division's
+// units. Reading and writing 8 bytes an element at ~60 GB/s (this core's 16 MiB copy rate) is ~8.5 cycles
+// a vector. Measured at GPT-2's [1024, 768] (kernels_bench, docs/kernels.md): exp ~10 cycles a vector,
+// sqrt ~10, sigmoid and 1/sqrt ~16, tanh ~22, log ~44 (its divisions).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // g++ 12's AVX-512 headers (exp_rows_avx512.cpp)
 // The lambdas below are inlined into apply16 (BRIGADE_AVX512_LAMBDA): the ABI g++ warns about (a 64-byte
 // vector returned without AVX-512) is never used.
