@@ -442,6 +442,42 @@ TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
   }
 }
 
+// Row max and argmax of float rows (AVX-512 where the CPU runs it: the maximum by vectors, then its first
+// position) against the rule written out: the first maximum wins, a NaN is the maximum at its first
+// position, -0 and +0 are equal (the first of them is returned). Rows of every tail length, a row of the
+// logits' length, ties, zeros of both signs, -inf and NaN anywhere.
+TEST(CpuFastPaths, RowMaxAndArgmaxAreTheFirstMaximumAndNanWins) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows;
+  uint64_t drawn = 0;
+  for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 130, 50257}) {
+    std::vector<float> r(static_cast<size_t>(n));
+    for (auto& v : r) v = std::floor(philox::uniform(61, 0, drawn++) * 40.0f) - 20.0f;  // many ties
+    rows.push_back(r);
+    std::vector<float> with_nan = r;
+    with_nan[static_cast<size_t>(n * 2 / 3)] = nan;
+    rows.push_back(with_nan);
+  }
+  rows.push_back({-0.0f, 0.0f, -1.0f});
+  rows.push_back({0.0f, -0.0f});
+  rows.push_back({-inf, -inf, -inf});
+  rows.push_back({-inf, nan, inf, nan});
+  for (const std::vector<float>& r : rows) {
+    size_t first = 0;  // the rule
+    for (size_t j = 1; j < r.size() && !std::isnan(r[first]); ++j) {
+      if (r[j] > r[first] || std::isnan(r[j])) first = j;
+    }
+    const Tensor x = from_vector(r, {1, static_cast<int64_t>(r.size())});
+    const float got = kernels::max(x, {1}).to_vector<float>()[0];
+    uint32_t got_bits, want_bits;
+    std::memcpy(&got_bits, &got, 4);
+    std::memcpy(&want_bits, &r[first], 4);
+    EXPECT_EQ(want_bits, got_bits) << "max of a row of " << r.size();
+    EXPECT_EQ(static_cast<int64_t>(first), kernels::argmax(x, 1).to_vector<int64_t>()[0])
+        << "argmax of a row of " << r.size();
+  }
+}
+
 /// p, m and v after one AdamW step in double, rounded to float once per stored value, in the order of
 /// kernels/cpu/optim.cpp's scalar loop.
 struct AdamWExpected {
