@@ -326,8 +326,22 @@ void gelu_grad_array(float* out, const float* g, const float* a, int64_t n, Gelu
 
 namespace {
 
-/// Elements of a strided run that GeluCode::Avx512Fma gathers into a buffer at a time.
+/// Elements of a strided run that GeluCode::Avx512Fma (v3: GELU and the unary arrays) gathers at a time.
 constexpr int64_t kGatherSpan = 256;
+
+/// o[k * so] = array_f's result for a[k * sa], k < n: the run gathered into a float buffer a span at a time,
+/// array_f(out, in, m) applied, the results scattered back (rounded to T), so that a strided run gets the
+/// bits of the contiguous arrays.
+template <typename T, typename ArrayF>
+void gather_through_array(T* o, int64_t so, const T* a, int64_t sa, int64_t n, const ArrayF& array_f) {
+  float in[kGatherSpan], res[kGatherSpan];
+  for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
+    const int64_t m = std::min(kGatherSpan, n - k0);
+    for (int64_t k = 0; k < m; ++k) in[k] = static_cast<float>(a[(k0 + k) * sa]);
+    array_f(res, in, m);
+    for (int64_t k = 0; k < m; ++k) o[(k0 + k) * so] = static_cast<T>(res[k]);
+  }
+}
 
 /// o[k * so] = gelu(a[k * sa]) for k < n, with the bits of gelu_array(code).
 void gelu_strided(float* o, int64_t so, const float* a, int64_t sa, int64_t n, GeluCode code) {
@@ -335,13 +349,8 @@ void gelu_strided(float* o, int64_t so, const float* a, int64_t sa, int64_t n, G
     for (int64_t k = 0; k < n; ++k) o[k * so] = detail::gelu_float(a[k * sa]);
     return;
   }
-  float in[kGatherSpan], res[kGatherSpan];
-  for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
-    const int64_t m = std::min(kGatherSpan, n - k0);
-    for (int64_t k = 0; k < m; ++k) in[k] = a[(k0 + k) * sa];
-    gelu_array(res, in, m, code);
-    for (int64_t k = 0; k < m; ++k) o[(k0 + k) * so] = res[k];
-  }
+  gather_through_array(o, so, a, sa, n,
+                       [code](float* out, const float* in, int64_t m) { gelu_array(out, in, m, code); });
 }
 
 /// o[k * so] = g[k * sg] * gelu'(a[k * sa]) for k < n, as gelu_strided.
@@ -411,13 +420,7 @@ void unary_avx512(UnaryOp op, const Tensor& x, const Tensor& out) {
                       if constexpr (std::is_same_v<T, float>) return array(o, a, n);
                       if constexpr (std::is_same_v<T, bfloat16>) return bf16_run(o, n, array, a);
                     }
-                    float in[kGatherSpan], res[kGatherSpan];
-                    for (int64_t k0 = 0; k0 < n; k0 += kGatherSpan) {
-                      const int64_t m = std::min(kGatherSpan, n - k0);
-                      for (int64_t k = 0; k < m; ++k) in[k] = static_cast<float>(a[(k0 + k) * st[1]]);
-                      array(res, in, m);
-                      for (int64_t k = 0; k < m; ++k) o[(k0 + k) * st[0]] = static_cast<T>(res[k]);
-                    }
+                    gather_through_array(o, st[0], a, st[1], n, array);
                   });
 }
 #endif

@@ -69,11 +69,12 @@ BRIGADE_AVX512 int64_t first_max_avx512(const float* row, int64_t n) {
   for (; j + 16 <= n; j += 16) take(m0, _mm512_loadu_ps(row + j));
   if (j < n) take(m1, _mm512_mask_loadu_ps(lowest, detail::first_lanes(n - j), row + j));  // the rest -inf
   if (nan != 0) return -1;
-  const __m512 best = _mm512_set1_ps(
-      _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
+  const __m512 best =
+      _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
   for (j = 0; j < n; j += 16) {
     const __mmask16 lanes = detail::first_lanes(std::min<int64_t>(16, n - j));
-    const __mmask16 hit = _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, row + j), best, _CMP_EQ_OQ);
+    const __mmask16 hit =
+        _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, row + j), best, _CMP_EQ_OQ);
     if (hit != 0) return j + __builtin_ctz(hit);
   }
   return -1;  // not reached: the maximum is one of the row's elements

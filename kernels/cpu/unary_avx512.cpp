@@ -31,10 +31,9 @@
 // vector returned without AVX-512) is never used.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#include "kernels/cpu/elementwise.h"
-
 #include <cstdint>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/kernels.h"  // UnaryOp, unary_op_name
 #include "tensor/error.h"
 

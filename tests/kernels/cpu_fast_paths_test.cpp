@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -469,10 +470,8 @@ TEST(CpuFastPaths, RowMaxAndArgmaxAreTheFirstMaximumAndNanWins) {
     }
     const Tensor x = from_vector(r, {1, static_cast<int64_t>(r.size())});
     const float got = kernels::max(x, {1}).to_vector<float>()[0];
-    uint32_t got_bits, want_bits;
-    std::memcpy(&got_bits, &got, 4);
-    std::memcpy(&want_bits, &r[first], 4);
-    EXPECT_EQ(want_bits, got_bits) << "max of a row of " << r.size();
+    EXPECT_EQ(std::bit_cast<uint32_t>(r[first]), std::bit_cast<uint32_t>(got))
+        << "max of a row of " << r.size();
     EXPECT_EQ(static_cast<int64_t>(first), kernels::argmax(x, 1).to_vector<int64_t>()[0])
         << "argmax of a row of " << r.size();
   }

@@ -8,6 +8,7 @@
 // The ops are checked against kernels/reference/ by the op table too (tests/ops/), with every version.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -27,29 +28,17 @@ namespace {
 
 #if BRIGADE_CPU_X86
 
-#define SKIP_WITHOUT_AVX512_FMA()                                    \
-  if (!kernels::cpu::detail::avx512_rows_run())                      \
+#define SKIP_WITHOUT_AVX512_FMA()                                     \
+  if (!kernels::cpu::detail::avx512_rows_run())                       \
   GTEST_SKIP() << "this CPU lacks AVX-512F or FMA: elementwise v3's " \
                << "unary arrays do not run here"
 
 using kernels::UnaryOp;
 
-uint32_t bits_of(float x) {
-  uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-float float_of(uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-
 /// The floats in order as integers (negatives below positives, -0 next to +0): their difference is the
 /// distance in units of the last place, across binades and into the denormals.
 int64_t ordered(float x) {
-  const auto b = static_cast<int64_t>(bits_of(x));
+  const auto b = static_cast<int64_t>(std::bit_cast<uint32_t>(x));
   return b & 0x80000000 ? -(b & 0x7fffffff) : b;
 }
 
@@ -83,9 +72,9 @@ std::vector<float> v3(UnaryOp op, const std::vector<float>& x) {
 /// Every 1009th float, positive and negative, from 0 to the largest finite one.
 std::vector<float> sweep() {
   std::vector<float> x;
-  for (uint32_t b = 0; b < bits_of(std::numeric_limits<float>::infinity()); b += 1009) {
-    x.push_back(float_of(b));
-    x.push_back(-float_of(b));
+  for (uint32_t b = 0; b < std::bit_cast<uint32_t>(std::numeric_limits<float>::infinity()); b += 1009) {
+    x.push_back(std::bit_cast<float>(b));
+    x.push_back(-std::bit_cast<float>(b));
   }
   return x;
 }
@@ -118,7 +107,8 @@ TEST(UnaryAvx512, SqrtAndRsqrtAreV1sBitsEverywhere) {
 // e / (1 + e) adds the sum's and the quotient's roundings to exp's ulp: x = -1.96 is one such value).
 TEST(UnaryAvx512, ExpLogTanhSigmoidAreWithinAFewUlpOfTheFormula) {
   SKIP_WITHOUT_AVX512_FMA();
-  for (auto [op, bound] : {std::pair{UnaryOp::Exp, 1}, {UnaryOp::Log, 0}, {UnaryOp::Tanh, 1}, {UnaryOp::Sigmoid, 3}}) {
+  for (auto [op, bound] :
+       {std::pair{UnaryOp::Exp, 1}, {UnaryOp::Log, 0}, {UnaryOp::Tanh, 1}, {UnaryOp::Sigmoid, 3}}) {
     const int64_t worst = worst_ulps(op);
     std::cout << kernels::unary_op_name(op) << ": at most " << worst << " ulp from the formula\n";
     EXPECT_LE(worst, bound) << kernels::unary_op_name(op);
@@ -129,16 +119,18 @@ TEST(UnaryAvx512, SpecialValues) {
   SKIP_WITHOUT_AVX512_FMA();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float denormal = std::numeric_limits<float>::denorm_min() * 7;
-  const std::vector<float> x = {0.0f, -0.0f, inf, -inf, nan, -1.0f, denormal, 88.7f, 88.8f, -87.5f, -103.0f, -104.5f,
-                                0.625f, -0.625f, 1e-30f, -1e-30f};
-  for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
+  const std::vector<float> x = {0.0f,  -0.0f,  inf,     -inf,    nan,    -1.0f,   denormal, 88.7f,
+                                88.8f, -87.5f, -103.0f, -104.5f, 0.625f, -0.625f, 1e-30f,   -1e-30f};
+  for (UnaryOp op :
+       {UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
     const std::vector<float> y = v3(op, x);
     for (size_t i = 0; i < x.size(); ++i) {
       const float want = exact(op, x[i]);
       if (std::isnan(want)) {
         EXPECT_TRUE(std::isnan(y[i])) << kernels::unary_op_name(op) << "(" << x[i] << ") = " << y[i];
       } else if (std::isinf(want) || want == 0.0f) {  // infinities and zeros exactly, with their sign
-        EXPECT_EQ(bits_of(want), bits_of(y[i])) << kernels::unary_op_name(op) << "(" << x[i] << ") = " << y[i];
+        EXPECT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(y[i]))
+            << kernels::unary_op_name(op) << "(" << x[i] << ") = " << y[i];
       } else {
         EXPECT_LE(std::llabs(ordered(y[i]) - ordered(want)), 3)
             << kernels::unary_op_name(op) << "(" << x[i] << ") = " << y[i] << ", want " << want;
@@ -152,7 +144,8 @@ TEST(UnaryAvx512, EveryLayoutAndBfloat16GiveTheArraysBits) {
   const int64_t rows = 37, cols = 29;  // 29: whole vectors and a tail in each contiguous run
   std::vector<float> values(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < values.size(); ++i) values[i] = 0.37f * static_cast<float>(i % 97) - 9.0f;
-  for (UnaryOp op : {UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
+  for (UnaryOp op :
+       {UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
     std::vector<float> in = values;
     if (op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt) {
       for (float& v : in) v = std::fabs(v) + 0.01f;
@@ -171,7 +164,8 @@ TEST(UnaryAvx512, EveryLayoutAndBfloat16GiveTheArraysBits) {
     Tensor b_out = empty({rows, cols}, TensorOptions(kBFloat16));
     kernels::unary_with(kernels::ElementwiseKernel::CpuAvx512, op, b, b_out);
     const std::vector<float> b_in = b.to(kFloat32).to_vector<float>();
-    const std::vector<float> b_want = from_vector(v3(op, b_in), {rows, cols}).to(kBFloat16).to(kFloat32).to_vector<float>();
+    const std::vector<float> b_want =
+        from_vector(v3(op, b_in), {rows, cols}).to(kBFloat16).to(kFloat32).to_vector<float>();
     const std::vector<float> b_got = b_out.to(kFloat32).to_vector<float>();
     EXPECT_EQ(0, std::memcmp(b_want.data(), b_got.data(), b_want.size() * sizeof(float)))
         << kernels::unary_op_name(op) << " bfloat16";
