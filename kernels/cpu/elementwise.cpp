@@ -504,6 +504,18 @@ bool is_true(C c) {
   }
 }
 
+/// masked_fill's contiguous run: o = c ? value : y. Both sides are read before the choice: a select of
+/// two loaded values vectorizes (compare, blend), where `c ? value : y[k]` reads one side only and stays
+/// a branch per element (~10x slower on a causal mask). A 16-lane twin of this loop (target avx512f) was
+/// 1.1-1.4x faster in L2 but 0.85x at GPT-2's 48 MiB scores on a Zen 4 core, so there is none.
+template <typename C, typename T>
+inline void fill_where(T* o, const C* c, T value, const T* y, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    const T kept = y[k];
+    o[k] = is_true(c[k]) ? value : kept;
+  }
+}
+
 template <typename C, typename T>
 void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   const C* cp = ptr<const C>(cond);
@@ -517,10 +529,12 @@ void where_impl(const Tensor& cond, const Tensor& a, const Tensor& b, const Tens
                     const T* x = ap + off[2];
                     const T* y = bp + off[3];
                     if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {  // masked_fill
-                      const T value = x[0];
-                      for (int64_t k = 0; k < n; ++k) o[k] = is_true(c[k]) ? value : y[k];
+                      fill_where(o, c, x[0], y, n);
                     } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
-                      for (int64_t k = 0; k < n; ++k) o[k] = is_true(c[k]) ? x[k] : y[k];
+                      for (int64_t k = 0; k < n; ++k) {  // both read before the choice, as fill_where
+                        const T when_true = x[k], when_false = y[k];
+                        o[k] = is_true(c[k]) ? when_true : when_false;
+                      }
                     } else {
                       for (int64_t k = 0; k < n; ++k) {
                         o[k * st[0]] = is_true(c[k * st[1]]) ? x[k * st[2]] : y[k * st[3]];

@@ -2,6 +2,7 @@
 //  - copies through every layout class of tensor/strided_loop.h (contiguous, runs, row/scalar broadcast,
 //    tiled 4 x 4 transposes with ragged edges, offsets) against index arithmetic on the source values;
 //  - elementwise runs (contiguous, row-vector and scalar broadcast, strided) against a double reference;
+//  - where and masked_fill's vector selects: NaN conditions true, -0 false, in the body and the tail;
 //  - float GELU (exp form) and its gradient against the tanh form in double over a dense grid and at
 //    special values, and softmax / cross-entropy with -inf logits;
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
@@ -440,6 +441,25 @@ TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
       EXPECT_TRUE(allclose(kernels::sum(x3, {0, 1}, true).view({cols}), general, 0.0, 0.0))
           << dtype_name(dtype) << " cols " << cols;
     }
+  }
+}
+
+// The contiguous runs of where and masked_fill read both sides and then choose (vector selects): a
+// condition of NaN is true and one of -0 false, as `!= 0` says, in the vector body and in its tail.
+TEST(CpuFastPaths, WhereRunsTreatNanAsTrueAndSignedZeroAsFalse) {
+  const int64_t n = 103;  // not a multiple of any vector width
+  std::vector<double> c(static_cast<size_t>(n));
+  const double kinds[] = {0.0, -0.0, 1.0, std::numeric_limits<double>::quiet_NaN(), -2.5};
+  for (size_t i = 0; i < c.size(); ++i) c[i] = kinds[(i * 7 + i / 5) % 5];
+  Tensor cond = from_vector<double>(c, {n}).to(kFloat32);
+  Tensor a = normal_tensor({n}, 21), b = normal_tensor({n}, 22);
+  std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> w = kernels::where(cond, a, b).to_vector<double>();
+  std::vector<double> m = kernels::masked_fill(b, cond, 7.5).to_vector<double>();
+  for (size_t i = 0; i < c.size(); ++i) {
+    const bool take = std::isnan(c[i]) || c[i] != 0.0;
+    EXPECT_EQ(w[i], take ? av[i] : bv[i]) << "where at " << i << ", cond " << c[i];
+    EXPECT_EQ(m[i], take ? 7.5 : bv[i]) << "masked_fill at " << i << ", cond " << c[i];
   }
 }
 
