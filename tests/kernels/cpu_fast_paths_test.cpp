@@ -8,6 +8,8 @@
 //  - results that do not depend on the thread count at sizes above the threading thresholds (the loops
 //    run on 2 threads there even on a 1-core machine), bit for bit;
 //  - column sums (a sum over leading dims) against the transposed copy's row sums, bit for bit;
+//  - float row sums (four rows at a time where the CPU has AVX-512) against the chunked association, bit
+//    for bit;
 //  - the global norm's float sum of squares (eight double lanes at a time where the CPU has AVX-512)
 //    against the chunked association written out in scalar double, bit for bit, on 1 and 2 threads;
 //  - the float AdamW update, v1 (eight lanes at a time where the CPU has AVX-512) against the scalar formula
@@ -26,6 +28,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -440,6 +443,52 @@ TEST(CpuFastPaths, ColumnSumsEqualTheTransposedRowSumsBitForBit) {
       const Tensor x3 = x.view({41, 100, cols});
       EXPECT_TRUE(allclose(kernels::sum(x3, {0, 1}, true).view({cols}), general, 0.0, 0.0))
           << dtype_name(dtype) << " cols " << cols;
+    }
+  }
+}
+
+// Row sums of float rows (AVX-512 where the CPU runs it: four rows' eight running sums at a time) against
+// the association written out in double: per chunk of 4096, element j to sum j mod 8, a tail shorter than 8
+// to sum 0, the eight added pairwise, the chunks left to right from 0. Every tail length, row counts that
+// are not a multiple of four, rows of one and of more than one chunk, zeros of -0.
+TEST(CpuFastPaths, FloatRowSumsAreTheChunkedAssociationBitForBit) {
+  auto chunked = [](const float* row, int64_t n) {
+    double total = 0.0;
+    for (int64_t start = 0; start < n; start += 4096) {
+      const int64_t end = std::min(n, start + 4096);
+      double s[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+      int64_t i = start;
+      for (; i + 8 <= end; i += 8)
+        for (int l = 0; l < 8; ++l) s[l] += static_cast<double>(row[i + l]);
+      for (; i < end; ++i) s[0] += static_cast<double>(row[i]);
+      total += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    }
+    return static_cast<float>(total);
+  };
+  std::vector<int64_t> widths;
+  for (int64_t c = 1; c <= 17; ++c) widths.push_back(c);
+  for (int64_t c : {63, 65, 128, 768, 4096, 4103}) widths.push_back(c);
+  // Small whole numbers and, in most rows, +2^60 and -2^60 at random places: a small number added to a
+  // partial sum that holds 2^60 is lost (its ulp is 256), so which numbers survive depends on every step
+  // of the association, and the float result shows it (the survivors' sum is exact).
+  std::mt19937_64 gen(77);
+  for (int64_t cols : widths) {
+    for (int64_t rows : {1, 3, 6, 70}) {
+      std::vector<float> v(static_cast<size_t>(rows * cols));
+      for (float& e : v) e = static_cast<float>(static_cast<int>(gen() % 101) - 50);
+      for (int64_t r = 0; r < rows && cols > 1; ++r) {
+        if (r % 4 == 3) continue;
+        v[static_cast<size_t>(r * cols + static_cast<int64_t>(gen() % cols))] = 0x1p60f;
+        v[static_cast<size_t>(r * cols + static_cast<int64_t>(gen() % cols))] = -0x1p60f;
+      }
+      if (cols == 5) std::fill(v.begin(), v.begin() + cols, -0.0f);  // a row of -0 sums to +0
+      Tensor x = from_vector<float>(v, {rows, cols});
+      std::vector<float> got = kernels::sum(x, {1}).to_vector<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = chunked(v.data() + r * cols, cols);
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(r)]), std::bit_cast<uint32_t>(want))
+            << "rows " << rows << " cols " << cols << " row " << r;
+      }
     }
   }
 }
