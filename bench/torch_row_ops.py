@@ -22,6 +22,13 @@ sequence). Each case calls the ATen op a PyTorch user's model reaches, float32, 
     embedding_fwd           F.embedding                                   [V, C] at N ids
     embedding_bwd           aten.embedding_dense_backward                 [N, C] into [V, C]
     adamw                   torch.optim.AdamW(fused=True).step            all P parameters in one tensor
+    global_l2_norm          torch.linalg.vector_norm of the gradient      all P parameters in one tensor
+    masked_fill.attn        Tensor.masked_fill, causal bool [T, T] mask   [B*H, T, T]
+    sum_rows.bias_grad      Tensor.sum(0)                                 [N, 4C]
+    sum_last, mean_last     Tensor.sum(-1), Tensor.mean(-1)               [N, C]
+    max_last.logits,        Tensor.amax(-1), Tensor.argmax(-1)            [N, V]
+      argmax.logits
+    dropout                 F.dropout, p 0.1, training                    [N, C]
 
 Timing as Google Benchmark's: each repetition calls the op until --min-time seconds have passed and keeps
 the mean per call; one repetition more runs first as a warm-up; the median over --repetitions is printed, one line per case:
@@ -93,6 +100,11 @@ def cases(model):
     out.append(("cross_entropy", cross_entropy))
     out.append(("cross_entropy_nograd", cross_entropy_nograd))
 
+    # The causal mask on the scores, as a model applies it before softmax (a bool [T, T] mask broadcast).
+    scores = randn(B * H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+    out.append(("masked_fill.attn", lambda: scores.masked_fill(causal, -1e30)))
+
     h = randn(N, C)
     w, b = randn(C), randn(C)
     _, mean, rstd = torch.native_layer_norm(h, [C], w, b, 1e-5)
@@ -101,7 +113,15 @@ def cases(model):
     out.append(("layernorm_bwd", lambda: torch.ops.aten.native_layer_norm_backward(
         dh, h, [C], mean, rstd, w, b, [True, True, True])))
 
+    # Reductions: the bias gradient (a column sum), a row sum and mean, the logits' row max and argmax.
     f = randn(N, 4 * C)
+    out.append(("sum_rows.bias_grad", lambda: f.sum(0)))
+    out.append(("sum_last", lambda: h.sum(-1)))
+    out.append(("mean_last", lambda: h.mean(-1)))
+    out.append(("max_last.logits", lambda: logits.amax(-1)))
+    out.append(("argmax.logits", lambda: logits.argmax(-1)))
+    out.append(("dropout", lambda: F.dropout(h, 0.1, training=True)))
+
     df = randn(N, 4 * C)
     out.append(("gelu_fwd", lambda: torch.ops.aten.gelu(f, approximate="tanh")))
     out.append(("gelu_bwd", lambda: torch.ops.aten.gelu_backward(df, f, approximate="tanh")))
@@ -132,6 +152,7 @@ def cases(model):
     opt = torch.optim.AdamW([param], lr=1e-9, weight_decay=0.1, fused=True)
     opt.step()  # the moments are allocated by the first step, outside the timing
     out.append(("adamw", opt.step))
+    out.append(("global_l2_norm", lambda: torch.linalg.vector_norm(param.grad)))
     return out
 
 

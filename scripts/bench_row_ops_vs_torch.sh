@@ -24,7 +24,7 @@ MIN_TIME="${MIN_TIME:-0.2}"
 REPETITIONS="${REPETITIONS:-3}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/results}"
 BRIGADE="$BUILD_DIR/bench/kernels_bench"
-OPS='softmax_fwd.attn|softmax_bwd.attn|log_softmax_fwd.logits|log_softmax_bwd.logits|cross_entropy|cross_entropy_nograd|layernorm_fwd|layernorm_bwd|gelu_fwd|gelu_bwd|attention_fwd|attention_bwd|embedding_fwd|embedding_bwd|adamw|unary_exp|unary_log|unary_sqrt|unary_rsqrt|unary_tanh|unary_sigmoid'
+OPS='softmax_fwd.attn|softmax_bwd.attn|log_softmax_fwd.logits|log_softmax_bwd.logits|cross_entropy|cross_entropy_nograd|layernorm_fwd|layernorm_bwd|gelu_fwd|gelu_bwd|attention_fwd|attention_bwd|embedding_fwd|embedding_bwd|adamw|unary_exp|unary_log|unary_sqrt|unary_rsqrt|unary_tanh|unary_sigmoid|masked_fill.attn|sum_rows.bias_grad|sum_last|mean_last|max_last.logits|argmax.logits|dropout|global_l2_norm'
 
 if [[ ! -x "$BRIGADE" ]]; then
   echo "bench_row_ops_vs_torch: $BRIGADE not found; build it first:" >&2
