@@ -2,6 +2,7 @@
 //  - copies through every layout class of tensor/strided_loop.h (contiguous, runs, row/scalar broadcast,
 //    tiled 4 x 4 transposes with ragged edges, offsets) against index arithmetic on the source values;
 //  - elementwise runs (contiguous, row-vector and scalar broadcast, strided) against a double reference;
+//  - the embedding backward's sums in position order, bit for bit, through both of its sorts;
 //  - where and masked_fill's vector selects: NaN conditions true, -0 false, in the body and the tail;
 //  - float GELU (exp form) and its gradient against the tanh form in double over a dense grid and at
 //    special values, and softmax / cross-entropy with -inf logits;
@@ -489,6 +490,34 @@ TEST(CpuFastPaths, FloatRowSumsAreTheChunkedAssociationBitForBit) {
         EXPECT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(r)]), std::bit_cast<uint32_t>(want))
             << "rows " << rows << " cols " << cols << " row " << r;
       }
+    }
+  }
+}
+
+// The embedding backward sums each id's rows in double in position order, whichever sort grouped them
+// (a counting sort for a vocabulary up to 8x the positions, a comparison sort above), and the sums' adds
+// are AVX-512 where the CPU has it: bit for bit the position-order loop, with repeated and unused ids.
+TEST(CpuFastPaths, EmbeddingBackwardSumsEachIdInPositionOrderBitForBit) {
+  const int64_t N = 300, C = 37;
+  for (int64_t V : {5, 65, 5000}) {
+    std::mt19937_64 gen(static_cast<uint64_t>(V));
+    std::vector<int64_t> ids(static_cast<size_t>(N));
+    for (int64_t& id : ids)
+      id = static_cast<int64_t>(gen() % static_cast<uint64_t>(std::min<int64_t>(V, 40)));
+    std::vector<float> g(static_cast<size_t>(N * C));
+    for (float& e : g) e = static_cast<float>(static_cast<int>(gen() % 101) - 50);
+    for (size_t k = 0; k < g.size(); k += 7) g[k] = (k / 7) % 2 ? 0x1p60f : -0x1p60f;  // order shows
+    Tensor grad =
+        kernels::embedding_backward(from_vector<float>(g, {N, C}), from_vector<int64_t>(ids, {N}), V);
+    std::vector<float> got = grad.to_vector<float>();
+    std::vector<double> want(static_cast<size_t>(V * C), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < C; ++j)
+        want[static_cast<size_t>(ids[static_cast<size_t>(n)] * C + j)] +=
+            static_cast<double>(g[static_cast<size_t>(n * C + j)]);
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(static_cast<float>(0.0f + want[k])))
+          << "V " << V << " at " << k;
     }
   }
 }
