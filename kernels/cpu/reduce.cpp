@@ -87,14 +87,10 @@ void sum_rows(const T* x, T* out, int64_t rows, int64_t cols) {
 }
 
 #if BRIGADE_CPU_X86
-/// The index of the first maximum of a float row without NaN, on AVX-512, or -1 when the row holds a NaN
-/// (the scalar loop below takes those rows: a NaN is the maximum, at its first position). The maximum over
-/// four running vector maxima, then the first element equal to it: both exact, so the index is the scalar
-/// loop's, and so is the element at it (-0 and +0 compare equal in both). The scalar loop's compare and
-/// branch an element took ~2.5 ns on a Zen 4 core (GPT-2's logits [1024, 50257]: 126 ms, 2 % of the
-/// copy rate); here a vector of 16 is a load, a max and a NaN test, and the second pass reads the row
-/// from L1 or L2.
-BRIGADE_AVX512 int64_t first_max_avx512(const float* row, int64_t n) {
+/// The maximum of a float row on AVX-512 over four running vector maxima (exact), into *best; false when
+/// the row holds a NaN (the scalar loop below takes those rows: a NaN is the maximum, at its first
+/// position). A zero maximum's sign is vmaxps' choice between -0 and +0, not the first one's.
+BRIGADE_AVX512_INLINE bool row_max_avx512(const float* row, int64_t n, float* best) {
   const __m512 lowest = _mm512_set1_ps(-__builtin_inff());
   __m512 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
   __mmask16 nan = 0;
@@ -111,16 +107,45 @@ BRIGADE_AVX512 int64_t first_max_avx512(const float* row, int64_t n) {
   }
   for (; j + 16 <= n; j += 16) take(m0, _mm512_loadu_ps(row + j));
   if (j < n) take(m1, _mm512_mask_loadu_ps(lowest, detail::first_lanes(n - j), row + j));  // the rest -inf
-  if (nan != 0) return -1;
-  const __m512 best =
-      _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
-  for (j = 0; j < n; j += 16) {
+  if (nan != 0) return false;
+  *best = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+  return true;
+}
+
+/// The index of the first maximum of a float row without NaN, on AVX-512, or -1 when the row holds a NaN.
+/// row_max_avx512's maximum, then the first element equal to it: both exact, so the index is the scalar
+/// loop's, and so is the element at it (-0 and +0 compare equal in both). The scalar loop's compare and
+/// branch an element took ~2.5 ns on a Zen 4 core (GPT-2's logits [1024, 50257]: 126 ms, 2 % of the
+/// copy rate); here a vector of 16 is a load, a max and a NaN test, and the second pass reads the row
+/// from L1 or L2.
+BRIGADE_AVX512 int64_t first_max_avx512(const float* row, int64_t n) {
+  float m;
+  if (!row_max_avx512(row, n, &m)) return -1;
+  const __m512 best = _mm512_set1_ps(m);
+  for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 lanes = detail::first_lanes(std::min<int64_t>(16, n - j));
     const __mmask16 hit =
         _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, row + j), best, _CMP_EQ_OQ);
     if (hit != 0) return j + __builtin_ctz(hit);
   }
   return -1;  // not reached: the maximum is one of the row's elements
+}
+
+/// row_max_avx512's maximum into *best when the row has no NaN and the maximum is not zero.
+BRIGADE_AVX512 bool nonzero_row_max_avx512(const float* row, int64_t n, float* best) {
+  return row_max_avx512(row, n, best) && *best != 0.0f;
+}
+
+/// The row's maximum into *out where row_max_avx512 runs (the CPU has it, T is float) and finds one that is
+/// not zero: any element equal to it has its bits, so max needs no index. A zero maximum (whose sign is the
+/// first zero's) and a NaN row return false, for first_max_fast or the scalar loop.
+template <typename T>
+bool nonzero_max_fast(const T* row, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = detail::avx512_rows_run();
+    if (avx512) return nonzero_row_max_avx512(row, n, out);
+  }
+  return false;
 }
 
 /// first_max_avx512 where the CPU runs it and T is float, else -1 (the scalar loop).
@@ -134,6 +159,11 @@ int64_t first_max_fast(const T* row, int64_t n) {
 }
 #else
 template <typename T>
+bool nonzero_max_fast(const T*, int64_t, T*) {
+  return false;
+}
+
+template <typename T>
 int64_t first_max_fast(const T*, int64_t) {
   return -1;
 }
@@ -144,6 +174,7 @@ void max_rows(const T* x, T* out, int64_t rows, int64_t cols) {
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * cols;
+    if (nonzero_max_fast(row, cols, &out[r])) continue;
     if (const int64_t at = first_max_fast(row, cols); at >= 0) {
       out[r] = row[at];
       continue;
