@@ -48,6 +48,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_packing.h"
+#include "tensor/bf16_arrays.h"
 #include "tensor/bfloat16.h"
 
 namespace brigade::kernels::cpu::detail {
@@ -161,6 +162,35 @@ const T* slice_bias(const GemmArgs& g, int64_t end, int64_t col) {
   return g.bias != nullptr && end == g.k ? static_cast<const T*>(g.bias) + col : nullptr;
 }
 
+/// A bfloat16 C's tile: `rows` x `cols` float sums (tile, NR apart) rounded into C row by row by
+/// tensor/bf16_arrays.h's 16-lane narrowing, the bits of bfloat16(float) (plus C's old values where not
+/// `first`, and `bias` rounded in after as a separate add would). The scalar loop it replaces rounded an
+/// element at a time, ~20 % of the baby GPT's bf16 training step on a Zen 4 core.
+template <int64_t NR>
+void store_bf16_tile(const float* tile, int64_t rows, int64_t cols, bfloat16* dst, int64_t ldc, bool first,
+                     const bfloat16* bias) {
+  float sums[NR], biases[NR];
+  bfloat16 rounded[NR];
+  if (bias != nullptr) float_from_bf16_array(biases, bias, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = tile + i * NR;
+    bfloat16* out = dst + i * ldc;
+    if (!first) {
+      float_from_bf16_array(sums, out, cols);
+      for (int64_t j = 0; j < cols; ++j) sums[j] += src[j];
+      src = sums;
+    }
+    if (bias == nullptr) {
+      bf16_from_float_array(out, src, cols);
+      continue;
+    }
+    bf16_from_float_array(rounded, src, cols);
+    float_from_bf16_array(sums, rounded, cols);
+    for (int64_t j = 0; j < cols; ++j) sums[j] += biases[j];
+    bf16_from_float_array(out, sums, cols);
+  }
+}
+
 /// The two innermost loops: the packed A block (mc rows) against the packed B block (nc columns), both over
 /// one K slice of kc values, into C at `c` (row-major, ldc). `first`: the slice stores, later slices add.
 /// `bias` (the block's nc values, or nullptr): added to each row once the slice is in, rounded to T first
@@ -209,6 +239,11 @@ void run_block(int64_t kc, int64_t mc, int64_t nc, const typename Kernel::Packed
         }
       }
       if (!narrow) product(b_panel, tile, NR, true, nullptr);
+      if constexpr (std::is_same_v<T, bfloat16>) {
+        store_bf16_tile<NR>(tile, tile_rows, tile_cols, dst, ldc, first,
+                            bias != nullptr ? bias + jr : nullptr);
+        continue;
+      }
       for (int64_t i = 0; i < tile_rows; ++i) {
         for (int64_t j = 0; j < tile_cols; ++j) {
           const float sum = first ? tile[i * NR + j] : float(dst[i * ldc + j]) + tile[i * NR + j];
