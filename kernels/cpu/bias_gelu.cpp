@@ -32,6 +32,7 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/vector_math.h"  // BRIGADE_CPU_AVX2
 #include "kernels/elementwise_formulas.h"
+#include "tensor/bf16_arrays.h"
 
 namespace brigade::kernels::cpu {
 
@@ -48,6 +49,44 @@ constexpr int64_t kSpan = 256;
 /// per column (8 x 128 x 8 B = 8 KiB) stay in L1.
 constexpr int64_t kColumns = 128;
 
+/// h[k] = float(T(float(x[k]) + float(b[k]))) for k in [0, n), n <= kSpan: the sum rounded to T as
+/// binary(Add) stores it (a no-op for float). bfloat16 goes through tensor/bf16_arrays.h's 16-lane casts,
+/// the bits of the scalar ones (an element at a time they were ~12 % of the baby GPT's bf16 step).
+template <typename T>
+void rounded_sums(float* h, const T* x, const T* b, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    float wide_b[kSpan];
+    bfloat16 rounded[kSpan];
+    float_from_bf16_array(h, x, n);
+    float_from_bf16_array(wide_b, b, n);
+    for (int64_t k = 0; k < n; ++k) h[k] += wide_b[k];
+    bf16_from_float_array(rounded, h, n);
+    float_from_bf16_array(h, rounded, n);
+  } else {
+    for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
+  }
+}
+
+/// out[k] = T(in[k]) for k in [0, n): bfloat16 by the 16-lane narrowing (the scalar cast's bits).
+template <typename T>
+void round_to(T* out, const float* in, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    bf16_from_float_array(out, in, n);
+  } else {
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(in[k]);
+  }
+}
+
+/// out[k] = float(in[k]) for k in [0, n).
+template <typename T>
+void widen_to(float* out, const T* in, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    float_from_bf16_array(out, in, n);
+  } else {
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
+  }
+}
+
 /// out[k] = gelu(x[k] + b[k]) for k in [0, n), n <= kSpan.
 template <typename T>
 void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
@@ -59,15 +98,14 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
       if (code == GeluCode::Avx512Fma) return detail::bias_gelu_row_avx512_fma(out, x, b, n);
     }
 #endif
-    float h[kSpan] = {};  // zeroed: g++ 12 cannot see that the loop below fills the n values read
-    // The sum rounded to T, as binary(Add) stores it (a no-op for float).
-    for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
+    float h[kSpan] = {};  // zeroed: g++ 12 cannot see that rounded_sums fills the n values read
+    rounded_sums(h, x, b, n);
     if constexpr (std::is_same_v<T, float>) {
       gelu_array(out, h, n, code);
     } else {
       float y[kSpan];
       gelu_array(y, h, n, code);
-      for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(y[k]);
+      round_to(out, y, n);
     }
   }
 }
@@ -79,14 +117,14 @@ void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, 
     for (int64_t k = 0; k < n; ++k) dx[k] = formulas::gelu_grad(dy[k], x[k] + b[k]);
   } else {
     float h[kColumns];
-    for (int64_t k = 0; k < n; ++k) h[k] = static_cast<float>(static_cast<T>(float(x[k]) + float(b[k])));
+    rounded_sums(h, x, b, n);
     if constexpr (std::is_same_v<T, float>) {
       gelu_grad_array(dx, dy, h, n, code);
     } else {
       float g[kColumns], d[kColumns];
-      for (int64_t k = 0; k < n; ++k) g[k] = static_cast<float>(dy[k]);
+      widen_to(g, dy, n);
       gelu_grad_array(d, g, h, n, code);
-      for (int64_t k = 0; k < n; ++k) dx[k] = static_cast<T>(d[k]);
+      round_to(dx, d, n);
     }
   }
 }
