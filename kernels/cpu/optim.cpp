@@ -18,6 +18,10 @@
 // every tensor into segments of 32k elements and shares the flat list out to one thread team (the baby
 // GPT's 0.8 M elements: every thread, one region). Each element's arithmetic is the same as a
 // call per tensor, so the bits are too.
+// g++ 12 warns "__Y is used uninitialized" inside _mm512_cvtps_pd (its _mm512_undefined_pd pass-through
+// operand, fully overwritten under an all-ones mask): a known false positive of its headers. Before the
+// includes: the warning points into them.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
@@ -199,10 +203,10 @@ void adamw_segments(AdamWKernel kernel, const std::vector<AdamWTensors>& tensors
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /// chunk_sum of x[i]^2 over [start, end) for float x, compiled for AVX-512: the eight running sums are the
-/// lanes of one vector of doubles, each lane its own multiply and add in chunk_sum's order (the build is ISO
-/// C++, so g++ fuses no multiply-add), so the bits are those of the baseline loop, whose SSE2 vectors hold
-/// two sums each. A gradient's squares were bound by those narrow conversions, multiplies and adds (~1.6
-/// cycles an element, 1.2 % of the baby GPT's step).
+/// lanes of one vector of doubles, each lane its own multiply and add in chunk_sum's order (a float's square
+/// is exact in double, so g++ fusing the multiply into the add changes no bit), so the bits are those of the
+/// baseline loop, whose SSE2 vectors hold two sums each. A gradient's squares were bound by those narrow
+/// conversions, multiplies and adds (~1.6 cycles an element, 1.2 % of the baby GPT's step).
 __attribute__((target("avx512f"), noinline)) double chunk_sum_squares_avx512(const float* x, int64_t start,
                                                                              int64_t end) {
   double sums[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -219,6 +223,44 @@ __attribute__((target("avx512f"), noinline)) double chunk_sum_squares_avx512(con
   }
   return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
 }
+
+/// chunk_sum_squares_avx512 of four whole chunks at once (x holds 4 * kSumChunk floats), into sums[0..4):
+/// each chunk's eight running sums are one vector's lanes, with the same multiply and add per element, so
+/// the bits are the one-chunk loop's. One chunk's vector chain waits ~3 cycles an add (8 elements); four
+/// chunks' chains overlap, so the loads and conversions set the pace instead.
+__attribute__((target("avx512f"), noinline)) void four_chunk_sums_squares_avx512(const float* x,
+                                                                                 double* sums) {
+  constexpr int64_t kChunk = detail::kSumChunk;
+  __m512d acc[4];
+  for (int c = 0; c < 4; ++c) acc[c] = _mm512_setzero_pd();
+  for (int64_t i = 0; i < kChunk; i += 8) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + c * kChunk + i));
+      acc[c] = _mm512_add_pd(acc[c], _mm512_mul_pd(v, v));  // v * v exact: fused or not, the same bits
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    alignas(64) double s[8];
+    _mm512_store_pd(s, acc[c]);
+    sums[c] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+}
+
+/// The chunked sum of squares of n floats on AVX-512: the chunks' sums four at a time, then added left to
+/// right as chunked_sum_of_chunks adds them (the same bits on any number of threads).
+double sum_squares_float_avx512(const float* x, int64_t n) {
+  constexpr int64_t kChunk = detail::kSumChunk;
+  const int64_t chunks = (n + kChunk - 1) / kChunk, groups = n / kChunk / 4;
+  std::vector<double> parts(static_cast<size_t>(chunks));
+#pragma omp parallel for if (n >= detail::kElementwiseGrain && groups > 1) schedule(static)
+  for (int64_t g = 0; g < groups; ++g) four_chunk_sums_squares_avx512(x + 4 * g * kChunk, &parts[4 * g]);
+  for (int64_t k = 4 * groups; k < chunks; ++k) {
+    parts[static_cast<size_t>(k)] = chunk_sum_squares_avx512(x, k * kChunk, std::min(n, (k + 1) * kChunk));
+  }
+  double total = 0.0;
+  for (double part : parts) total += part;
+  return total;
+}
 #endif
 
 template <typename T>
@@ -227,10 +269,7 @@ double sum_squares_impl(const Tensor& x) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if constexpr (std::is_same_v<T, float>) {
     static const bool avx512 = cpu_features().avx512f;
-    if (avx512) {
-      return detail::chunked_sum_of_chunks(
-          x.numel(), [xp](int64_t start, int64_t end) { return chunk_sum_squares_avx512(xp, start, end); });
-    }
+    if (avx512) return sum_squares_float_avx512(xp, x.numel());
   }
 #endif
   return detail::chunked_sum_parallel(x.numel(), [xp](int64_t i) {

@@ -387,7 +387,7 @@ TEST(CpuFastPaths, LargeRowKernelsAndReductionsDoNotDependOnTheThreadCount) {
 // to sum 0) added pairwise. Lengths: a tail alone, whole groups, one element short of and past a chunk,
 // and enough chunks for threads.
 TEST(CpuFastPaths, GlobalNormSumsSquaresInTheChunkedOrder) {
-  for (int64_t n : {5, 8, 13, 4095, 4096, 4103, 3 * 4096 + 77, 200003}) {
+  for (int64_t n : {5, 8, 13, 4095, 4096, 4103, 3 * 4096 + 77, 4 * 4096, 9 * 4096 + 5, 200003}) {
     const Tensor x = normal_tensor({n}, 50 + static_cast<uint64_t>(n % 7));
     const std::vector<float> v = x.to_vector<float>();
     double total = 0.0;
