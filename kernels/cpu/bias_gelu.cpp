@@ -67,26 +67,6 @@ void rounded_sums(float* h, const T* x, const T* b, int64_t n) {
   }
 }
 
-/// out[k] = T(in[k]) for k in [0, n): bfloat16 by the 16-lane narrowing (the scalar cast's bits).
-template <typename T>
-void round_to(T* out, const float* in, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    bf16_from_float_array(out, in, n);
-  } else {
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(in[k]);
-  }
-}
-
-/// out[k] = float(in[k]) for k in [0, n).
-template <typename T>
-void widen_to(float* out, const T* in, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    float_from_bf16_array(out, in, n);
-  } else {
-    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
-  }
-}
-
 /// out[k] = gelu(x[k] + b[k]) for k in [0, n), n <= kSpan.
 template <typename T>
 void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
@@ -103,9 +83,9 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
     if constexpr (std::is_same_v<T, float>) {
       gelu_array(out, h, n, code);
     } else {
-      float y[kSpan];
+      float y[kSpan];  // T is bfloat16 here: the casts by bf16_arrays.h's 16 lanes
       gelu_array(y, h, n, code);
-      round_to(out, y, n);
+      bf16_from_float_array(out, y, n);
     }
   }
 }
@@ -121,10 +101,10 @@ void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, 
     if constexpr (std::is_same_v<T, float>) {
       gelu_grad_array(dx, dy, h, n, code);
     } else {
-      float g[kColumns], d[kColumns];
-      widen_to(g, dy, n);
+      float g[kColumns], d[kColumns];  // T is bfloat16 here: the casts by bf16_arrays.h's 16 lanes
+      float_from_bf16_array(g, dy, n);
       gelu_grad_array(d, g, h, n, code);
-      round_to(dx, d, n);
+      bf16_from_float_array(dx, d, n);
     }
   }
 }
