@@ -10,7 +10,8 @@
 // bench in budget. Matmul has its own suite (bench/matmul_bench.cpp, beside OpenBLAS and cuBLAS); here only
 // a Linear's qkv product, alone and with its bias (matmul_bias), by the public op.
 //
-//   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU)
+//   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU);
+//                                           # on the CPU bf16 for the ops with bf16 loops of their own (GELU)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
 //   scripts/bench_kernels.sh [--smoke] [OUTDIR]   # runs every suite, JSON named by date, commit, device
 //
@@ -205,9 +206,17 @@ void add_case(const OpCase& c, const Where& w, const table::Implementation& impl
   });
 }
 
+/// The CPU's bfloat16 cases: the ops whose bfloat16 loops are their own (the rest widen to float and run the
+/// float32 loops, or run in float32 under autocast).
+bool cpu_bf16_case(const std::string& label) {
+  static const std::set<std::string> ops = {"bias_gelu_fwd", "bias_gelu_bwd", "gelu_fwd", "gelu_bwd"};
+  return ops.count(label) > 0;
+}
+
 void add_model_ops(const Where& w) {
   const bool d128 = w.device.is_cuda() && w.model.name == "gpt2";
   for (OpCase& c : table::perf_cases(w.model, w.dtype, d128)) {
+    if (w.device.is_cpu() && w.dtype == brigade::kBFloat16 && !cpu_bf16_case(c.label)) continue;
     const OpCase& stored = perf_case_store().emplace_back(std::move(c));
     for (const table::Implementation& impl : table::implementations(stored, w.device)) {
       if (impl.version >= 0 && (!impl.runs_itself || !times_versions(stored, w))) continue;
@@ -229,6 +238,7 @@ void register_all() {
   std::vector<Where> places;
   for (const table::PerfModel& m : table::perf_models(false, brigade::bench::smoke())) {
     places.push_back({Device::cpu(), brigade::kFloat32, m});
+    places.push_back({Device::cpu(), brigade::kBFloat16, m});
   }
   if (brigade::bench::gpu_present()) {
     for (const table::PerfModel& m : table::perf_models(true, brigade::bench::smoke())) {

@@ -14,6 +14,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define BRIGADE_BF16_ARRAYS_X86 1
 #include <immintrin.h>
+
+#include "tensor/bf16_lanes_avx512.h"
 #else
 #define BRIGADE_BF16_ARRAYS_X86 0
 #endif
@@ -77,14 +79,9 @@ __attribute__((target("avx2"))) void widen_avx2(float* out, const bfloat16* in, 
 
 // ---- AVX-512: 16 lanes ------------------------------------------------------------------------------------
 
+/// The 16 lanes' bfloat16, packed (bf16_lanes_avx512.h's rounding, then vpmovdw).
 __attribute__((target("avx512f"))) inline __m256i round_to_bf16_avx512(__m512i u) {
-  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-  const __m512i magnitude = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, is_nan, quiet));  // vpmovdw: low 16 bits
+  return _mm512_cvtepi32_epi16(bf16_lanes::round_bits(u));
 }
 
 __attribute__((target("avx512f"))) void narrow_avx512(bfloat16* out, const float* in, int64_t n) {
@@ -98,10 +95,7 @@ __attribute__((target("avx512f"))) void narrow_avx512(bfloat16* out, const float
 
 __attribute__((target("avx512f"))) void widen_avx512(float* out, const bfloat16* in, int64_t n) {
   int64_t k = 0;
-  for (; k + 16 <= n; k += 16) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k)));
-    _mm512_storeu_si512(out + k, _mm512_slli_epi32(wide, 16));
-  }
+  for (; k + 16 <= n; k += 16) _mm512_storeu_ps(out + k, bf16_lanes::load(in + k));
   widen_scalar(out + k, in + k, n - k);
 }
 

@@ -74,8 +74,9 @@ void bias_gelu_span(T* out, const T* x, const T* b, int64_t n, GeluCode code) {
     for (int64_t k = 0; k < n; ++k) out[k] = formulas::gelu(x[k] + b[k]);
   } else {
 #if BRIGADE_CPU_AVX2
-    if constexpr (std::is_same_v<T, float>) {
-      if (code == GeluCode::Avx512Fma) return detail::bias_gelu_row_avx512_fma(out, x, b, n);
+    if (code == GeluCode::Avx512Fma) {
+      if constexpr (std::is_same_v<T, float>) return detail::bias_gelu_row_avx512_fma(out, x, b, n);
+      if constexpr (std::is_same_v<T, bfloat16>) return detail::bias_gelu_row_avx512_bf16(out, x, b, n);
     }
 #endif
     float h[kSpan] = {};  // zeroed: g++ 12 cannot see that rounded_sums fills the n values read
@@ -96,6 +97,11 @@ void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, 
   if constexpr (std::is_same_v<T, double>) {
     for (int64_t k = 0; k < n; ++k) dx[k] = formulas::gelu_grad(dy[k], x[k] + b[k]);
   } else {
+#if BRIGADE_CPU_AVX2
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      if (code == GeluCode::Avx512Fma) return detail::bias_gelu_grad_row_avx512_bf16(dx, dy, x, b, n);
+    }
+#endif
     float h[kColumns];
     rounded_sums(h, x, b, n);
     if constexpr (std::is_same_v<T, float>) {

@@ -39,9 +39,14 @@ void gelu_grad_array_avx512_fma(float* out, const float* g, const float* a, int6
 /// to float first, as the unfused add stores it.
 void bias_gelu_row_avx512_fma(float* y, const float* x, const float* b, int64_t n);
 void bias_gelu_grad_row_avx512_fma(float* dx, const float* dy, const float* x, const float* b, int64_t n);
+/// The same rows in bfloat16, with the unfused ops' bits: the sum rounded to bfloat16, the GELU or its
+/// derivative in float as above (dy widened), the result rounded to bfloat16.
+void bias_gelu_row_avx512_bf16(bfloat16* y, const bfloat16* x, const bfloat16* b, int64_t n);
+void bias_gelu_grad_row_avx512_bf16(bfloat16* dx, const bfloat16* dy, const bfloat16* x, const bfloat16* b,
+                                    int64_t n);
 
-/// Whether v3 (GeluCode::Avx512Fma) computes float32 `op` in unary_array_avx512 (kernels/cpu/unary_avx512.cpp:
-/// exp, log, sqrt, 1/sqrt, tanh, sigmoid); false on other CPU families.
+/// Whether v3 (GeluCode::Avx512Fma) computes float32 `op` in unary_array_avx512
+/// (kernels/cpu/unary_avx512.cpp: exp, log, sqrt, 1/sqrt, tanh, sigmoid); false on other CPU families.
 bool has_unary_array_avx512(UnaryOp op);
 #if BRIGADE_CPU_X86
 /// out[k] = op(a[k]) for k in [0, n), lane-wise (the same bits for any split of an array into calls); only

@@ -17,6 +17,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu/vector_math.h"  // kGeluULimit
+#include "tensor/bf16_lanes_avx512.h"
 
 namespace brigade::kernels::cpu::detail {
 
@@ -126,6 +127,53 @@ BRIGADE_AVX512 void bias_gelu_grad_row_avx512_fma(float* dx, const float* dy, co
     const __mmask16 m = first_lanes(n - k);
     const __m512 h = _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + k), _mm512_maskz_loadu_ps(m, b + k));
     _mm512_mask_storeu_ps(dx + k, m, gelu_grad16(_mm512_maskz_loadu_ps(m, dy + k), h));
+  }
+}
+
+// bfloat16 rows: the same lanes, every cast in registers (bf16_lanes_avx512.h). The unfused ops widen x and
+// b, add in float and round the sum to bfloat16 (binary Add's store), widen it again for the GELU, and
+// round its result (or widen dy and round dx); here each of those casts is two to eight instructions
+// between the loads and the store, where the array path ran seven passes over stack buffers. A row's last
+// partial vector goes through 16-element buffers (bfloat16 has no masked 16-bit loads without AVX512-BW).
+namespace {
+
+/// Copies n < 16 bfloat16 into a zeroed 16-element buffer.
+struct Bf16Tail {
+  bfloat16 v[16];
+  Bf16Tail(const bfloat16* p, int64_t n) {
+    for (int64_t k = 0; k < 16; ++k) v[k] = k < n ? p[k] : bfloat16::from_bits(0);
+  }
+};
+
+/// float(bfloat16(x + b)): the sum rounded as binary(Add) stores it in bfloat16.
+BRIGADE_AVX512_INLINE __m512 rounded_sum_bf16(const bfloat16* x, const bfloat16* b) {
+  return bf16_lanes::round_to_bf16(_mm512_add_ps(bf16_lanes::load(x), bf16_lanes::load(b)));
+}
+
+}  // namespace
+
+BRIGADE_AVX512 void bias_gelu_row_avx512_bf16(bfloat16* y, const bfloat16* x, const bfloat16* b, int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) bf16_lanes::store(y + k, gelu16(rounded_sum_bf16(x + k, b + k)));
+  if (k < n) {
+    const Bf16Tail xt(x + k, n - k), bt(b + k, n - k);
+    bfloat16 out[16];
+    bf16_lanes::store(out, gelu16(rounded_sum_bf16(xt.v, bt.v)));
+    for (int64_t i = 0; i < n - k; ++i) y[k + i] = out[i];
+  }
+}
+
+BRIGADE_AVX512 void bias_gelu_grad_row_avx512_bf16(bfloat16* dx, const bfloat16* dy, const bfloat16* x,
+                                                   const bfloat16* b, int64_t n) {
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    bf16_lanes::store(dx + k, gelu_grad16(bf16_lanes::load(dy + k), rounded_sum_bf16(x + k, b + k)));
+  }
+  if (k < n) {
+    const Bf16Tail gt(dy + k, n - k), xt(x + k, n - k), bt(b + k, n - k);
+    bfloat16 out[16];
+    bf16_lanes::store(out, gelu_grad16(bf16_lanes::load(gt.v), rounded_sum_bf16(xt.v, bt.v)));
+    for (int64_t i = 0; i < n - k; ++i) dx[k + i] = out[i];
   }
 }
 #endif  // BRIGADE_CPU_X86

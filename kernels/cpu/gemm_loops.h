@@ -162,13 +162,25 @@ const T* slice_bias(const GemmArgs& g, int64_t end, int64_t col) {
   return g.bias != nullptr && end == g.k ? static_cast<const T*>(g.bias) + col : nullptr;
 }
 
-/// A bfloat16 C's tile: `rows` x `cols` float sums (tile, NR apart) rounded into C row by row by
-/// tensor/bf16_arrays.h's 16-lane narrowing, the bits of bfloat16(float) (plus C's old values where not
-/// `first`, and `bias` rounded in after as a separate add would). The scalar loop it replaces rounded an
-/// element at a time, ~20 % of the baby GPT's bf16 training step on a Zen 4 core.
+/// A bfloat16 C's tile: `rows` x `cols` float sums (tile, NR apart) rounded into C row by row, the bits of
+/// bfloat16(float) (plus C's old values where not `first`, and `bias` rounded in after as a separate add
+/// would): on AVX-512 lanes with the casts in registers where the CPU has AVX-512F, else by
+/// tensor/bf16_arrays.h's array casts. The scalar loop they replace rounded an element at a time, ~20 % of
+/// the baby GPT's bf16 training step on a Zen 4 core.
+#if BRIGADE_CPU_X86
+/// store_bf16_tile on 16 AVX-512 lanes, the casts in registers (kernels/cpu/bf16_tile_store_avx512.cpp):
+/// tile rows `nr` floats apart. Only where the CPU has AVX-512F.
+void store_bf16_tile_avx512(const float* tile, int64_t nr, int64_t rows, int64_t cols, bfloat16* dst,
+                            int64_t ldc, bool first, const bfloat16* bias);
+#endif
+
 template <int64_t NR>
 void store_bf16_tile(const float* tile, int64_t rows, int64_t cols, bfloat16* dst, int64_t ldc, bool first,
                      const bfloat16* bias) {
+#if BRIGADE_CPU_X86
+  static const bool avx512 = cpu_features().avx512f;
+  if (avx512) return store_bf16_tile_avx512(tile, NR, rows, cols, dst, ldc, first, bias);
+#endif
   float sums[NR], biases[NR];
   bfloat16 rounded[NR];
   if (bias != nullptr) float_from_bf16_array(biases, bias, cols);

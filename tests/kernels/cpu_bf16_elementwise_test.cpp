@@ -126,6 +126,28 @@ TEST(CpuBf16Elementwise, BinaryOpsEqualTheStridedLoopBitForBit) {
   EXPECT_EQ(count_mismatches(kernels::binary(BinaryOp::Add, m, bias), reference, "bias add"), 0);
 }
 
+// The fused bias + GELU keeps its casts in registers (kernels/cpu/gelu_avx512.cpp's bfloat16 rows where v3
+// runs); it must give the unfused add, GELU and GELU backward's bits over every bfloat16 pattern of x,
+// against biases and gradients with NaN, Inf and denormals among them, in rows of whole vectors (256) and
+// with a partial last vector (250).
+TEST(CpuBf16Elementwise, BiasGeluEqualsTheUnfusedOpsBitForBit) {
+  const Tensor every = operand(every_pattern()).contiguous.view({256, 256});
+  const Tensor bias_all = operand(random_patterns(4)).contiguous.narrow(0, 0, 256);
+  const Tensor dy_all = operand(random_patterns(5)).contiguous.view({256, 256});
+  for (int64_t cols : {256, 250}) {
+    SCOPED_TRACE(::testing::Message() << "columns " << cols);
+    const Tensor x = every.narrow(1, 0, cols).contiguous(), dy = dy_all.narrow(1, 0, cols).contiguous();
+    const Tensor bias = bias_all.narrow(0, 0, cols).contiguous();
+    const Tensor h = kernels::binary(BinaryOp::Add, x, bias);
+    const Tensor y = kernels::unary(UnaryOp::Gelu, h);
+    const Tensor dx = kernels::unary_backward(UnaryOp::Gelu, dy, h, y);
+    EXPECT_EQ(count_mismatches(kernels::bias_gelu(x, bias), y, "y"), 0);
+    const kernels::BiasGeluGrads grads = kernels::bias_gelu_backward(dy, x, bias);
+    EXPECT_EQ(count_mismatches(grads.dx, dx, "dx"), 0);
+    EXPECT_EQ(count_mismatches(grads.dbias, kernels::sum_to(dx, {cols}), "dbias"), 0);
+  }
+}
+
 TEST(CpuBf16Elementwise, CastsEqualTheScalarConversionBitForBit) {
   // Every bfloat16 upper half with the lower halves at and around the tie, plus random ones.
   std::mt19937 rng(3);

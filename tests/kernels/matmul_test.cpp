@@ -8,7 +8,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
@@ -360,6 +365,65 @@ TEST(Matmul, EveryCpuVersionAddsTheBiasWithTheBitsOfASeparateAdd) {
       }
     }
   }
+}
+
+// A bfloat16 C's tile store (gemm_loops.h: store_bf16_tile, on AVX-512 lanes where the CPU has them) against
+// the scalar casts: sums with round-to-even ties, denormals, Infs, NaNs and values that round up into the
+// next binade or to Inf; whole and partial 16-lane column groups, full and short tiles, a first slice and an
+// add into C, with and without a bias. Elements outside the tile's rows and columns stay untouched.
+TEST(Matmul, Bf16TileStoreRoundsAsTheScalarCastsBitForBit) {
+  constexpr int64_t kRows = 12, kNr = 32, kLdc = 40;
+  std::mt19937 rng(11);
+  auto float_of = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  const uint32_t specials[] = {0x00000001u, 0x807fffffu, 0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffa00000u,
+                               0x7f7fffffu, 0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x00008000u, 0x80000000u};
+  auto random_float = [&] {
+    const uint32_t r = static_cast<uint32_t>(rng());
+    if (r % 8 == 0) return float_of(specials[rng() % std::size(specials)]);
+    if (r % 8 == 1) return float_of((r & 0xffff0000u) | 0x8000u);  // a tie
+    return std::ldexp(std::normal_distribution<float>()(rng), static_cast<int>(rng() % 40) - 20);
+  };
+  auto same = [](bfloat16 a, bfloat16 b) {
+    auto nan = [](bfloat16 v) { return (v.bits & 0x7f80) == 0x7f80 && (v.bits & 0x7f) != 0; };
+    return a.bits == b.bits || (nan(a) && nan(b));
+  };
+  std::vector<float> tile(kRows * kNr);
+  for (float& t : tile) t = random_float();
+  std::vector<bfloat16> old(kRows * kLdc), bias(kNr);
+  for (bfloat16& c : old) c = bfloat16(random_float());
+  for (bfloat16& b : bias) b = bfloat16(random_float());
+  int64_t mismatches = 0;
+  for (int64_t rows : {kRows, int64_t{7}}) {
+    for (int64_t cols : {kNr, int64_t{23}, int64_t{16}, int64_t{5}}) {
+      for (bool first : {true, false}) {
+        for (bool with_bias : {false, true}) {
+          std::vector<bfloat16> c = old;
+          kernels::cpu::detail::store_bf16_tile<kNr>(tile.data(), rows, cols, c.data(), kLdc, first,
+                                                     with_bias ? bias.data() : nullptr);
+          for (int64_t i = 0; i < kRows; ++i) {
+            for (int64_t j = 0; j < kLdc; ++j) {
+              bfloat16 want = old[i * kLdc + j];
+              if (i < rows && j < cols) {
+                const float t = tile[i * kNr + j];
+                want = bfloat16(first ? t : float(want) + t);
+                if (with_bias) want = bfloat16(float(want) + float(bias[j]));
+              }
+              if (!same(c[i * kLdc + j], want) && ++mismatches <= 5) {
+                ADD_FAILURE() << rows << "x" << cols << " first " << first << " bias " << with_bias << " ("
+                              << i << ", " << j << "): 0x" << std::hex << c[i * kLdc + j].bits
+                              << ", expected 0x" << want.bits;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 // kernels::matmul_bias, the public op: matmul then add, bit for bit, on the default version and on the
