@@ -15,6 +15,8 @@
 // Numerics: vdpbf16ps multiplies exactly (bf16 x bf16 fits a float) and adds the pair into the float
 // accumulator with round-to-nearest-even and denormals flushed to zero: within the bfloat16 tolerances
 // of the op table. On a CPU without AVX512-BF16 matmul_kernel_supports says no and bfloat16 runs v3 or v2.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // g++ 12's AVX-512 headers (exp_rows_avx512.cpp)
+
 #include <cstring>
 
 #include "kernels/cpu/cpu_features.h"  // BRIGADE_CPU_X86
@@ -36,21 +38,81 @@ inline uint32_t pair(bfloat16 low, bfloat16 high) {
   return uint32_t{low.bits} | (uint32_t{high.bits} << 16);
 }
 
+// n <= 16 bfloat16 from p, each widened into a 32-bit lane (its bits in the low half), zero past n. The
+// loads read n values and no more: a 16-bit masked load needs AVX512-BW, so whole words are loaded up to
+// n - 1 and an odd n's last value is set on its own.
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512i widen16(const bfloat16* p,
+                                                                                    int64_t n) {
+  const __mmask16 words = static_cast<__mmask16>((1u << (n / 2)) - 1);
+  __m512i v = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_maskz_loadu_epi32(words, p)));
+  if (n % 2 != 0) v = _mm512_mask_set1_epi32(v, static_cast<__mmask16>(1u << (n - 1)), p[n - 1].bits);
+  return v;
+}
+
+// The pairs (low[i], high[i]) of i in [0, n), n <= 16, as 32-bit words (low in bits 0-15), zero past n.
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512i interleave16(const bfloat16* low,
+                                                                                         const bfloat16* high,
+                                                                                         int64_t n) {
+  return _mm512_or_si512(widen16(low, n), _mm512_slli_epi32(widen16(high, n), 16));
+}
+
+// out[p * width + r] = word p of row r for r in [0, rows) (a multiple of 4) and p in [0, len), where row r's
+// words are the bfloat16 pairs at src + r * 2 * ld_words: a transposing copy of 32-bit words, 4 x 4 blocks
+// in registers (4 loads, 8 shuffles, 4 stores for 16 words).
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline void transpose_words(
+    const bfloat16* src, int64_t ld_words, int64_t rows, int64_t len, uint32_t* out, int64_t width) {
+  auto at = [&](int64_t r, int64_t p) { return src + 2 * (r * ld_words + p); };
+  int64_t p = 0;
+  for (; p + 4 <= len; p += 4) {
+    for (int64_t r = 0; r < rows; r += 4) {
+      const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r, p)));
+      const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 1, p)));
+      const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 2, p)));
+      const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 3, p)));
+      const __m128i t0 = _mm_unpacklo_epi32(r0, r1),
+                    t1 = _mm_unpackhi_epi32(r0, r1);  // r0[0] r1[0] r0[1] r1[1]
+      const __m128i t2 = _mm_unpacklo_epi32(r2, r3), t3 = _mm_unpackhi_epi32(r2, r3);  // ... and [2], [3]
+      uint32_t* o = out + p * width + r;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(t0, t2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + width), _mm_unpackhi_epi64(t0, t2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * width), _mm_unpacklo_epi64(t1, t3));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * width), _mm_unpackhi_epi64(t1, t3));
+    }
+  }
+  for (; p < len; ++p) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(out + p * width + r, at(r, p), sizeof(uint32_t));
+  }
+}
+
 struct Avx512Bf16Kernel {
   static constexpr int64_t MR = detail::kAvx512TileRows, NR = 32, KSTEP = 2;
   using Packed = uint32_t;
 
   // op(A) rows [0, mc) x k [0, kc) into MR-row panels of k pairs: panel r holds pair q of row r*MR + i at
   // out[r * MR * groups + q * MR + i], groups = ceil(kc / 2). Rows beyond mc and the odd k are zero.
+  // Whole panels go by vectors (a copy: the same words as the scalar loop, which does the rest): an
+  // untransposed A's pairs are 32-bit words of its rows already, so the panel is those words transposed
+  // (where lda is even); a transposed A's pair q of a panel is two rows of memory, 2q and 2q + 1,
+  // interleaved.
   __attribute__((target("avx512f,avx512bf16"), noinline)) static void pack_a(const bfloat16* a, int64_t lda,
                                                                              bool trans, int64_t mc,
                                                                              int64_t kc, uint32_t* out) {
-    const int64_t groups = detail::ceil_div(kc, 2);
+    const int64_t groups = detail::ceil_div(kc, 2), whole = kc / 2;
     const bfloat16 zero;
     for (int64_t r0 = 0; r0 < mc; r0 += MR) {
       uint32_t* panel = out + r0 * groups;
       const int64_t rows = std::min(MR, mc - r0);
-      for (int64_t q = 0; q < groups; ++q) {
+      int64_t q0 = 0;  // pairs [0, q0) of the panel are packed
+      if (rows == MR && !trans && lda % 2 == 0) {
+        transpose_words(a + r0 * lda, lda / 2, MR, whole, panel, MR);
+        q0 = whole;
+      } else if (rows == MR && trans) {
+        for (; q0 < whole; ++q0) {
+          const bfloat16* low = a + 2 * q0 * lda + r0;
+          _mm512_mask_storeu_epi32(panel + q0 * MR, (1u << MR) - 1, interleave16(low, low + lda, MR));
+        }
+      }
+      for (int64_t q = q0; q < groups; ++q) {
         const int64_t p = 2 * q;
         const bool odd = p + 1 >= kc;
         for (int64_t i = 0; i < rows; ++i) {
@@ -64,16 +126,29 @@ struct Avx512Bf16Kernel {
   }
 
   // op(B) k [0, kc) x cols [0, nc) into NR-column panels of k pairs: panel c holds pair q of column c*NR + j
-  // at out[c * NR * groups + q * NR + j]. Columns beyond nc and the odd k are zero.
+  // at out[c * NR * groups + q * NR + j]. Columns beyond nc and the odd k are zero. Whole panels go by
+  // vectors, as pack_a's: an untransposed B's pair is two of its rows interleaved, a transposed B's pairs
+  // are 32-bit words of its rows (where ldb is even), transposed.
   __attribute__((target("avx512f,avx512bf16"), noinline)) static void pack_b(const bfloat16* b, int64_t ldb,
                                                                              bool trans, int64_t kc,
                                                                              int64_t nc, uint32_t* out) {
-    const int64_t groups = detail::ceil_div(kc, 2);
+    const int64_t groups = detail::ceil_div(kc, 2), whole = kc / 2;
     const bfloat16 zero;
     for (int64_t c0 = 0; c0 < nc; c0 += NR) {
       uint32_t* panel = out + c0 * groups;
       const int64_t cols = std::min(NR, nc - c0);
-      for (int64_t q = 0; q < groups; ++q) {
+      int64_t q0 = 0;  // pairs [0, q0) of the panel are packed
+      if (cols == NR && !trans) {
+        for (; q0 < whole; ++q0) {
+          const bfloat16* low = b + 2 * q0 * ldb + c0;
+          _mm512_storeu_si512(panel + q0 * NR, interleave16(low, low + ldb, 16));
+          _mm512_storeu_si512(panel + q0 * NR + 16, interleave16(low + 16, low + ldb + 16, 16));
+        }
+      } else if (cols == NR && trans && ldb % 2 == 0) {
+        transpose_words(b + c0 * ldb, ldb / 2, NR, whole, panel, NR);
+        q0 = whole;
+      }
+      for (int64_t q = q0; q < groups; ++q) {
         const int64_t p = 2 * q;
         const bool odd = p + 1 >= kc;
         if (!trans) {  // op(B)(p, j) = b[p * ldb + j]: two rows interleaved

@@ -426,6 +426,56 @@ TEST(Matmul, Bf16TileStoreRoundsAsTheScalarCastsBitForBit) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// v4 packs bf16 pairs by vectors where it can (an untransposed A's or a transposed B's rows as 32-bit words,
+// transposed, where the leading dimension is even; a transposed A's or an untransposed B's two rows
+// interleaved) and by the scalar loop elsewhere (edge panels, odd leading dimensions, an odd K's last
+// pair). Every path must pack the same pairs, so the same op(A) @ op(B) stored each way, with even and odd
+// leading dimensions, gives the same bits. 37 rows: three whole 12-row panels and an edge; 70 columns: two
+// whole 32-column panels and an edge; K even and odd.
+TEST(Matmul, Bf16PairsPackTheSameByEveryPath) {
+  if (!kernels::matmul_kernel_supports(kernels::MatmulKernel::CpuAvx512Bf16, kBFloat16)) {
+    GTEST_SKIP() << "v4-avx512-bf16 does not run on this CPU (it needs AVX512-BF16)";
+  }
+  constexpr int64_t M = 37, N = 70;
+  Generator gen(53);
+  for (int64_t K : {70, 71}) {
+    const std::vector<bfloat16> a = random_matrix(-1, M, K, kBFloat16, gen).to_vector<bfloat16>();
+    const std::vector<bfloat16> b = random_matrix(-1, K, N, kBFloat16, gen).to_vector<bfloat16>();
+    // op(X) [rows, cols] stored untransposed (ld >= cols) or transposed (ld >= rows), ld = the minimum + pad.
+    auto store = [](const std::vector<bfloat16>& x, int64_t rows, int64_t cols, bool trans, int64_t ld) {
+      std::vector<bfloat16> out(static_cast<size_t>((trans ? cols : rows) * ld), bfloat16(7.0f));
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = 0; j < cols; ++j) out[trans ? j * ld + i : i * ld + j] = x[i * cols + j];
+      }
+      return out;
+    };
+    std::vector<bfloat16> first;
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        for (int64_t pad : {0, 1}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "K " << K << " trans_a " << trans_a << " trans_b " << trans_b << " pad " << pad);
+          const int64_t lda = (trans_a ? M : K) + pad, ldb = (trans_b ? K : N) + pad;
+          const std::vector<bfloat16> sa = store(a, M, K, trans_a, lda), sb = store(b, K, N, trans_b, ldb);
+          std::vector<bfloat16> c(M * N);
+          kernels::GemmArgs args;
+          args.a = sa.data(), args.b = sb.data(), args.c = c.data(), args.dtype = kBFloat16;
+          args.m = M, args.n = N, args.k = K, args.trans_a = trans_a, args.trans_b = trans_b;
+          args.lda = lda, args.ldb = ldb, args.ldc = N;
+          kernels::gemm_with(kernels::MatmulKernel::CpuAvx512Bf16, args);
+          if (first.empty()) {
+            first = c;
+            continue;
+          }
+          int64_t mismatches = 0;
+          for (size_t i = 0; i < c.size(); ++i) mismatches += c[i].bits != first[i].bits;
+          EXPECT_EQ(mismatches, 0);
+        }
+      }
+    }
+  }
+}
+
 // kernels::matmul_bias, the public op: matmul then add, bit for bit, on the default version and on the
 // OpenBLAS backend, for a 2-d and a batched product and an empty sum (K = 0: the bias alone); a bias of the
 // wrong length, dtype or an undefined one is refused by name.
