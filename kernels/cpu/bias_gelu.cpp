@@ -8,14 +8,15 @@
 // element: forward 16 bytes -> 8, backward 16 -> 12; at the baby GPT's fc (R = 768, C = 512, 1.5 MiB a
 // tensor) 6 MiB -> 3 forward and 6 -> 4.5 backward, and two parallel regions fewer each way.
 //
-// float on AVX-512 (GeluCode::Avx512Fma, the default there) differs in two ways, both measured faster. A
-// row is one loop of 16 lanes (the sum, the GELU or its derivative, the store: gelu_avx512.cpp) rather than
-// a scalar sum into a stack span followed by the array call. And the backward takes two passes, dx row by
-// row and then sum_columns(dx): the one-pass walk down 128-column blocks (512 bytes of each of dy, x and
-// dx a row, rows 2-12 KiB apart) waited on memory at every row, and its per-row double sums cost as much as
-// sum_columns' own; two passes measured 1.23x (baby GPT's [768, 512]) and 1.54x (GPT-2's [1024, 3072])
-// faster on one Zen 4 core, and the baby GPT's step 4-5 % faster (docs/kernels.md). They read dx once more
-// (16 bytes an element, not 12), mostly from L2 at the baby GPT's size.
+// float and bfloat16 on AVX-512 (GeluCode::Avx512Fma, the default there) differ in two ways, both measured
+// faster. A row is one loop of 16 lanes (the sum, the GELU or its derivative, the store, and bfloat16's
+// casts in registers: gelu_avx512.cpp) rather than a scalar sum into a stack span followed by the array
+// calls. And the backward takes two passes, dx row by row and then sum_columns(dx): the one-pass walk down
+// 128-column blocks (512 bytes of each of dy, x and dx a row, rows 2-12 KiB apart) waited on memory at
+// every row, and its per-row double sums cost as much as sum_columns' own; two passes measured 1.23x (baby
+// GPT's [768, 512]) and 1.54x (GPT-2's [1024, 3072]) faster in float on one Zen 4 core, and the baby GPT's
+// step 4-5 % faster; in bfloat16 1.06x and 1.22x (docs/kernels.md). They read dx once more, mostly from L2
+// at the baby GPT's size.
 //
 // Bits. Every value is computed as the unfused ops compute it: h rounded to x's dtype, GELU and its
 // derivative by kernels/cpu/elementwise.cpp's arrays (float, bfloat16 through float) or the double formulas
@@ -43,7 +44,7 @@ namespace {
 
 /// Elements of a row handled at a time in the forward (h in a stack buffer: 1 KiB of float).
 constexpr int64_t kSpan = 256;
-/// Columns per task of the one-pass backward (the paths other than float on AVX-512): each row's share is
+/// Columns per task of the one-pass backward (the paths other than AVX-512's): each row's share is
 /// one contiguous 512-byte read (with 32 columns, 128 bytes a row, the GELU derivative waited on the strided
 /// loads: perf put it at 2.5x its unfused share of the baby GPT's step), and the eight running double sums
 /// per column (8 x 128 x 8 B = 8 KiB) stay in L1.
@@ -141,13 +142,17 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
   auto* dxp = dx.data<T>();
   auto* dbp = dbias.data<T>();
 #if BRIGADE_CPU_AVX2
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, double>) {
     if (code == GeluCode::Avx512Fma) {
       // Two passes: dx row by row in one AVX-512 loop (the sum x + b, the derivative and the product per
       // vector), then dbias = sum_columns(dx), whose association is the one below.
 #pragma omp parallel for if (rows * cols >= kParallelGrain) schedule(static)
       for (int64_t r = 0; r < rows; ++r) {
-        detail::bias_gelu_grad_row_avx512_fma(dxp + r * cols, gp + r * cols, xp + r * cols, bp, cols);
+        if constexpr (std::is_same_v<T, float>) {
+          detail::bias_gelu_grad_row_avx512_fma(dxp + r * cols, gp + r * cols, xp + r * cols, bp, cols);
+        } else {
+          detail::bias_gelu_grad_row_avx512_bf16(dxp + r * cols, gp + r * cols, xp + r * cols, bp, cols);
+        }
       }
       sum_columns(dx, dbias);
       return;
