@@ -175,8 +175,7 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
         detail::add_row_to_sums(sum, dxp + at, width);
       }
       for (int64_t c = 0; c < width; ++c) {
-        total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +
-                    ((sums[4][c] + sums[5][c]) + (sums[6][c] + sums[7][c]));
+        total[c] += detail::pairwise_sum8(&sums[0][c], kColumns);
       }
     }
     for (int64_t c = 0; c < width; ++c) dbp[c0 + c] = static_cast<T>(total[c]);

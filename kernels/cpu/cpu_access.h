@@ -59,6 +59,14 @@ inline acc_t<T> load(const T* p, int64_t i) {
 /// number of threads or on which version ran.
 inline constexpr int64_t kSumChunk = 4096;
 
+/// A chunk's eight running sums added pairwise, ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the
+/// sums `stride` apart (a column's sums in a block of columns): the last step of chunk_sum, and of every loop
+/// that keeps its association (the row, column and squared sums, the bias gradients).
+inline double pairwise_sum8(const double* s, int64_t stride = 1) {
+  return ((s[0] + s[stride]) + (s[2 * stride] + s[3 * stride])) +
+         ((s[4 * stride] + s[5 * stride]) + (s[6 * stride] + s[7 * stride]));
+}
+
 // Not inlined, so that both versions run the very same machine code for a chunk.
 template <typename F>
 __attribute__((noinline)) double chunk_sum(int64_t start, int64_t end, const F& f) {
@@ -68,7 +76,7 @@ __attribute__((noinline)) double chunk_sum(int64_t start, int64_t end, const F& 
     for (int l = 0; l < 8; ++l) sums[l] += f(i + l);
   }
   for (; i < end; ++i) sums[0] += f(i);
-  return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+  return pairwise_sum8(sums);
 }
 
 template <typename F>

@@ -221,7 +221,7 @@ __attribute__((target("avx512f"), noinline)) double chunk_sum_squares_avx512(con
     const double v = static_cast<double>(x[i]);
     sums[0] += v * v;
   }
-  return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+  return detail::pairwise_sum8(sums);
 }
 
 /// chunk_sum_squares_avx512 of four whole chunks at once (x holds 4 * kSumChunk floats), into sums[0..4):
@@ -242,7 +242,7 @@ __attribute__((target("avx512f"), noinline)) void four_chunk_sums_squares_avx512
   for (int c = 0; c < 4; ++c) {
     alignas(64) double s[8];
     _mm512_store_pd(s, acc[c]);
-    sums[c] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    sums[c] = detail::pairwise_sum8(s);
   }
 }
 

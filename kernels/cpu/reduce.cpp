@@ -50,7 +50,7 @@ BRIGADE_AVX512 void sum_float_rows_avx512(const float* x, float* out, int64_t ro
       alignas(64) double s[8];
       _mm512_store_pd(s, acc[k]);
       for (int64_t j = full; j < cols; ++j) s[0] += static_cast<double>(row[k][j]);
-      const double chunk = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+      const double chunk = detail::pairwise_sum8(s);
       out[r0 + k] = static_cast<float>(0.0 + chunk);  // chunked_sum_serial's total of one chunk (-0 -> +0)
     }
   }
@@ -240,8 +240,7 @@ __attribute__((always_inline)) inline void sum_column_block(const T* x, T* out, 
       for (int64_t c = 0; c < width; ++c) sums[0][c] += static_cast<double>(row[c]);
     }
     for (int64_t c = 0; c < width; ++c) {
-      total[c] += ((sums[0][c] + sums[1][c]) + (sums[2][c] + sums[3][c])) +
-                  ((sums[4][c] + sums[5][c]) + (sums[6][c] + sums[7][c]));
+      total[c] += detail::pairwise_sum8(&sums[0][c], kColumns);
     }
   }
   for (int64_t c = 0; c < width; ++c) out[c0 + c] = static_cast<T>(total[c]);
