@@ -13,12 +13,18 @@ time.process_time for the CPU time of all the process's threads) and prints one 
     torch ms/step median M min A max B steps N threads T cpu_ms/step median C
 The batch is fixed random token ids (the step's cost does not depend on the values).
 
+With --bf16 1 the forward and the loss run under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's
+CPU mixed precision (the Linears in bfloat16, softmax and cross-entropy in float32), as brigade's
+train_step_bench --bf16 1 runs its own autocast.
+
 Usage: python3 bench/torch_train_step.py --layers 2 --embd 64 --heads 4 --block 13 --batch 128 \
-           --vocab 13 --threads 1 [--steps 20] [--warmup 3] [--attention eager|sdpa] [--dropout-percent 0..99]
+           --vocab 13 --threads 1 [--steps 20] [--warmup 3] [--attention eager|sdpa] [--dropout-percent 0..99] \
+           [--bf16 0|1]
 Needs only PyTorch (Debian's python3-torch, or PyPI's in scripts/torch_venv.sh's environment).
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -33,7 +39,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in [("layers", 2), ("embd", 64), ("heads", 4), ("block", 13), ("batch", 128),
                           ("vocab", 13), ("threads", 1), ("steps", 20), ("warmup", 3), ("seed", 1337),
-                          ("dropout-percent", 0)]:
+                          ("dropout-percent", 0), ("bf16", 0)]:
         parser.add_argument("--" + name, type=int, default=default)
     parser.add_argument("--attention", choices=["eager", "sdpa"], default="sdpa" if has_sdpa() else "eager")
     args = parser.parse_args()
@@ -53,10 +59,17 @@ def main():
     x = torch.randint(0, args.vocab, (args.batch, args.block))
     y = torch.randint(0, args.vocab, (args.batch, args.block))
 
+    if args.bf16 not in (0, 1):
+        parser.error(f"--bf16 must be 0 or 1, found {args.bf16}")
+
+    def mixed_precision():
+        return torch.autocast("cpu", dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, args.vocab), y.view(-1))
+        with mixed_precision():
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, args.vocab), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -35,6 +35,8 @@
 # (default "2"): torch.set_num_threads and OMP_NUM_THREADS for PyTorch, --threads for brigade; both with
 # OMP_WAIT_POLICY=passive, as on a shared machine. DROPOUT_PERCENT (default 0) trains both sides' GPTs with
 # that dropout (embeddings, attention weights, residual branches; a BASELINE build must know the flag).
+# BF16=1 runs both sides under bf16 autocast (brigade's --bf16 1, PyTorch's torch.autocast("cpu",
+# dtype=torch.bfloat16)); Debian's PyTorch 1.13 has CPU autocast too.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +49,8 @@ ROUNDS_GPT2S="${ROUNDS_GPT2S:-3}"
 WARMUP_GPT2S="${WARMUP_GPT2S:-1}"
 THREADS="${THREADS:-2}"
 DROPOUT_PERCENT="${DROPOUT_PERCENT:-0}"
+BF16="${BF16:-0}"
+[[ "$BF16" == 0 || "$BF16" == 1 ]] || { echo "usage: BF16 is 0 or 1, found '$BF16'" >&2; exit 2; }
 SHAPES="${SHAPES:-baby gpt2s}"
 TORCH="${TORCH:-pypi debian}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/results}"
@@ -97,6 +101,7 @@ for entry in "${sides[@]}"; do
 done
 [[ -z "$BASELINE_BENCH" ]] || printf 'meta\tbaseline\t%s\n' "$(cd "$BASELINE" && pwd)" >>"$raw"
 [[ "$DROPOUT_PERCENT" == 0 ]] || printf 'meta\tdropout_percent\t%s\n' "$DROPOUT_PERCENT" >>"$raw"
+[[ "$BF16" == 0 ]] || printf 'meta\tbf16\t%s\n' "autocast" >>"$raw"
 sed -n 's/^meta\t\([^\t]*\)\t/# \1: /p' "$raw"
 
 # name: layers embd heads block batch vocab
@@ -112,6 +117,7 @@ for shape in $SHAPES; do
   args=(--layers "$layers" --embd "$embd" --heads "$heads" --block "$block" --batch "$batch" --vocab "$vocab"
         --steps "$steps" --warmup "$warmup")
   if [[ "$DROPOUT_PERCENT" != 0 ]]; then args+=(--dropout-percent "$DROPOUT_PERCENT"); fi
+  if [[ "$BF16" != 0 ]]; then args+=(--bf16 1); fi
   for t in $THREADS; do
     for ((r = 0; r < rounds; ++r)); do
       load="$(cut -d' ' -f1 /proc/loadavg)"

@@ -88,8 +88,9 @@ def chart(summary, meta, path):
     ax.set_yticks(list(y))
     ax.set_yticklabels(labels)
     ax.set_xlabel("brigade time / the other side's time per training step (below 1: brigade faster)")
-    dropout = f", dropout {meta['dropout_percent']} %" if "dropout_percent" in meta else ""
-    ax.set_title(f"brigade vs PyTorch, CPU training step{dropout}\n{meta.get('date', '')} {meta.get('commit', '')} "
+    variant = f", dropout {meta['dropout_percent']} %" if "dropout_percent" in meta else ""
+    variant += ", bf16 autocast" if "bf16" in meta else ""
+    ax.set_title(f"brigade vs PyTorch, CPU training step{variant}\n{meta.get('date', '')} {meta.get('commit', '')} "
                  f"{meta.get('cpu', '')}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
