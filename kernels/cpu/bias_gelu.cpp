@@ -175,7 +175,7 @@ void backward_impl(const Tensor& dy, const Tensor& x, const Tensor& bias, const 
         detail::add_row_to_sums(sum, dxp + at, width);
       }
       for (int64_t c = 0; c < width; ++c) {
-        total[c] += detail::pairwise_sum8(&sums[0][c], kColumns);
+        total[c] += detail::pairwise_sum8([&](int l) { return sums[l][c]; });
       }
     }
     for (int64_t c = 0; c < width; ++c) dbp[c0 + c] = static_cast<T>(total[c]);

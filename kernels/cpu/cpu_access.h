@@ -59,12 +59,16 @@ inline acc_t<T> load(const T* p, int64_t i) {
 /// number of threads or on which version ran.
 inline constexpr int64_t kSumChunk = 4096;
 
-/// A chunk's eight running sums added pairwise, ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the
-/// sums `stride` apart (a column's sums in a block of columns): the last step of chunk_sum, and of every loop
-/// that keeps its association (the row, column and squared sums, the bias gradients).
-inline double pairwise_sum8(const double* s, int64_t stride = 1) {
-  return ((s[0] + s[stride]) + (s[2 * stride] + s[3 * stride])) +
-         ((s[4 * stride] + s[5 * stride]) + (s[6 * stride] + s[7 * stride]));
+/// A chunk's eight running sums added pairwise, ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): the last
+/// step of chunk_sum, and of every loop that keeps its association (the row, column and squared sums, the
+/// bias gradients). `sum(l)` gives running sum l (a column's sums in a block of columns: sums[l][c]).
+template <typename F>
+requires std::is_invocable_r_v<double, const F&, int>
+inline double pairwise_sum8(const F& sum) {
+  return ((sum(0) + sum(1)) + (sum(2) + sum(3))) + ((sum(4) + sum(5)) + (sum(6) + sum(7)));
+}
+inline double pairwise_sum8(const double* s) {
+  return pairwise_sum8([s](int l) { return s[l]; });
 }
 
 // Not inlined, so that both versions run the very same machine code for a chunk.

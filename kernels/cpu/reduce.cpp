@@ -240,7 +240,7 @@ __attribute__((always_inline)) inline void sum_column_block(const T* x, T* out, 
       for (int64_t c = 0; c < width; ++c) sums[0][c] += static_cast<double>(row[c]);
     }
     for (int64_t c = 0; c < width; ++c) {
-      total[c] += detail::pairwise_sum8(&sums[0][c], kColumns);
+      total[c] += detail::pairwise_sum8([&](int l) { return sums[l][c]; });
     }
   }
   for (int64_t c = 0; c < width; ++c) out[c0 + c] = static_cast<T>(total[c]);
