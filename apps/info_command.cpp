@@ -59,6 +59,7 @@ Command add_info_command(CLI::App& app) {
               "run on it above 1.25x; below, they widen to float)\n",
               ratio);
         }
+        std::printf("  CPU bf16       : %s\n", kernels::cpu::bf16_support_summary().c_str());
         if (kernels::blas_available()) {
           const std::string better = kernels::cpu::openblas_better_core();
           std::printf("  OpenBLAS core  : %s%s%s%s\n", kernels::cpu::openblas_core().c_str(),

@@ -59,4 +59,21 @@ std::string cpu_features_summary() {
          " KiB, L3 " + std::to_string(c.l3 >> 10) + " KiB";
 }
 
+std::string bf16_support_text(bool avx512_bf16, bool amx_bf16) {
+  const std::string amx = amx_bf16 ? "AMX present but not used (brigade has no AMX kernel)" : "no AMX";
+  if (avx512_bf16) {
+    return "AVX512-BF16: bf16 GEMMs run on vdpbf16ps where it outruns the FMAs (measured: the line above), "
+           "else widen to float; " +
+           amx;
+  }
+  return "no AVX512-BF16, " + amx +
+         ": bf16 GEMMs widen their operands to float, so bf16 saves memory here, "
+         "not arithmetic";
+}
+
+std::string bf16_support_summary() {
+  const CpuFeatures& f = cpu_features();
+  return bf16_support_text(f.avx512_bf16, f.amx_bf16);
+}
+
 }  // namespace brigade::kernels::cpu

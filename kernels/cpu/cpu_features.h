@@ -39,4 +39,10 @@ const CacheSizes& cpu_cache_sizes();
 /// "avx2 fma avx512f avx512_bf16; L1d 32 KiB, L2 1024 KiB, L3 32768 KiB": for `brigade info` and benchmarks.
 std::string cpu_features_summary();
 
+/// What a CPU with (or without) AVX512-BF16 and AMX gives bfloat16 here, in one line for `brigade info`:
+/// which of the two it has, which it lacks, and what the bf16 GEMMs run on as a result (brigade has no AMX
+/// kernel). bf16_support_summary() is the line for this CPU.
+std::string bf16_support_text(bool avx512_bf16, bool amx_bf16);
+std::string bf16_support_summary();
+
 }  // namespace brigade::kernels::cpu

@@ -49,6 +49,15 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// `brigade info` says plainly what the CPU gives bfloat16: AVX512-BF16 or not, AMX or not.
+TEST_F(CliTest, InfoSaysWhatTheCpuGivesBfloat16) {
+  CliRun run = brigade("info");
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_TRUE(contains(run.out, "CPU bf16       : ")) << run.out;
+  EXPECT_TRUE(contains(run.out, "AVX512-BF16")) << run.out;
+  EXPECT_TRUE(contains(run.out, "AMX")) << run.out;
+}
+
 TEST_F(CliTest, HelpExitsZeroAndListsEveryFlag) {
   CliRun run = brigade("train --help");
   EXPECT_EQ(run.status, 0) << run.err;

@@ -523,6 +523,24 @@ TEST(Matmul, OpenBlasIsToldItsVectorCoreOnlyWhereItPickedAnOlderOne) {
   EXPECT_FALSE(kernels::cpu::openblas_core().empty());
 }
 
+// The bf16 line of `brigade info` for each pair of features: what the CPU has and lacks, and what the bf16
+// GEMMs run on as a result.
+TEST(Matmul, Bf16SupportLineSaysWhatTheCpuHasAndLacks) {
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  const std::string neither = kernels::cpu::bf16_support_text(false, false);
+  EXPECT_TRUE(has(neither, "no AVX512-BF16") && has(neither, "no AMX") && has(neither, "widen")) << neither;
+  const std::string dot = kernels::cpu::bf16_support_text(true, false);
+  EXPECT_TRUE(has(dot, "AVX512-BF16: ") && has(dot, "vdpbf16ps") && has(dot, "no AMX")) << dot;
+  const std::string both = kernels::cpu::bf16_support_text(true, true);
+  EXPECT_TRUE(has(both, "AMX present but not used")) << both;
+  const std::string amx_only = kernels::cpu::bf16_support_text(false, true);
+  EXPECT_TRUE(has(amx_only, "no AVX512-BF16") && has(amx_only, "AMX present but not used")) << amx_only;
+  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
+  EXPECT_EQ(kernels::cpu::bf16_support_summary(), kernels::cpu::bf16_support_text(f.avx512_bf16, f.amx_bf16));
+}
+
 // bfloat16 GEMMs run v4 (vdpbf16ps) only where the core computes faster on it than on FMAs: measured, since
 // the ratio is about 2 on Zen 4 and 0.5 on Intel cores without AMX.
 TEST(Matmul, Bf16DefaultFollowsTheMeasuredVdpbf16psRate) {
