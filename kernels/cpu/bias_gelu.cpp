@@ -98,11 +98,6 @@ void bias_gelu_grad_span(T* dx, const T* dy, const T* x, const T* b, int64_t n, 
   if constexpr (std::is_same_v<T, double>) {
     for (int64_t k = 0; k < n; ++k) dx[k] = formulas::gelu_grad(dy[k], x[k] + b[k]);
   } else {
-#if BRIGADE_CPU_AVX2
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      if (code == GeluCode::Avx512Fma) return detail::bias_gelu_grad_row_avx512_bf16(dx, dy, x, b, n);
-    }
-#endif
     float h[kColumns];
     rounded_sums(h, x, b, n);
     if constexpr (std::is_same_v<T, float>) {
