@@ -97,6 +97,64 @@ BRIGADE_AVX512_INLINE double chunk_exp_sum(const float* x, int64_t n, float shif
   return _mm512_reduce_add_pd(_mm512_add_pd(sum.lo, sum.hi));
 }
 
+/// The totals of four rows' vectors of 8 double lanes, each in _mm512_reduce_add_pd's order (lanes i and
+/// i + 4 added, then j and j + 2, then 0 and 1: the bits of a row alone), the four reductions side by side:
+/// 7 shuffles and 4 adds where one at a time takes 4 x 6 dependent steps.
+BRIGADE_AVX512_INLINE void reduce_four(__m512d v0, __m512d v1, __m512d v2, __m512d v3, double* totals) {
+  // [row a's lanes 0-3 + 4-7 | row b's]: the halves of two rows gathered, then added.
+  const __m512d s01 = _mm512_add_pd(_mm512_shuffle_f64x2(v0, v1, 0x44), _mm512_shuffle_f64x2(v0, v1, 0xee));
+  const __m512d s23 = _mm512_add_pd(_mm512_shuffle_f64x2(v2, v3, 0x44), _mm512_shuffle_f64x2(v2, v3, 0xee));
+  // [row 0's lanes 0-1 + 2-3 | row 1's | row 2's | row 3's].
+  const __m512d t = _mm512_add_pd(_mm512_shuffle_f64x2(s01, s23, 0x88), _mm512_shuffle_f64x2(s01, s23, 0xdd));
+  // Each pair's two lanes added: a row's total in the even lane.
+  alignas(64) double out[8];
+  _mm512_store_pd(out, _mm512_add_pd(t, _mm512_permute_pd(t, 0x55)));
+  for (int r = 0; r < 4; ++r) totals[r] = out[2 * r];
+}
+
+/// chunk_exp_sum of four rows side by side (row i at x + i * n, shifted by shift[i], its exps written to
+/// out + i * n with kStore), each row's total the same bits. One row alone is a chain: its exps feed one
+/// running sum, which ends in a reduction. Four rows' vectors interleaved give the core four chains to
+/// overlap, and their four reductions go side by side (reduce_four).
+template <bool kStore>
+BRIGADE_AVX512_INLINE void four_exp_sums(const float* x, int64_t n, const float* shift, double* totals,
+                                         float* out) {
+  __m512 s[4];
+  Wide sum[4];
+  for (int i = 0; i < 4; ++i) {
+    s[i] = _mm512_set1_ps(shift[i]);
+    sum[i] = Wide{_mm512_setzero_pd(), _mm512_setzero_pd()};
+  }
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) {
+    for (int i = 0; i < 4; ++i) {
+      const float* row = x + i * n + j;
+      const __m512 e0 = exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(row), s[i]));
+      const __m512 e1 = exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(row + 16), s[i]));
+      const __m512 e2 = exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(row + 32), s[i]));
+      const __m512 e3 = exp16_not_above_88(_mm512_sub_ps(_mm512_loadu_ps(row + 48), s[i]));
+      if constexpr (kStore) {
+        float* y = out + i * n + j;
+        _mm512_storeu_ps(y, e0);
+        _mm512_storeu_ps(y + 16, e1);
+        _mm512_storeu_ps(y + 32, e2);
+        _mm512_storeu_ps(y + 48, e3);
+      }
+      add_widened(sum[i], _mm512_add_ps(_mm512_add_ps(e0, e1), _mm512_add_ps(e2, e3)));
+    }
+  }
+  for (; j < n; j += 16) {  // the last vectors, the very last one masked (its lanes past n add 0)
+    const __mmask16 m = first_lanes(std::min<int64_t>(16, n - j));
+    for (int i = 0; i < 4; ++i) {
+      const __m512 e = exp16_not_above_88(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i * n + j), s[i]));
+      if constexpr (kStore) _mm512_mask_storeu_ps(out + i * n + j, m, e);
+      add_widened(sum[i], _mm512_maskz_mov_ps(m, e));
+    }
+  }
+  reduce_four(_mm512_add_pd(sum[0].lo, sum[0].hi), _mm512_add_pd(sum[1].lo, sum[1].hi),
+              _mm512_add_pd(sum[2].lo, sum[2].hi), _mm512_add_pd(sum[3].lo, sum[3].hi), totals);
+}
+
 /// How far above the shift an element may lie before the shift is raised: its exp is then at most e^16,
 /// and a sum of a row's exps stays far inside double's range.
 constexpr float kShiftSlack = 16.0f;
@@ -164,13 +222,23 @@ BRIGADE_AVX512 double max_exp_sum_avx512(const float* x, int64_t n, float* max) 
 
 BRIGADE_AVX512 void max_exp_sum_rows_avx512(const float* x, int64_t rows, int64_t n, float* max,
                                             double* total, float* y) {
-  // Phase by phase over a group of rows: each row's max, then each row's sum. A short row's work is a
-  // chain (the max's reduction feeds every exp; the sum's reduction ends it) longer than its few vectors
-  // take to issue; the group's chains overlap.
+  // Phase by phase over a group of rows: each row's max, then their sums, four rows side by side. A short
+  // row's work is a chain (the max's reduction feeds every exp; the sum's reduction ends it) longer than
+  // its few vectors take to issue; the group's chains overlap.
   constexpr int64_t kGroup = 4;
   for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
     const int64_t group = std::min(kGroup, rows - r0);
     for (int64_t r = r0; r < r0 + group; ++r) max[r] = chunk_max(x + r * n, n);
+    const bool finite = std::all_of(max + r0, max + r0 + group,
+                                    [](float m) { return m != -std::numeric_limits<float>::infinity(); });
+    if (group == kGroup && finite) {  // four rows side by side
+      if (y != nullptr) {
+        four_exp_sums<true>(x + r0 * n, n, max + r0, total + r0, y + r0 * n);
+      } else {
+        four_exp_sums<false>(x + r0 * n, n, max + r0, total + r0, nullptr);
+      }
+      continue;
+    }
     for (int64_t r = r0; r < r0 + group; ++r) {
       // As max_exp_sum_avx512: a row of -inf only sums to 0 (and, storing, writes nothing).
       if (max[r] == -std::numeric_limits<float>::infinity()) {
@@ -261,21 +329,6 @@ BRIGADE_AVX512_INLINE __m512d lanes_in_double(const float* a, const float* b, in
   if (j < n) add(j, even_lo, even_hi);
   if (j + 16 < n) add(j + 16, odd_lo, odd_hi);
   return _mm512_add_pd(_mm512_add_pd(even_lo, even_hi), _mm512_add_pd(odd_lo, odd_hi));
-}
-
-/// The totals of four rows' lanes_in_double vectors, each in _mm512_reduce_add_pd's order (lane i + lane i +
-/// 4, then j + j + 2, then 0 + 1: the bits of a row alone), the four reductions side by side: 7 shuffles and
-/// 4 adds where one at a time takes 4 x 6 dependent steps.
-BRIGADE_AVX512_INLINE void reduce_four(__m512d v0, __m512d v1, __m512d v2, __m512d v3, double* totals) {
-  // [row a's lanes 0-3 + 4-7 | row b's]: the halves of two rows gathered, then added.
-  const __m512d s01 = _mm512_add_pd(_mm512_shuffle_f64x2(v0, v1, 0x44), _mm512_shuffle_f64x2(v0, v1, 0xee));
-  const __m512d s23 = _mm512_add_pd(_mm512_shuffle_f64x2(v2, v3, 0x44), _mm512_shuffle_f64x2(v2, v3, 0xee));
-  // [row 0's lanes 0-1 + 2-3 | row 1's | row 2's | row 3's].
-  const __m512d t = _mm512_add_pd(_mm512_shuffle_f64x2(s01, s23, 0x88), _mm512_shuffle_f64x2(s01, s23, 0xdd));
-  // Each pair's two lanes added: a row's total in the even lane.
-  alignas(64) double out[8];
-  _mm512_store_pd(out, _mm512_add_pd(t, _mm512_permute_pd(t, 0x55)));
-  for (int r = 0; r < 4; ++r) totals[r] = out[2 * r];
 }
 
 }  // namespace
