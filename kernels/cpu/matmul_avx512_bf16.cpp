@@ -56,34 +56,6 @@ __attribute__((target("avx512f,avx512bf16"), always_inline)) inline __m512i inte
   return _mm512_or_si512(widen16(low, n), _mm512_slli_epi32(widen16(high, n), 16));
 }
 
-// out[p * width + r] = word p of row r for r in [0, rows) (a multiple of 4) and p in [0, len), where row r's
-// words are the bfloat16 pairs at src + r * 2 * ld_words: a transposing copy of 32-bit words, 4 x 4 blocks
-// in registers (4 loads, 8 shuffles, 4 stores for 16 words).
-__attribute__((target("avx512f,avx512bf16"), always_inline)) inline void transpose_words(
-    const bfloat16* src, int64_t ld_words, int64_t rows, int64_t len, uint32_t* out, int64_t width) {
-  auto at = [&](int64_t r, int64_t p) { return src + 2 * (r * ld_words + p); };
-  int64_t p = 0;
-  for (; p + 4 <= len; p += 4) {
-    for (int64_t r = 0; r < rows; r += 4) {
-      const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r, p)));
-      const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 1, p)));
-      const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 2, p)));
-      const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r + 3, p)));
-      const __m128i t0 = _mm_unpacklo_epi32(r0, r1),
-                    t1 = _mm_unpackhi_epi32(r0, r1);  // r0[0] r1[0] r0[1] r1[1]
-      const __m128i t2 = _mm_unpacklo_epi32(r2, r3), t3 = _mm_unpackhi_epi32(r2, r3);  // ... and [2], [3]
-      uint32_t* o = out + p * width + r;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(t0, t2));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + width), _mm_unpackhi_epi64(t0, t2));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * width), _mm_unpacklo_epi64(t1, t3));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * width), _mm_unpackhi_epi64(t1, t3));
-    }
-  }
-  for (; p < len; ++p) {
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(out + p * width + r, at(r, p), sizeof(uint32_t));
-  }
-}
-
 struct Avx512Bf16Kernel {
   static constexpr int64_t MR = detail::kAvx512TileRows, NR = 32, KSTEP = 2;
   using Packed = uint32_t;
@@ -104,7 +76,9 @@ struct Avx512Bf16Kernel {
       const int64_t rows = std::min(MR, mc - r0);
       int64_t q0 = 0;  // pairs [0, q0) of the panel are packed
       if (rows == MR && !trans && lda % 2 == 0) {
-        transpose_words(a + r0 * lda, lda / 2, MR, whole, panel, MR);
+        // Rows of 32-bit words, lda / 2 apart: a copy of uint32_t bits.
+        detail::pack_transposed_by_four(reinterpret_cast<const uint32_t*>(a + r0 * lda), lda / 2, MR, whole,
+                                        panel, MR);
         q0 = whole;
       } else if (rows == MR && trans) {
         for (; q0 < whole; ++q0) {
@@ -145,7 +119,8 @@ struct Avx512Bf16Kernel {
           _mm512_storeu_si512(panel + q0 * NR + 16, interleave16(low + 16, low + ldb + 16, 16));
         }
       } else if (cols == NR && trans && ldb % 2 == 0) {
-        transpose_words(b + c0 * ldb, ldb / 2, NR, whole, panel, NR);
+        detail::pack_transposed_by_four(reinterpret_cast<const uint32_t*>(b + c0 * ldb), ldb / 2, NR, whole,
+                                        panel, NR);
         q0 = whole;
       }
       for (int64_t q = q0; q < groups; ++q) {
