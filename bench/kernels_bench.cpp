@@ -11,7 +11,8 @@
 // a Linear's qkv product, alone and with its bias (matmul_bias), by the public op.
 //
 //   ./kernels_bench                         # full run: three model shapes, CPU (+ CUDA f32/bf16 with a GPU);
-//                                           # on the CPU bf16 for the ops with bf16 loops of their own (GELU)
+//                                           # on the CPU bf16 for the ops with bf16 loops of their own
+//                                           # (GELU, bias + GELU, the bias gradients' column sums)
 //   ./kernels_bench --smoke                 # CI: the two small models, quick peaks (use a tiny min time)
 //   scripts/bench_kernels.sh [--smoke] [OUTDIR]   # runs every suite, JSON named by date, commit, device
 //
@@ -209,7 +210,8 @@ void add_case(const OpCase& c, const Where& w, const table::Implementation& impl
 /// The CPU's bfloat16 cases: the ops whose bfloat16 loops are their own (the rest widen to float and run the
 /// float32 loops, or run in float32 under autocast).
 bool cpu_bf16_case(const std::string& label) {
-  static const std::set<std::string> ops = {"bias_gelu_fwd", "bias_gelu_bwd", "gelu_fwd", "gelu_bwd"};
+  static const std::set<std::string> ops = {"bias_gelu_fwd", "bias_gelu_bwd", "gelu_fwd", "gelu_bwd",
+                                            "sum_rows.bias_grad"};
   return ops.count(label) > 0;
 }
 

@@ -250,8 +250,10 @@ __attribute__((always_inline)) inline void sum_column_block(const T* x, T* out, 
 /// The same block compiled for AVX-512: every column's adds are its own and in the same order, so the
 /// wider vectors (8 doubles, against SSE2's 2) give the same bits. A bias gradient's float column sums were
 /// bound by their conversions and adds at SSE2's width (45 % of the copy rate at the baby GPT's size).
-__attribute__((target("avx512f"))) void sum_column_block_avx512(const float* x, float* out, int64_t rows,
-                                                                int64_t cols, int64_t c0, int64_t width) {
+/// bfloat16 too: its widening to float (a 16-bit shift) and then to double is exact, and vectorizes here.
+template <typename T>
+__attribute__((target("avx512f"))) void sum_column_block_avx512(const T* x, T* out, int64_t rows, int64_t cols,
+                                                                int64_t c0, int64_t width) {
   sum_column_block(x, out, rows, cols, c0, width);
 }
 #endif
@@ -266,7 +268,7 @@ void sum_columns_typed(const T* x, T* out, int64_t rows, int64_t cols) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t c0 = b * kColumns, width = std::min(kColumns, cols - c0);
 #if BRIGADE_CPU_X86
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
       if (avx512) {
         sum_column_block_avx512(x, out, rows, cols, c0, width);
         continue;
