@@ -80,17 +80,20 @@ BRIGADE_VECTOR_INLINE int64_t pack_six_rows_by_four(const float* src, int64_t ld
 // column r of the panel, panel[p * width + r] = src[r * ld + p], for rows [0, rows), rows a multiple of 4.
 // Each 4 x 4 block is four 4-wide loads, eight shuffles and four 4-wide stores, where the scalar loop made
 // 16 loads and 16 stores: the A panels of an untransposed A and the B panels of a transposed B (x @ W^T,
-// nn::Linear's forward) are both this copy. W is any 4-byte value, copied as bits: floats, or the 32-bit
-// pairs of bfloat16 that the bf16 GEMM packs (matmul_avx512_bf16.cpp). Bits unchanged.
+// nn::Linear's forward) are both this copy. The values are the panel's type W, any 4 bytes copied as bits:
+// floats, or the 32-bit pairs of bfloat16 that the bf16 GEMM packs (matmul_avx512_bf16.cpp), whose source
+// is bfloat16 memory (S), read as bytes; ld and p count W's. Bits unchanged.
 using u32x4 = uint32_t __attribute__((vector_size(16)));
 
-template <typename W>
-BRIGADE_VECTOR_INLINE void pack_transposed_by_four(const W* src, int64_t ld, int64_t rows, int64_t len,
+template <typename W, typename S>
+BRIGADE_VECTOR_INLINE void pack_transposed_by_four(const S* src, int64_t ld, int64_t rows, int64_t len,
                                                    W* panel, int64_t width) {
   static_assert(sizeof(W) == 4, "a transposing copy of 4-byte values");
   // Four values: float vectors for floats (the code this copy always had), else four words of bits.
   using w4 = std::conditional_t<std::is_same_v<W, float>, f32x4, u32x4>;
-  auto load = [](const W* from) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(src);
+  auto at = [&](int64_t r, int64_t q) { return bytes + (r * ld + q) * int64_t{sizeof(W)}; };
+  auto load = [](const unsigned char* from) {
     w4 v;
     std::memcpy(&v, from, sizeof v);
     return v;
@@ -99,8 +102,7 @@ BRIGADE_VECTOR_INLINE void pack_transposed_by_four(const W* src, int64_t ld, int
   int64_t p = 0;
   for (; p + 4 <= len; p += 4) {
     for (int64_t r = 0; r < rows; r += 4) {
-      const W* s = src + r * ld + p;
-      const w4 r0 = load(s), r1 = load(s + ld), r2 = load(s + 2 * ld), r3 = load(s + 3 * ld);
+      const w4 r0 = load(at(r, p)), r1 = load(at(r + 1, p)), r2 = load(at(r + 2, p)), r3 = load(at(r + 3, p));
       const w4 t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);  // r0[0] r1[0] r0[1] r1[1]
       const w4 t1 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);  // r0[2] r1[2] r0[3] r1[3]
       const w4 t2 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
@@ -112,8 +114,8 @@ BRIGADE_VECTOR_INLINE void pack_transposed_by_four(const W* src, int64_t ld, int
       store(o + 3 * width, __builtin_shufflevector(t1, t3, 2, 3, 6, 7));  // p + 3
     }
   }
-  for (; p < len; ++p) {  // by memcpy: W may be the words of a buffer of another type
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(panel + p * width + r, src + r * ld + p, sizeof(W));
+  for (; p < len; ++p) {
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(panel + p * width + r, at(r, p), sizeof(W));
   }
 }
 

@@ -76,9 +76,8 @@ struct Avx512Bf16Kernel {
       const int64_t rows = std::min(MR, mc - r0);
       int64_t q0 = 0;  // pairs [0, q0) of the panel are packed
       if (rows == MR && !trans && lda % 2 == 0) {
-        // Rows of 32-bit words, lda / 2 apart: a copy of uint32_t bits.
-        detail::pack_transposed_by_four(reinterpret_cast<const uint32_t*>(a + r0 * lda), lda / 2, MR, whole,
-                                        panel, MR);
+        // Rows of 32-bit words (pairs), lda / 2 words apart.
+        detail::pack_transposed_by_four(a + r0 * lda, lda / 2, MR, whole, panel, MR);
         q0 = whole;
       } else if (rows == MR && trans) {
         for (; q0 < whole; ++q0) {
@@ -119,8 +118,7 @@ struct Avx512Bf16Kernel {
           _mm512_storeu_si512(panel + q0 * NR + 16, interleave16(low + 16, low + ldb + 16, 16));
         }
       } else if (cols == NR && trans && ldb % 2 == 0) {
-        detail::pack_transposed_by_four(reinterpret_cast<const uint32_t*>(b + c0 * ldb), ldb / 2, NR, whole,
-                                        panel, NR);
+        detail::pack_transposed_by_four(b + c0 * ldb, ldb / 2, NR, whole, panel, NR);
         q0 = whole;
       }
       for (int64_t q = q0; q < groups; ++q) {
